@@ -1,0 +1,197 @@
+//! The wrapper's own flags, which come before the test command.
+//!
+//! `parallel_gpu_execute [--lock-dir=DIR] [--vendor=V] [--wait=S] [--] TEST [ARGS...]`
+//!
+//! Bazel's `--run_under='//x:parallel_gpu_execute --wait=600'` puts the flags
+//! first, then the test. The first word that is not one of these options
+//! (or `--`) ends them; it and everything after it belong to the test and are
+//! passed on byte for byte. Parsing borrows from argv and never allocates.
+
+use crate::error::Error;
+use std::ffi::CStr;
+use wrapper_common::argv::Argv;
+
+pub const USAGE: &str = "\
+usage: parallel_gpu_execute [OPTIONS] [--] TEST [ARGS...]
+
+Runs TEST on a GPU slot of its own: counts the GPUs, locks a free slot
+(flock on <lock-dir>/gpulock<gpu>_<slot>), sets the *_VISIBLE_DEVICES
+variables and execs TEST. With no GPU, execs TEST unchanged.
+
+options (each wins over its environment variable):
+  --lock-dir=DIR   lock directory (PARALLEL_GPU_EXECUTE_LOCK_DIR, default /var/lock)
+  --vendor=V       rocm, cuda or classic (PARALLEL_GPU_EXECUTE_VENDOR,
+                   default: from where the GPU count came)
+  --wait=SECONDS   how long to wait for a free slot; 0 fails at once
+                   (PARALLEL_GPU_EXECUTE_WAIT, default: no limit)
+  --help, -h       this text
+  --version        the version
+
+environment: TF_GPU_COUNT, TF_TESTS_PER_GPU (default 8),
+  ROCR_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES (the GPU pool),
+  TF_PER_DEVICE_MEMORY_LIMIT_MB, PARALLEL_GPU_EXECUTE_SYSROOT.
+exit: the test's own status; 1 no GPU slot; 2 bad input; 126 TEST not
+  executable; 127 TEST not found; 130/143 interrupted while waiting.
+";
+
+/// The options that take a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flag {
+    LockDir,
+    Vendor,
+    Wait,
+}
+
+impl Flag {
+    pub fn name(self) -> &'static str {
+        match self {
+            Flag::LockDir => "--lock-dir",
+            Flag::Vendor => "--vendor",
+            Flag::Wait => "--wait",
+        }
+    }
+
+    const ALL: [Flag; 3] = [Flag::LockDir, Flag::Vendor, Flag::Wait];
+}
+
+/// Option values as given (validated later, together with their variables).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Flags {
+    pub lock_dir: Option<&'static CStr>,
+    pub vendor: Option<&'static CStr>,
+    pub wait: Option<&'static CStr>,
+}
+
+#[derive(Debug)]
+pub enum Invocation {
+    /// Run the test found at argv index `command`.
+    Run {
+        flags: Flags,
+        command: usize,
+    },
+    Help,
+    Version,
+}
+
+/// `--name=value` split off a flag word, as a C string (the value is a
+/// suffix of a NUL-terminated argument, so it stays one).
+fn value_after(arg: &'static CStr, prefix_len: usize) -> &'static CStr {
+    let bytes = arg.to_bytes_with_nul();
+    CStr::from_bytes_with_nul(&bytes[prefix_len..]).unwrap_or(c"")
+}
+
+pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
+    let mut flags = Flags::default();
+    let mut i = 1;
+    while let Some(arg) = argv.get(i) {
+        let bytes = arg.to_bytes();
+        match bytes {
+            b"--" => {
+                i += 1;
+                break;
+            }
+            b"--help" | b"-h" => return Ok(Invocation::Help),
+            b"--version" => return Ok(Invocation::Version),
+            _ if bytes.len() < 2 || bytes[0] != b'-' => break,
+            _ => {}
+        }
+        let mut matched = None;
+        for flag in Flag::ALL {
+            let name = flag.name().as_bytes();
+            if bytes == name {
+                let value = argv.get(i + 1).ok_or(Error::MissingValue(flag))?;
+                i += 1;
+                matched = Some((flag, value));
+            } else if bytes.len() > name.len() && bytes.starts_with(name) && bytes[name.len()] == b'=' {
+                matched = Some((flag, value_after(arg, name.len() + 1)));
+            }
+        }
+        let Some((flag, value)) = matched else {
+            return Err(Error::UnknownOption(bytes));
+        };
+        let slot = match flag {
+            Flag::LockDir => &mut flags.lock_dir,
+            Flag::Vendor => &mut flags.vendor,
+            Flag::Wait => &mut flags.wait,
+        };
+        *slot = Some(value);
+        i += 1;
+    }
+    if i >= argv.len() {
+        return Err(Error::NoCommand);
+    }
+    Ok(Invocation::Run { flags, command: i })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::{CString, c_char};
+
+    /// Builds an Argv over leaked strings, as the C runtime would give it.
+    fn argv(words: &[&str]) -> Argv {
+        let ptrs: Vec<*const c_char> = words
+            .iter()
+            .map(|w| CString::new(*w).unwrap().into_raw() as *const c_char)
+            .chain(std::iter::once(std::ptr::null()))
+            .collect();
+        let ptrs = Box::leak(ptrs.into_boxed_slice());
+        // SAFETY: NULL-terminated array of leaked (hence 'static) C strings.
+        unsafe { Argv::from_main(words.len() as i32, ptrs.as_ptr()) }
+    }
+
+    fn run(words: &[&str]) -> (Flags, usize) {
+        match parse(&argv(words)).unwrap() {
+            Invocation::Run { flags, command } => (flags, command),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_end_at_the_test_command() {
+        let (f, cmd) = run(&["pge", "--wait=5", "--lock-dir", "/l", "./t", "--wait=9", "--x"]);
+        assert_eq!(f.wait, Some(c"5"));
+        assert_eq!(f.lock_dir, Some(c"/l"));
+        assert_eq!(f.vendor, None);
+        assert_eq!(cmd, 4);
+    }
+
+    #[test]
+    fn double_dash_ends_options() {
+        let (f, cmd) = run(&["pge", "--vendor=cuda", "--", "--looks-like-a-flag"]);
+        assert_eq!(f.vendor, Some(c"cuda"));
+        assert_eq!(cmd, 3);
+    }
+
+    #[test]
+    fn last_flag_wins_and_empty_value_is_kept() {
+        let (f, _) = run(&["pge", "--wait=1", "--wait=", "t"]);
+        assert_eq!(f.wait, Some(c""));
+    }
+
+    #[test]
+    fn errors() {
+        assert!(matches!(parse(&argv(&["pge"])), Err(Error::NoCommand)));
+        assert!(matches!(parse(&argv(&["pge", "--wait=1"])), Err(Error::NoCommand)));
+        assert!(matches!(parse(&argv(&["pge", "--"])), Err(Error::NoCommand)));
+        assert!(matches!(parse(&argv(&["pge", "--wait"])), Err(Error::MissingValue(Flag::Wait))));
+        assert!(matches!(parse(&argv(&["pge", "--waiting=3", "t"])), Err(Error::UnknownOption(b"--waiting=3"))));
+        assert!(matches!(parse(&argv(&["pge", "-x", "t"])), Err(Error::UnknownOption(b"-x"))));
+        assert!(matches!(parse(&argv(&[])), Err(Error::NoCommand)));
+    }
+
+    #[test]
+    fn help_and_version() {
+        assert!(matches!(parse(&argv(&["pge", "--help", "t"])), Ok(Invocation::Help)));
+        assert!(matches!(parse(&argv(&["pge", "-h"])), Ok(Invocation::Help)));
+        assert!(matches!(parse(&argv(&["pge", "--version"])), Ok(Invocation::Version)));
+        // After the command, --help belongs to the test.
+        assert!(matches!(parse(&argv(&["pge", "t", "--help"])), Ok(Invocation::Run { command: 1, .. })));
+    }
+
+    #[test]
+    fn dash_alone_is_a_command() {
+        let (_, cmd) = run(&["pge", "-"]);
+        assert_eq!(cmd, 1);
+    }
+}

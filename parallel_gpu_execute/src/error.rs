@@ -1,0 +1,162 @@
+//! Every way the wrapper can fail, each with its exit code and one line of
+//! explanation.
+//!
+//! | code | meaning |
+//! |------|---------|
+//! | 1    | no GPU slot: the test needs more GPUs than the pool holds, or the wait limit passed |
+//! | 2    | bad input or an unusable environment: flag, variable, pool id, lock directory, lock file |
+//! | 126  | the test exists but cannot be executed |
+//! | 127  | the test does not exist |
+//! | 130, 143 | SIGINT / SIGTERM arrived while waiting for a slot |
+//!
+//! Anything else is the test's own exit status: the wrapper execs the test
+//! and leaves no process of its own behind.
+
+use crate::cli::Flag;
+use std::fmt;
+use wrapper_common::StackPath;
+use wrapper_common::diag::Bytes;
+use wrapper_common::exec::ExecFailure;
+
+/// Appended to usage errors, so that they stay one line.
+const USAGE_HINT: &str = "usage: parallel_gpu_execute [OPTIONS] [--] TEST [ARGS...] (see --help)";
+
+pub const EXIT_NO_SLOT: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+
+#[derive(Debug)]
+pub enum Error {
+    /// An option the wrapper does not know, before the test command.
+    UnknownOption(&'static [u8]),
+    /// An option that needs a value came last.
+    MissingValue(Flag),
+    /// No test command after the options.
+    NoCommand,
+    /// A flag or variable with a value out of its domain.
+    BadValue {
+        name: &'static str,
+        value: &'static [u8],
+        expected: &'static str,
+    },
+    /// A GPU id in the pool that cannot name a lock file safely.
+    BadPoolId {
+        variable: &'static str,
+        id: &'static [u8],
+    },
+    DuplicatePoolId {
+        variable: &'static str,
+        id: &'static [u8],
+    },
+    /// The test asks for more GPUs than the pool has.
+    PoolTooSmall {
+        needed: u64,
+        pool: usize,
+        variable: Option<&'static str>,
+    },
+    /// No slot became free within the wait limit (0 = fail fast).
+    NoFreeSlot {
+        needed: u64,
+        wait_ms: u64,
+    },
+    /// The lock directory is missing and cannot be created, or is unusable.
+    LockDir {
+        dir: StackPath,
+        action: &'static str,
+        errno: rustix::io::Errno,
+    },
+    /// A lock file cannot be created in an existing directory.
+    LockFileCreate {
+        path: StackPath,
+        errno: rustix::io::Errno,
+    },
+    /// Something other than a regular file sits at a lock path.
+    UnsafeLockPath {
+        path: StackPath,
+        what: &'static str,
+    },
+    /// Any other failing system call, named.
+    System {
+        what: &'static str,
+        path: Option<StackPath>,
+        errno: rustix::io::Errno,
+    },
+    /// The test could not be executed.
+    Exec(ExecFailure),
+}
+
+impl Error {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::PoolTooSmall { .. } | Error::NoFreeSlot { .. } => EXIT_NO_SLOT,
+            Error::Exec(e) => e.exit_code(),
+            _ => EXIT_USAGE,
+        }
+    }
+}
+
+fn path_of(p: &Option<StackPath>) -> Bytes<'_> {
+    Bytes(p.as_ref().map(StackPath::as_bytes).unwrap_or(b""))
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::UnknownOption(o) => write!(f, "unknown option '{}'; {USAGE_HINT}", Bytes(o)),
+            Error::MissingValue(flag) => write!(f, "{} needs a value; {USAGE_HINT}", flag.name()),
+            Error::NoCommand => write!(f, "no test command given; {USAGE_HINT}"),
+            Error::BadValue { name, value, expected } => {
+                write!(f, "{name}: invalid value '{}' (expected {expected})", Bytes(value))
+            }
+            Error::BadPoolId { variable, id } => write!(
+                f,
+                "{variable}: GPU id '{}' is not usable in a lock file name (allowed: letters, digits, '_', '.', '-'; no '..')",
+                Bytes(id)
+            ),
+            Error::DuplicatePoolId { variable, id } => write!(f, "{variable}: GPU id '{}' is listed twice", Bytes(id)),
+            Error::PoolTooSmall { needed, pool, variable } => {
+                write!(f, "the test needs {needed} GPU(s) but the pool holds only {pool}")?;
+                match variable {
+                    Some(v) => write!(f, " (from {v})"),
+                    None => write!(f, " (all GPUs of this host)"),
+                }
+            }
+            Error::NoFreeSlot { needed, wait_ms: 0 } => {
+                write!(f, "cannot find {needed} free GPU(s) to run the test on, and waiting is off (wait=0)")
+            }
+            Error::NoFreeSlot { needed, wait_ms } => write!(
+                f,
+                "cannot find {needed} free GPU(s) to run the test on within the wait limit of {}.{:03}s",
+                wait_ms / 1000,
+                wait_ms % 1000
+            ),
+            Error::LockDir { dir, action, errno } => write!(
+                f,
+                "lock directory {}: cannot {action}: {errno} (under Bazel's sandbox, make it writable with --sandbox_writable_path={})",
+                Bytes(dir.as_bytes()),
+                Bytes(dir.as_bytes())
+            ),
+            Error::LockFileCreate { path, errno } => write!(
+                f,
+                "cannot create lock file {}: {errno} (under Bazel's sandbox, make its directory writable with --sandbox_writable_path)",
+                Bytes(path.as_bytes())
+            ),
+            Error::UnsafeLockPath { path, what } => {
+                write!(f, "refusing lock path {}: it is {what}, not a regular file", Bytes(path.as_bytes()))
+            }
+            Error::System { what, path, errno } => {
+                if path.is_some() {
+                    write!(f, "{what} {}: {errno}", path_of(path))
+                } else {
+                    write!(f, "{what}: {errno}")
+                }
+            }
+            Error::Exec(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<ExecFailure> for Error {
+    fn from(e: ExecFailure) -> Error {
+        Error::Exec(e)
+    }
+}

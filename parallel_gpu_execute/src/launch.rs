@@ -1,0 +1,117 @@
+//! From a granted block to the running test: resolve the test like the
+//! classic script's `rlocation`, set the environment, keep only the lock
+//! descriptors open, and exec.
+
+use crate::error::Error;
+use crate::locks::Grant;
+use crate::request::Pool;
+use crate::settings::Vendor;
+use rustix::fd::IntoRawFd;
+use rustix::io::FdFlags;
+use std::ffi::{CStr, c_char};
+use std::fmt::Write as _;
+use wrapper_common::StackPath;
+use wrapper_common::argv::Argv;
+use wrapper_common::diag::{self, Bytes};
+use wrapper_common::env::{self, EnvBuilder};
+use wrapper_common::exec;
+use wrapper_common::runfiles::{Runfiles, strip_dot_slash};
+
+/// Where the test binary is: an absolute path as is; else
+/// `$TEST_SRCDIR/$TEST_WORKSPACE/<test without ./>` when it exists; else the
+/// runfiles manifest (`$RUNFILES_MANIFEST_FILE`, else
+/// `$TEST_SRCDIR/MANIFEST`); else the word as given (searched in `PATH` when
+/// it has no slash). Fails with 127/126 when that is not an executable file.
+pub fn resolve_test(test: &CStr) -> Result<StackPath, Error> {
+    let bytes = test.to_bytes();
+    if bytes.first() != Some(&b'/') {
+        if let Some(found) = runfiles_lookup(strip_dot_slash(bytes)) {
+            return Ok(exec::resolve(found.as_cstr())?);
+        }
+    }
+    Ok(exec::resolve(test)?)
+}
+
+fn runfiles_lookup(relative: &[u8]) -> Option<StackPath> {
+    let workspace = env::var_nonempty(b"TEST_WORKSPACE")?;
+    let srcdir = env::var_nonempty(b"TEST_SRCDIR");
+    let manifest = match env::var_nonempty(b"RUNFILES_MANIFEST_FILE") {
+        Some(m) => StackPath::from_bytes(m).ok(),
+        None => srcdir.and_then(|d| {
+            let mut p = StackPath::from_bytes(d).ok()?;
+            p.push_path(b"MANIFEST").ok()?;
+            Some(p)
+        }),
+    };
+    let runfiles = Runfiles { dir: srcdir.and_then(|d| StackPath::from_bytes(d).ok()), manifest };
+    let mut rlocation = StackPath::from_bytes(workspace).ok()?;
+    rlocation.push_path(relative).ok()?;
+    runfiles.rlocation(rlocation.as_bytes())
+}
+
+/// `a,b,c`
+fn comma_list<'a>(items: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    out
+}
+
+/// The environment the test runs with.
+pub fn test_environment(vendor: Vendor, block_ids: &[u8], block_len: usize) -> EnvBuilder {
+    let mut env = EnvBuilder::from_current();
+    match vendor {
+        Vendor::Rocm => {
+            let mut hip = String::new();
+            for i in 0..block_len {
+                let _ = write!(hip, "{}{i}", if i > 0 { "," } else { "" });
+            }
+            env.set(b"ROCR_VISIBLE_DEVICES", block_ids)
+                .set(b"HIP_VISIBLE_DEVICES", hip.as_bytes())
+                .remove(b"CUDA_VISIBLE_DEVICES");
+        }
+        Vendor::Cuda => {
+            env.set(b"CUDA_VISIBLE_DEVICES", block_ids);
+        }
+        Vendor::Classic => {
+            env.set(b"CUDA_VISIBLE_DEVICES", block_ids).set(b"HIP_VISIBLE_DEVICES", block_ids);
+        }
+    }
+    if env::var_nonempty(b"TF_PER_DEVICE_MEMORY_LIMIT_MB").is_none() {
+        let default: &[u8] = if vendor == Vendor::Cuda { b"4200" } else { b"4096" };
+        env.set(b"TF_PER_DEVICE_MEMORY_LIMIT_MB", default);
+    }
+    env
+}
+
+/// Hands the granted locks to the test and execs it. Returns only on failure.
+pub fn exec_test(test: &StackPath, argv: &Argv, command: usize, vendor: Vendor, pool: &Pool, grant: Grant) -> Error {
+    let block = &pool.ids[grant.start..grant.start + grant.fds.len()];
+    let ids = comma_list(block.iter().map(|id| &id[..]));
+    let mut env = test_environment(vendor, &ids, block.len());
+
+    let mut line = String::new();
+    let _ = write!(line, "Running test {}", Bytes(test.as_bytes()));
+    for arg in argv.iter_from(command + 1) {
+        let _ = write!(line, " {}", Bytes(arg.to_bytes()));
+    }
+    let _ = write!(line, " on GPU(s) {}", Bytes(&ids));
+    diag::say(format_args!("{line}"));
+
+    // The locks are the only descriptors of ours that the test inherits.
+    for fd in grant.fds {
+        if let Err(errno) = rustix::io::fcntl_setfd(&fd, FdFlags::empty()) {
+            return Error::System { what: "cannot pass the lock to the test (fcntl)", path: None, errno };
+        }
+        let _ = fd.into_raw_fd();
+    }
+    let mut test_argv: Vec<*const c_char> = Vec::with_capacity(argv.len() - command + 1);
+    test_argv.push(test.as_cstr().as_ptr());
+    test_argv.extend(argv.iter_from(command + 1).map(CStr::as_ptr));
+    test_argv.push(std::ptr::null());
+    Error::Exec(exec::exec(test.as_cstr(), test_argv.as_ptr(), env.as_envp()))
+}

@@ -1,0 +1,79 @@
+//! parallel_gpu_execute: the `bazel test --run_under` wrapper that gives each
+//! GPU test a GPU slot of its own.
+//!
+//! ```text
+//! parallel_gpu_execute [--lock-dir=DIR] [--vendor=rocm|cuda|classic] [--wait=SECONDS] [--] TEST [ARGS...]
+//! ```
+//!
+//! Counts the host's GPUs, takes a slot with `flock` on
+//! `<lockdir>/gpulock<gpu>_<slot>`, sets `ROCR_/HIP_/CUDA_VISIBLE_DEVICES`
+//! and execs the test, which then holds the lock itself: no parent process is
+//! left behind, the exit status and signals are the test's own, and the slot
+//! is released when the test (and whatever inherited the descriptor) is gone,
+//! even after SIGKILL.
+//!
+//! Design goals: a drop-in for the classic bash script (same lock files, same
+//! output lines, same search order); nothing needed on the machine but the
+//! kernel; no heap allocation from process start to exec when the count comes
+//! from `TF_GPU_COUNT` or sysfs and no GPU is found; waiting instead of
+//! failing when every slot is busy, first come first served.
+
+pub mod cli;
+pub mod dirs;
+pub mod error;
+pub mod gpu_count;
+pub mod launch;
+pub mod locks;
+pub mod request;
+pub mod rocminfo;
+pub mod settings;
+pub mod sysfs;
+pub mod wait;
+
+use cli::Invocation;
+use error::Error;
+use settings::Settings;
+use std::time::Duration;
+use wrapper_common::argv::Argv;
+use wrapper_common::{diag, env, exec};
+
+/// The name every message starts with.
+pub const TOOL: &str = "parallel_gpu_execute";
+
+/// `--help` or `--version` was answered; the process exits 0.
+pub struct Answered;
+
+/// Runs the wrapper; returns only when it did not exec the test.
+pub fn run(argv: Argv) -> Result<Answered, Error> {
+    let (flags, command) = match cli::parse(&argv)? {
+        Invocation::Help => return print(cli::USAGE.as_bytes()),
+        Invocation::Version => {
+            return print(concat!("parallel_gpu_execute ", env!("CARGO_PKG_VERSION"), "\n").as_bytes());
+        }
+        Invocation::Run { flags, command } => (flags, command),
+    };
+    let settings = Settings::load(&flags)?;
+    let test = argv.get(command).ok_or(Error::NoCommand)?;
+
+    let (count, source) = gpu_count::count(&settings);
+    let Some(source) = source.filter(|_| count > 0) else {
+        diag::say(format_args!("Execute with no GPU support"));
+        return Err(exec::exec(test, argv.tail_ptr(command), env::environ_ptr()).into());
+    };
+
+    let vendor = settings.vendor.unwrap_or(source.default_vendor());
+    let test_path = launch::resolve_test(test)?;
+    let needed = request::gpus_needed(argv.iter_from(command + 1).map(|a| a.to_bytes()));
+    let pool = request::Pool::for_vendor(vendor, count)?;
+    if needed > pool.ids.len() as u64 {
+        return Err(Error::PoolTooSmall { needed, pool: pool.ids.len(), variable: pool.variable });
+    }
+    let wait = settings.wait_ms.map(Duration::from_millis);
+    let grant = locks::acquire(settings.lock_dir, &pool, settings.tests_per_gpu, needed as usize, wait)?;
+    Err(launch::exec_test(&test_path, &argv, command, vendor, &pool, grant))
+}
+
+fn print(text: &[u8]) -> Result<Answered, Error> {
+    diag::write_stdout(text).map_err(|errno| Error::System { what: "cannot write to stdout", path: None, errno })?;
+    Ok(Answered)
+}

@@ -1,0 +1,364 @@
+//! GPU slots: `flock(2)` on `<lockdir>/gpulock<id>_<slot>`.
+//!
+//! Slot search follows the classic script: slot 0 across every contiguous
+//! block of the pool, then slot 1, and so on; a block is taken only when
+//! every GPU in it is locked at that slot. The same files and the same
+//! exclusive flocks as the classic script, so both exclude each other during
+//! a migration.
+//!
+//! Lock files are opened read-only (flock needs no write access): never
+//! truncated, never written, usable when another user created them.
+//! `O_NOFOLLOW` plus a regular-file check refuses symlinks, FIFOs and
+//! devices at a lock path.
+//!
+//! Waiting, when every block is busy, is first come, first served: waiters
+//! queue on an exclusive flock of `<lockdir>/gpulock.queue`. Only its holder,
+//! the head of the queue, looks for slots; everyone else sleeps in the
+//! kernel. A wrapper that finds the queue empty and a block free takes it at
+//! once; one that finds the queue busy joins it, so a request for a block of
+//! several GPUs at the head is never overtaken by later single-GPU requests:
+//! while it waits, they wait behind it. `--wait=0` skips the queue entirely
+//! (the classic fail-fast behaviour).
+
+use crate::error::Error;
+use crate::request::Pool;
+use crate::wait::{SlotWatch, WaitingSignals, Wake};
+use rustix::fd::OwnedFd;
+use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
+use rustix::io::Errno;
+use std::ffi::CStr;
+use std::time::{Duration, Instant};
+use wrapper_common::StackPath;
+
+/// The queue file. Its name cannot clash with `gpulock<id>_<slot>`, which
+/// always ends in `_<digits>`.
+pub const QUEUE_FILE: &[u8] = b"gpulock.queue";
+
+/// Most lock descriptors a waiter keeps open; beyond that it closes them
+/// after each try and polls instead of watching (its own closes would wake it).
+const MAX_CACHED_FDS: usize = 4096;
+
+/// Locks held for the test, one per GPU of its block.
+#[derive(Debug)]
+pub struct Grant {
+    pub fds: Vec<OwnedFd>,
+    /// Index into the pool of the block's first GPU.
+    pub start: usize,
+    pub slot: u32,
+}
+
+/// `<dir>/<name>` for messages and path-based checks.
+fn join(dir: &CStr, name: &[u8]) -> StackPath {
+    let mut p = StackPath::from_bytes(dir.to_bytes()).unwrap_or_default();
+    let _ = p.push_path(name);
+    p
+}
+
+fn lock_file_name(id: &[u8], slot: u32) -> StackPath {
+    let mut name = StackPath::new();
+    // Ids are at most 128 bytes of a safe alphabet (checked in `request`),
+    // so this always fits.
+    let _ = name.push(b"gpulock");
+    let _ = name.push(id);
+    let _ = name.push(b"_");
+    let _ = name.push_u64(u64::from(slot));
+    name
+}
+
+/// Opens the lock directory, creating it (and its parents) when missing.
+pub fn open_lock_dir(dir: &CStr) -> Result<OwnedFd, Error> {
+    let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
+    let fail = |action, errno| Error::LockDir { dir: join(dir, b""), action, errno };
+    match rustix::fs::open(dir, flags, Mode::empty()) {
+        Ok(fd) => return Ok(fd),
+        Err(Errno::NOENT) => {}
+        Err(e) => return Err(fail("open it", e)),
+    }
+    create_dirs(dir.to_bytes()).map_err(|e| fail("create it", e))?;
+    rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| fail("open it", e))
+}
+
+/// `mkdir -p`: each missing component, mode 0777 less the umask.
+fn create_dirs(path: &[u8]) -> Result<(), Errno> {
+    let mut prefix = StackPath::new();
+    for (i, &b) in path.iter().enumerate() {
+        let end_of_component = b == b'/' && i > 0 || i + 1 == path.len();
+        if end_of_component {
+            let upto = if b == b'/' { i } else { i + 1 };
+            prefix.truncate(0);
+            prefix.push(&path[..upto]).map_err(|_| Errno::NAMETOOLONG)?;
+            match rustix::fs::mkdir(prefix.as_cstr(), Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn describe(file_type: FileType) -> &'static str {
+    match file_type {
+        FileType::Directory => "a directory",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Symlink => "a symbolic link",
+        _ => "not a regular file",
+    }
+}
+
+/// Opens (creating when missing) one lock file, read-only, refusing anything
+/// that is not a regular file.
+pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &StackPath) -> Result<OwnedFd, Error> {
+    let base = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let refuse = |what| Error::UnsafeLockPath { path: join(dir, name.as_bytes()), what };
+    // A file that appears between the two opens is simply opened again.
+    for _ in 0..8 {
+        match rustix::fs::openat(dir_fd, name.as_cstr(), base, Mode::empty()) {
+            Ok(fd) => {
+                let st = rustix::fs::fstat(&fd).map_err(|errno| Error::System {
+                    what: "cannot stat lock file",
+                    path: Some(join(dir, name.as_bytes())),
+                    errno,
+                })?;
+                let file_type = FileType::from_raw_mode(st.st_mode);
+                if file_type != FileType::RegularFile {
+                    return Err(refuse(describe(file_type)));
+                }
+                return Ok(fd);
+            }
+            Err(Errno::LOOP) => return Err(refuse("a symbolic link")),
+            Err(Errno::NXIO) => return Err(refuse("a socket")),
+            Err(Errno::NOENT) => {}
+            Err(errno) => {
+                return Err(Error::System {
+                    what: "cannot open lock file",
+                    path: Some(join(dir, name.as_bytes())),
+                    errno,
+                });
+            }
+        }
+        // O_EXCL also fails on a (dangling) symlink, which the next open
+        // then refuses.
+        match rustix::fs::openat(
+            dir_fd,
+            name.as_cstr(),
+            base | OFlags::CREATE | OFlags::EXCL,
+            Mode::from_raw_mode(0o644),
+        ) {
+            Ok(fd) => return Ok(fd),
+            Err(Errno::EXIST) => {}
+            Err(errno) => return Err(Error::LockFileCreate { path: join(dir, name.as_bytes()), errno }),
+        }
+    }
+    Err(Error::System { what: "lock file keeps changing", path: Some(join(dir, name.as_bytes())), errno: Errno::AGAIN })
+}
+
+/// Tries an exclusive lock without blocking: `Ok(true)` when taken.
+fn try_flock(fd: &OwnedFd, path: impl Fn() -> StackPath) -> Result<bool, Error> {
+    loop {
+        match rustix::fs::flock(fd, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(true),
+            Err(Errno::WOULDBLOCK) => return Ok(false),
+            Err(Errno::INTR) => {}
+            Err(errno) => return Err(Error::System { what: "cannot flock", path: Some(path()), errno }),
+        }
+    }
+}
+
+/// The lock files of one attempt, opened lazily and (when few enough) kept
+/// open, so that rescans neither reopen nor close them.
+struct Slots<'a> {
+    dir: &'a CStr,
+    dir_fd: &'a OwnedFd,
+    pool: &'a Pool,
+    slots: u32,
+    cached: Option<Vec<Option<OwnedFd>>>,
+}
+
+impl<'a> Slots<'a> {
+    fn new(dir: &'a CStr, dir_fd: &'a OwnedFd, pool: &'a Pool, slots: u32, cache: bool) -> Slots<'a> {
+        let cached = cache.then(|| (0..pool.ids.len() * slots as usize).map(|_| None).collect());
+        Slots { dir, dir_fd, pool, slots, cached }
+    }
+
+    fn name(&self, slot: u32, gpu: usize) -> StackPath {
+        lock_file_name(&self.pool.ids[gpu], slot)
+    }
+
+    /// Locks GPU `gpu` at `slot`; `None` when someone else holds it.
+    fn try_lock(&mut self, slot: u32, gpu: usize) -> Result<Option<OwnedFd>, Error> {
+        let index = slot as usize * self.pool.ids.len() + gpu;
+        let fd = match self.cached.as_mut().and_then(|c| c[index].take()) {
+            Some(fd) => fd,
+            None => open_lock_file(self.dir_fd, self.dir, &self.name(slot, gpu))?,
+        };
+        if try_flock(&fd, || join(self.dir, self.name(slot, gpu).as_bytes()))? {
+            return Ok(Some(fd));
+        }
+        if let Some(c) = self.cached.as_mut() {
+            c[index] = Some(fd);
+        }
+        Ok(None)
+    }
+
+    /// Releases a lock taken by `try_lock` that is not wanted after all.
+    fn give_back(&mut self, slot: u32, gpu: usize, fd: OwnedFd) {
+        let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
+        let index = slot as usize * self.pool.ids.len() + gpu;
+        if let Some(c) = self.cached.as_mut() {
+            c[index] = Some(fd);
+        }
+    }
+
+    /// One pass over every block at every slot, in the classic order.
+    fn scan(&mut self, needed: usize) -> Result<Option<Grant>, Error> {
+        let pool_len = self.pool.ids.len();
+        for slot in 0..self.slots {
+            let mut start = 0;
+            while start + needed <= pool_len {
+                let mut got = Vec::with_capacity(needed);
+                let mut busy_at = None;
+                for gpu in start..start + needed {
+                    match self.try_lock(slot, gpu)? {
+                        Some(fd) => got.push(fd),
+                        None => {
+                            busy_at = Some(gpu);
+                            break;
+                        }
+                    }
+                }
+                let Some(busy) = busy_at else {
+                    return Ok(Some(Grant { fds: got, start, slot }));
+                };
+                for (k, fd) in got.into_iter().enumerate() {
+                    self.give_back(slot, start + k, fd);
+                }
+                // Every block that contains the busy GPU is busy too.
+                start = busy + 1;
+            }
+        }
+        Ok(None)
+    }
+
+    /// Is every lock of `grant` still the file at its path? A lock directory
+    /// removed and re-created (or a file unlinked) under a holder would
+    /// otherwise let two tests "hold" the same slot.
+    fn still_linked(&self, grant: &Grant) -> bool {
+        grant.fds.iter().enumerate().all(|(k, fd)| {
+            let path = join(self.dir, self.name(grant.slot, grant.start + k).as_bytes());
+            match (
+                rustix::fs::fstat(fd),
+                rustix::fs::statat(rustix::fs::CWD, path.as_cstr(), AtFlags::SYMLINK_NOFOLLOW),
+            ) {
+                (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_nlink > 0,
+                _ => false,
+            }
+        })
+    }
+}
+
+/// How many lock descriptors this process may keep open while waiting.
+fn fd_budget() -> usize {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX);
+    usize::try_from(limit.saturating_sub(64)).unwrap_or(usize::MAX).min(MAX_CACHED_FDS)
+}
+
+/// Takes a block of `needed` GPUs from `pool`, waiting up to `wait` (`None`:
+/// no limit; zero: fail at once).
+pub fn acquire(dir: &CStr, pool: &Pool, slots: u32, needed: usize, wait: Option<Duration>) -> Result<Grant, Error> {
+    let started = Instant::now();
+    let deadline = wait.map(|w| started + w);
+    let no_slot = || Error::NoFreeSlot {
+        needed: needed as u64,
+        wait_ms: wait.map_or(0, |w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+    };
+    let cache = pool.ids.len().saturating_mul(slots as usize) <= fd_budget();
+    let mut signals: Option<WaitingSignals> = None;
+    loop {
+        let dir_fd = open_lock_dir(dir)?;
+        let mut table = Slots::new(dir, &dir_fd, pool, slots, cache);
+        if wait == Some(Duration::ZERO) {
+            return match table.scan(needed)? {
+                Some(grant) if table.still_linked(&grant) => Ok(grant),
+                Some(_) => continue,
+                None => Err(no_slot()),
+            };
+        }
+
+        // Join the queue.
+        let queue = open_lock_file(&dir_fd, dir, &StackPath::from_bytes(QUEUE_FILE).unwrap_or_default())?;
+        if !try_flock(&queue, || join(dir, QUEUE_FILE))? {
+            let s = signals.get_or_insert_with(WaitingSignals::install);
+            if let Some(d) = deadline {
+                s.arm_timer(d);
+            }
+            loop {
+                match rustix::fs::flock(&queue, FlockOperation::LockExclusive) {
+                    Ok(()) => break,
+                    Err(Errno::INTR) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(no_slot()),
+                    Err(Errno::INTR) => {}
+                    Err(errno) => {
+                        return Err(Error::System { what: "cannot flock", path: Some(join(dir, QUEUE_FILE)), errno });
+                    }
+                }
+            }
+            s.disarm_timer();
+        }
+
+        // At the head of the queue: take a block, or wait for one.
+        let mut watch: Option<SlotWatch> = None;
+        let outcome = loop {
+            if let Some(grant) = table.scan(needed)? {
+                break Some(grant);
+            }
+            signals.get_or_insert_with(WaitingSignals::install);
+            // Watch before the next scan, so that a release between the scan
+            // and the wait is not missed.
+            let w = match &mut watch {
+                Some(w) => w,
+                None => {
+                    watch = Some(SlotWatch::new(dir, cache));
+                    continue;
+                }
+            };
+            match w.wait(deadline) {
+                Wake::Rescan => {}
+                Wake::DirectoryGone => break None,
+                Wake::TimedOut => {
+                    // One last look: a slot freed at the deadline still counts.
+                    match table.scan(needed)? {
+                        Some(grant) => break Some(grant),
+                        None => return Err(no_slot()),
+                    }
+                }
+            }
+        };
+        match outcome {
+            Some(grant) if table.still_linked(&grant) => {
+                drop(signals);
+                return Ok(grant);
+            }
+            // The directory changed under us: start over with the new one.
+            _ => continue,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_file_names() {
+        assert_eq!(lock_file_name(b"3", 0).as_bytes(), b"gpulock3_0");
+        assert_eq!(lock_file_name(b"GPU-ab-12", 7).as_bytes(), b"gpulockGPU-ab-12_7");
+    }
+
+    #[test]
+    fn join_paths() {
+        assert_eq!(join(c"/var/lock", b"gpulock0_0").as_bytes(), b"/var/lock/gpulock0_0");
+        assert_eq!(join(c"/var/lock/", b"x").as_bytes(), b"/var/lock/x");
+    }
+}

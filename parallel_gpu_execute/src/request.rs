@@ -1,0 +1,170 @@
+//! What the test asks for (how many GPUs) and what it may get (the pool of
+//! physical GPU ids).
+
+use crate::error::Error;
+use crate::settings::Vendor;
+use std::borrow::Cow;
+use wrapper_common::env;
+use wrapper_common::numbers::parse_u64;
+
+/// Longest GPU id accepted (a UUID such as `GPU-xxxxxxxx-...` is 40 bytes).
+pub const MAX_ID_LEN: usize = 128;
+/// Most ids a pool may list.
+pub const MAX_POOL: usize = 65_536;
+
+/// `--num_processes=N` times `--gpus_per_process=M` among the test's
+/// arguments (also as two words), 1 each by default; as in the classic
+/// script, a value that is not a positive integer counts as 1, and the last
+/// occurrence wins. The arguments themselves are not changed.
+pub fn gpus_needed<'a>(test_args: impl Iterator<Item = &'a [u8]>) -> u64 {
+    const NAMES: [&[u8]; 2] = [b"--num_processes", b"--gpus_per_process"];
+    let mut values = [1u64; 2];
+    let positive_or_one = |v: &[u8]| parse_u64(v).filter(|&n| n > 0).unwrap_or(1);
+    // Index into NAMES of a two-word flag whose value comes next. The value
+    // is not consumed, so a flag in its place is still seen as a flag.
+    let mut pending: Option<usize> = None;
+    for arg in test_args {
+        if let Some(i) = pending.take() {
+            values[i] = positive_or_one(arg);
+        }
+        for (i, name) in NAMES.iter().enumerate() {
+            if arg == *name {
+                pending = Some(i);
+            } else if let Some(value) = arg.strip_prefix(*name).and_then(|r| r.strip_prefix(b"=")) {
+                values[i] = positive_or_one(value);
+            }
+        }
+    }
+    if let Some(i) = pending {
+        // A trailing flag without a value.
+        values[i] = 1;
+    }
+    values[0].saturating_mul(values[1])
+}
+
+/// The physical GPU ids to choose from, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pool {
+    /// Borrowed from the environment, or `0..count` written out.
+    pub ids: Vec<Cow<'static, [u8]>>,
+    /// The variable the ids came from; `None` for `0..count`.
+    pub variable: Option<&'static str>,
+}
+
+/// Can `id` be part of a lock file name without leaving the lock directory?
+pub fn is_safe_id(id: &[u8]) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_ID_LEN
+        && id.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        && !id.windows(2).any(|w| w == b"..")
+}
+
+/// Splits and checks a comma list of ids.
+pub fn parse_pool_list(variable: &'static str, list: &'static [u8]) -> Result<Vec<&'static [u8]>, Error> {
+    let mut ids: Vec<&'static [u8]> = Vec::new();
+    for id in list.split(|&b| b == b',') {
+        if !is_safe_id(id) {
+            return Err(Error::BadPoolId { variable, id });
+        }
+        if ids.len() >= MAX_POOL {
+            return Err(Error::BadValue {
+                name: variable,
+                value: list,
+                expected: "a comma list of at most 65536 GPU ids",
+            });
+        }
+        ids.push(id);
+    }
+    // Locking the same id twice in one block would wait on itself.
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::DuplicatePoolId { variable, id: w[0] });
+    }
+    Ok(ids)
+}
+
+impl Pool {
+    /// In rocm mode `ROCR_VISIBLE_DEVICES`, in cuda mode
+    /// `CUDA_VISIBLE_DEVICES`, when set and not empty; else `0..count`.
+    pub fn for_vendor(vendor: Vendor, count: u32) -> Result<Pool, Error> {
+        let variable = match vendor {
+            Vendor::Rocm => Some("ROCR_VISIBLE_DEVICES"),
+            Vendor::Cuda => Some("CUDA_VISIBLE_DEVICES"),
+            Vendor::Classic => None,
+        };
+        if let Some(var) = variable {
+            if let Some(list) = env::var_nonempty(var.as_bytes()) {
+                let ids = parse_pool_list(var, list)?.into_iter().map(Cow::Borrowed).collect();
+                return Ok(Pool { ids, variable: Some(var) });
+            }
+        }
+        let ids = (0..count).map(|i| Cow::Owned(i.to_string().into_bytes())).collect();
+        Ok(Pool { ids, variable: None })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn needed(args: &[&str]) -> u64 {
+        gpus_needed(args.iter().map(|a| a.as_bytes()))
+    }
+
+    #[test]
+    fn defaults_to_one() {
+        assert_eq!(needed(&[]), 1);
+        assert_eq!(needed(&["--gtest_filter=x"]), 1);
+    }
+
+    #[test]
+    fn both_forms_multiply() {
+        assert_eq!(needed(&["--num_processes=2", "--gpus_per_process=2"]), 4);
+        assert_eq!(needed(&["--num_processes", "3", "x", "--gpus_per_process", "2"]), 6);
+        assert_eq!(needed(&["--gpus_per_process=4"]), 4);
+    }
+
+    #[test]
+    fn bad_values_count_as_one_and_last_wins() {
+        assert_eq!(needed(&["--num_processes=0", "--gpus_per_process=2"]), 2);
+        assert_eq!(needed(&["--num_processes=-4"]), 1);
+        assert_eq!(needed(&["--num_processes=two"]), 1);
+        assert_eq!(needed(&["--num_processes=4", "--num_processes=2"]), 2);
+        assert_eq!(needed(&["--num_processes"]), 1);
+        assert_eq!(needed(&["--num_processes", "--gpus_per_process=3"]), 3);
+        assert_eq!(needed(&["--num_processes_extra=5"]), 1);
+    }
+
+    #[test]
+    fn huge_values_saturate() {
+        assert_eq!(needed(&["--num_processes=99999999999999999999"]), 1, "overflowing u64 is not a number");
+        assert_eq!(needed(&["--num_processes=18446744073709551615", "--gpus_per_process=2"]), u64::MAX);
+    }
+
+    #[test]
+    fn ids() {
+        for ok in [&b"0"[..], b"12", b"GPU-8f3a1c2e-1b2c-4d5e-8f90-123456789abc", b"a.b_c-d", b"."] {
+            assert!(is_safe_id(ok), "{ok:?}");
+        }
+        for bad in [&b""[..], b"..", b"a..b", b"../x", b"/", b"a/b", b"0 ", b"x\n", b"\xff", &[b'a'; 129][..]] {
+            assert!(!is_safe_id(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn pool_lists() {
+        assert_eq!(parse_pool_list("V", b"2,5,7").unwrap(), vec![&b"2"[..], b"5", b"7"]);
+        assert!(matches!(parse_pool_list("V", b"1,,2"), Err(Error::BadPoolId { id: b"", .. })));
+        assert!(matches!(parse_pool_list("V", b"0,"), Err(Error::BadPoolId { id: b"", .. })));
+        assert!(matches!(parse_pool_list("V", b"0,../../etc"), Err(Error::BadPoolId { .. })));
+        assert!(matches!(parse_pool_list("V", b"1,2,1"), Err(Error::DuplicatePoolId { id: b"1", .. })));
+    }
+
+    #[test]
+    fn large_pools() {
+        let list: String = (0..10_000).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+        let list: &'static [u8] = Box::leak(list.into_bytes().into_boxed_slice());
+        assert_eq!(parse_pool_list("V", list).unwrap().len(), 10_000);
+    }
+}

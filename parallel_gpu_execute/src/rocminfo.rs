@@ -1,0 +1,335 @@
+//! The last hardware source: a `rocminfo` shipped in the test's runfiles.
+//!
+//! Finding it: the runfiles manifest names every runfile, so when there is one
+//! a single read of it finds any entry ending in `/bin/rocminfo`; only when
+//! there is no manifest is the tree walked (following symlinks, as the
+//! classic `find -L` did, with loops detected). Running it: fork and exec
+//! with its stdout on a pipe, counting the lines that match the classic
+//! `grep 'Name: *gfx*'` as they stream by. None of this allocates.
+
+use crate::dirs::{for_each_entry, open_dir, open_dir_at};
+use rustix::fd::{AsFd, AsRawFd, OwnedFd};
+use rustix::fs::{AtFlags, FileType};
+use rustix::io::Errno;
+use std::ffi::{CStr, c_char};
+use std::ops::ControlFlow;
+use wrapper_common::StackPath;
+use wrapper_common::runfiles::{exists, scan_manifest};
+use wrapper_common::{diag, env};
+
+/// Directory levels below the runfiles root that the walk descends.
+const MAX_DEPTH: usize = 64;
+
+/// Counts lines matching the basic regular expression `Name: *gfx*`: the text
+/// `Name:`, any number of spaces, then `gf` (`x*` also matches no `x`).
+/// Fed in arbitrary chunks; lines may be of any length.
+#[derive(Debug, Default)]
+pub struct GfxLineCounter {
+    state: MatchState,
+    line_matched: bool,
+    count: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum MatchState {
+    /// `n` bytes of `Name:` matched so far.
+    #[default]
+    Start,
+    Prefix(u8),
+    /// `Name:` and possibly spaces seen.
+    Spaces,
+    /// ... then `g`.
+    G,
+}
+
+impl GfxLineCounter {
+    const PREFIX: &'static [u8] = b"Name:";
+
+    /// The state after `b` when nothing is in progress. `Name:` has no
+    /// border (no proper prefix that is also a suffix), so a failed partial
+    /// match can restart from scratch at the current byte.
+    fn restart(b: u8) -> MatchState {
+        if b == Self::PREFIX[0] { MatchState::Prefix(1) } else { MatchState::Start }
+    }
+
+    pub fn feed(&mut self, chunk: &[u8]) {
+        for &b in chunk {
+            if b == b'\n' {
+                if self.line_matched {
+                    self.count += 1;
+                }
+                self.line_matched = false;
+                self.state = MatchState::Start;
+                continue;
+            }
+            if self.line_matched {
+                continue;
+            }
+            self.state = match self.state {
+                MatchState::Start => Self::restart(b),
+                MatchState::Prefix(n) if b == Self::PREFIX[usize::from(n)] => {
+                    if usize::from(n) + 1 == Self::PREFIX.len() {
+                        MatchState::Spaces
+                    } else {
+                        MatchState::Prefix(n + 1)
+                    }
+                }
+                MatchState::Prefix(_) => Self::restart(b),
+                MatchState::Spaces if b == b' ' => MatchState::Spaces,
+                MatchState::Spaces if b == b'g' => MatchState::G,
+                MatchState::Spaces => Self::restart(b),
+                MatchState::G if b == b'f' => {
+                    self.line_matched = true;
+                    MatchState::Start
+                }
+                MatchState::G => Self::restart(b),
+            };
+        }
+    }
+
+    /// The count, including a last line without a newline.
+    pub fn finish(mut self) -> u64 {
+        if self.line_matched {
+            self.count += 1;
+        }
+        self.count
+    }
+
+    /// Counts a whole output held in memory.
+    pub fn count(output: &[u8]) -> u64 {
+        let mut c = GfxLineCounter::default();
+        c.feed(output);
+        c.finish()
+    }
+}
+
+/// Is `path` a regular file we may execute?
+fn is_executable_file(path: &CStr) -> bool {
+    matches!(rustix::fs::stat(path), Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+        && rustix::fs::access(path, rustix::fs::Access::EXEC_OK).is_ok()
+}
+
+/// Where the runfiles are: `TEST_SRCDIR`, else `RUNFILES_DIR`.
+fn runfiles_dir() -> Option<&'static [u8]> {
+    env::var_nonempty(b"TEST_SRCDIR").or_else(|| env::var_nonempty(b"RUNFILES_DIR"))
+}
+
+/// `RUNFILES_MANIFEST_FILE`, else `<runfiles dir>/MANIFEST` when it exists.
+fn manifest_path(dir: Option<&[u8]>) -> Option<StackPath> {
+    if let Some(m) = env::var_nonempty(b"RUNFILES_MANIFEST_FILE") {
+        return StackPath::from_bytes(m).ok();
+    }
+    let mut p = StackPath::from_bytes(dir?).ok()?;
+    p.push_path(b"MANIFEST").ok()?;
+    exists(&p).then_some(p)
+}
+
+/// Finds `rocminfo` in the runfiles: a path ending in `/bin/rocminfo` that is
+/// an executable file.
+pub fn find() -> Option<StackPath> {
+    let dir = runfiles_dir();
+    if let Some(manifest) = manifest_path(dir) {
+        return find_in_manifest(manifest.as_cstr(), dir);
+    }
+    let mut path = StackPath::from_bytes(dir?).ok()?;
+    let root = open_dir(path.as_cstr()).ok()?;
+    let mut ancestors = [(0u64, 0u64); MAX_DEPTH + 1];
+    walk(&root, &mut path, false, &mut ancestors, 0)
+}
+
+fn find_in_manifest(manifest: &CStr, dir: Option<&[u8]>) -> Option<StackPath> {
+    let mut found = None;
+    let mut rlocation = StackPath::new();
+    let _ = scan_manifest(manifest, |entry| {
+        if entry.rlocation_into(&mut rlocation).is_err() || !rlocation.as_bytes().ends_with(b"/bin/rocminfo") {
+            return ControlFlow::Continue(());
+        }
+        // Prefer the runfiles tree's path (what the classic find printed),
+        // else the manifest's target.
+        if let Some(dir) = dir {
+            if let Ok(mut p) = StackPath::from_bytes(dir) {
+                if p.push_path(rlocation.as_bytes()).is_ok() && is_executable_file(p.as_cstr()) {
+                    found = Some(p);
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        let mut target = StackPath::new();
+        if entry.target_into(&mut target).is_ok() && !target.is_empty() && is_executable_file(target.as_cstr()) {
+            found = Some(target);
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    found
+}
+
+/// Depth-first search for `bin/rocminfo` below `dir` (whose path is `path`),
+/// following symlinks. `ancestors` holds the (device, inode) of each
+/// directory on the current path, so a symlink loop is not followed.
+fn walk(
+    dir: &OwnedFd,
+    path: &mut StackPath,
+    in_bin: bool,
+    ancestors: &mut [(u64, u64); MAX_DEPTH + 1],
+    depth: usize,
+) -> Option<StackPath> {
+    let st = rustix::fs::fstat(dir).ok()?;
+    let id = (st.st_dev, st.st_ino);
+    if ancestors[..depth].contains(&id) {
+        return None;
+    }
+    ancestors[depth] = id;
+    let saved = path.len();
+    let found = for_each_entry(dir, |name, file_type| {
+        let name_bytes = name.to_bytes();
+        if path.push_path(name_bytes).is_err() {
+            return ControlFlow::Continue(());
+        }
+        let is_dir = match file_type {
+            FileType::Directory => true,
+            FileType::Symlink | FileType::Unknown => {
+                matches!(rustix::fs::statat(dir, name, AtFlags::empty()),
+                         Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory)
+            }
+            _ => false,
+        };
+        let result = if in_bin && name_bytes == b"rocminfo" && !is_dir && is_executable_file(path.as_cstr()) {
+            Some(path.clone())
+        } else if is_dir && depth < MAX_DEPTH {
+            open_dir_at(dir, name).ok().and_then(|sub| walk(&sub, path, name_bytes == b"bin", ancestors, depth + 1))
+        } else {
+            None
+        };
+        path.truncate(saved);
+        match result {
+            Some(p) => ControlFlow::Break(p),
+            None => ControlFlow::Continue(()),
+        }
+    });
+    found.ok().flatten()
+}
+
+/// What running rocminfo gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Report {
+    pub gpus: u64,
+    /// The wait status, as `waitpid` gives it.
+    pub wait_status: i32,
+}
+
+/// Runs `rocminfo` with its stdout on a pipe and counts GPU agent lines.
+/// stderr and stdin are the wrapper's own.
+pub fn run(path: &StackPath) -> Result<Report, Errno> {
+    let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let argv: [*const c_char; 2] = [path.as_cstr().as_ptr(), std::ptr::null()];
+    let envp = env::environ_ptr();
+    // SAFETY: the wrapper is single-threaded, so the child may run any code;
+    // it still only calls dup2/fcntl/execve/_exit, which are async-signal-safe.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(Errno::from_raw_os_error(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)));
+    }
+    if pid == 0 {
+        let w = write_end.as_raw_fd();
+        // SAFETY: plain syscalls on descriptors this process owns, with valid
+        // NUL-terminated argv/envp arrays; the child never returns from here.
+        unsafe {
+            if w == 1 {
+                libc::fcntl(1, libc::F_SETFD, 0);
+            } else {
+                libc::dup2(w, 1);
+            }
+            libc::execve(argv[0], argv.as_ptr(), envp);
+            libc::_exit(127);
+        }
+    }
+    drop(write_end);
+    let mut counter = GfxLineCounter::default();
+    let mut buf = [0u8; 4096];
+    loop {
+        match rustix::io::read(read_end.as_fd(), &mut buf) {
+            Ok(0) => break,
+            Ok(n) => counter.feed(&buf[..n]),
+            Err(Errno::INTR) => {}
+            Err(_) => break,
+        }
+    }
+    drop(read_end);
+    let mut status = 0;
+    loop {
+        // SAFETY: waiting for our own child; `status` is a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            break;
+        }
+    }
+    Ok(Report { gpus: counter.finish(), wait_status: status })
+}
+
+/// Finds and runs rocminfo; `None` when there is none to run.
+pub fn count_gpus() -> Option<u64> {
+    let path = find()?;
+    match run(&path) {
+        Ok(report) => {
+            if report.gpus == 0 && report.wait_status != 0 {
+                let (what, n) = if libc::WIFSIGNALED(report.wait_status) {
+                    ("was killed by signal", libc::WTERMSIG(report.wait_status))
+                } else {
+                    ("exited with status", libc::WEXITSTATUS(report.wait_status))
+                };
+                diag::report(
+                    crate::TOOL,
+                    format_args!(
+                        "warning: {} {what} {n} and listed no GPU; running the test without a GPU",
+                        diag::Bytes(path.as_bytes())
+                    ),
+                );
+            }
+            Some(report.gpus)
+        }
+        Err(errno) => {
+            diag::report(
+                crate::TOOL,
+                format_args!(
+                    "warning: cannot run {}: {errno}; running the test without a GPU",
+                    diag::Bytes(path.as_bytes())
+                ),
+            );
+            Some(0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_like_grep() {
+        let out = b"  Name:                    gfx90a\n  Marketing Name:          AMD Instinct MI210\n  Name:                    amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-\n  Name:                    AMD EPYC\nName:gfx1100\nName: gf\nName:  g\nNName: gfx\nName:Name: gfx\n";
+        // Matches: gfx90a, Marketing Name (its "Name:" is followed by spaces
+        // then "AMD", so no), gfx1100, "gf", "NName: gfx", "Name:Name: gfx".
+        assert_eq!(GfxLineCounter::count(out), 5);
+    }
+
+    #[test]
+    fn chunking_does_not_matter() {
+        let out = b"  Name:     gfx942\nfoo\n  Name: gfx942";
+        let whole = GfxLineCounter::count(out);
+        assert_eq!(whole, 2, "last line without newline counts");
+        for split in 0..out.len() {
+            let mut c = GfxLineCounter::default();
+            c.feed(&out[..split]);
+            c.feed(&out[split..]);
+            assert_eq!(c.finish(), whole, "split at {split}");
+        }
+    }
+
+    #[test]
+    fn a_line_counts_once() {
+        assert_eq!(GfxLineCounter::count(b"Name: gfx Name: gfx\n"), 1);
+        assert_eq!(GfxLineCounter::count(b"Name:\tgfx\n"), 0, "only spaces, as in grep's ' *'");
+        assert_eq!(GfxLineCounter::count(b"name: gfx\n"), 0, "case-sensitive");
+    }
+}

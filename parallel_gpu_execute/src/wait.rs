@@ -1,0 +1,211 @@
+//! Waiting for a GPU slot without spinning, with a deadline, and
+//! interruptible.
+//!
+//! - A released slot is noticed through inotify: the kernel releases a flock
+//!   exactly when the last descriptor of the lock file is closed, and that
+//!   close raises `IN_CLOSE_*` on the lock directory (also when the holder was
+//!   SIGKILLed). A slow safety rescan covers releases inotify cannot see
+//!   (`flock -u` by a classic script that then keeps running).
+//! - The blocking `flock` on the queue file is bounded by an interval timer
+//!   whose SIGALRM interrupts it (repeating, so a signal that lands just
+//!   before the call blocks is not lost).
+//! - SIGTERM and SIGINT while waiting end the wrapper at once with 143/130,
+//!   releasing everything it holds (descriptors close on exit).
+//!
+//! All of it is undone before the test is exec'd: dispositions as they were,
+//! timer cancelled (interval timers survive `execve`).
+
+use rustix::event::{PollFd, PollFlags};
+use rustix::fd::OwnedFd;
+use rustix::fs::inotify;
+use rustix::io::Errno;
+use std::ffi::{CStr, c_int};
+use std::mem::MaybeUninit;
+use std::time::{Duration, Instant};
+
+/// How often a waiter rescans even without an inotify event.
+pub const SAFETY_RESCAN: Duration = Duration::from_secs(2);
+/// How often a waiter rescans when inotify cannot be used.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+extern "C" fn exit_on_signal(sig: c_int) {
+    // SAFETY: _exit is async-signal-safe; it closes every descriptor, which
+    // releases every lock this process holds.
+    unsafe { libc::_exit(128 + sig) }
+}
+
+extern "C" fn interrupt_only(_sig: c_int) {}
+
+/// Signal handling and the timer for the waiting phase; dropping it restores
+/// what was there before.
+pub struct WaitingSignals {
+    saved: [(c_int, libc::sigaction); 3],
+    timer_armed: bool,
+}
+
+fn set_handler(sig: c_int, handler: extern "C" fn(c_int)) -> libc::sigaction {
+    // SAFETY: sigaction with valid, zero-initialised structs; the handlers
+    // only call async-signal-safe functions. No SA_RESTART, so a blocking
+    // flock or poll returns EINTR.
+    unsafe {
+        let mut new: libc::sigaction = std::mem::zeroed();
+        new.sa_sigaction = handler as usize;
+        libc::sigemptyset(&mut new.sa_mask);
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, &new, &mut old);
+        old
+    }
+}
+
+fn current_handler(sig: c_int) -> libc::sigaction {
+    // SAFETY: querying (NULL new action) into a zeroed struct.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old);
+        old
+    }
+}
+
+impl WaitingSignals {
+    /// Exits with 128+signal on SIGTERM/SIGINT, unless the caller chose to
+    /// ignore or handle them (then they are left alone).
+    pub fn install() -> WaitingSignals {
+        let mut saved = [(0, current_handler(libc::SIGTERM)); 3];
+        for (i, sig) in [libc::SIGTERM, libc::SIGINT].into_iter().enumerate() {
+            let old = current_handler(sig);
+            saved[i] = (sig, old);
+            if old.sa_sigaction == libc::SIG_DFL {
+                set_handler(sig, exit_on_signal);
+            }
+        }
+        saved[2] = (libc::SIGALRM, set_handler(libc::SIGALRM, interrupt_only));
+        WaitingSignals { saved, timer_armed: false }
+    }
+
+    /// Arms SIGALRM at `deadline`, then every 20 ms until disarmed.
+    pub fn arm_timer(&mut self, deadline: Instant) {
+        let first = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        let timeval = |d: Duration| libc::timeval {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_usec: d.subsec_micros() as libc::suseconds_t,
+        };
+        let value = libc::itimerval { it_interval: timeval(Duration::from_millis(20)), it_value: timeval(first) };
+        // SAFETY: setitimer with a valid itimerval and a NULL old value.
+        unsafe { libc::setitimer(libc::ITIMER_REAL, &value, std::ptr::null_mut()) };
+        self.timer_armed = true;
+    }
+
+    pub fn disarm_timer(&mut self) {
+        if self.timer_armed {
+            // SAFETY: a zeroed itimerval disarms the timer.
+            unsafe {
+                let zero: libc::itimerval = std::mem::zeroed();
+                libc::setitimer(libc::ITIMER_REAL, &zero, std::ptr::null_mut());
+            }
+            self.timer_armed = false;
+        }
+    }
+}
+
+impl Drop for WaitingSignals {
+    fn drop(&mut self) {
+        self.disarm_timer();
+        for (sig, old) in &self.saved {
+            // SAFETY: restoring a disposition that sigaction itself reported.
+            unsafe { libc::sigaction(*sig, old, std::ptr::null_mut()) };
+        }
+    }
+}
+
+/// What a wait ended with.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// Something may have been released: scan again.
+    Rescan,
+    /// The lock directory was removed or moved: start over.
+    DirectoryGone,
+    /// The deadline passed.
+    TimedOut,
+}
+
+/// Watches the lock directory for released slots.
+pub enum SlotWatch {
+    Inotify(OwnedFd),
+    /// inotify unavailable (or not safe to use): rescan periodically.
+    Polling,
+}
+
+impl SlotWatch {
+    /// `use_inotify` is false when the caller closes lock files while
+    /// waiting, which would wake it up itself.
+    pub fn new(lock_dir: &CStr, use_inotify: bool) -> SlotWatch {
+        if !use_inotify {
+            return SlotWatch::Polling;
+        }
+        let Ok(fd) = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK) else {
+            return SlotWatch::Polling;
+        };
+        let mask = inotify::WatchFlags::CLOSE_WRITE
+            | inotify::WatchFlags::CLOSE_NOWRITE
+            | inotify::WatchFlags::DELETE_SELF
+            | inotify::WatchFlags::MOVE_SELF
+            | inotify::WatchFlags::ONLYDIR;
+        match inotify::add_watch(&fd, lock_dir, mask) {
+            Ok(_) => SlotWatch::Inotify(fd),
+            Err(_) => SlotWatch::Polling,
+        }
+    }
+
+    /// Blocks until a slot may have been released, the directory went away,
+    /// or `deadline` (if any) passed.
+    pub fn wait(&mut self, deadline: Option<Instant>) -> Wake {
+        let period = match self {
+            SlotWatch::Inotify(_) => SAFETY_RESCAN,
+            SlotWatch::Polling => POLL_INTERVAL,
+        };
+        let now = Instant::now();
+        let timeout = match deadline {
+            Some(d) if d <= now => return Wake::TimedOut,
+            Some(d) => period.min(d - now),
+            None => period,
+        };
+        let ready = match self {
+            SlotWatch::Inotify(fd) => {
+                let mut fds = [PollFd::new(fd, PollFlags::IN)];
+                let ts =
+                    rustix::event::Timespec { tv_sec: timeout.as_secs() as _, tv_nsec: timeout.subsec_nanos() as _ };
+                matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0)
+            }
+            SlotWatch::Polling => {
+                std::thread::sleep(timeout);
+                false
+            }
+        };
+        if ready {
+            if let SlotWatch::Inotify(fd) = self {
+                if drain_says_gone(fd) {
+                    return Wake::DirectoryGone;
+                }
+            }
+        }
+        match deadline {
+            Some(d) if Instant::now() >= d && !ready => Wake::TimedOut,
+            _ => Wake::Rescan,
+        }
+    }
+}
+
+/// Reads every pending event; true when one says the directory is gone.
+fn drain_says_gone(fd: &OwnedFd) -> bool {
+    let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+    let mut reader = inotify::Reader::new(fd, &mut buf);
+    let gone = inotify::ReadFlags::DELETE_SELF | inotify::ReadFlags::MOVE_SELF | inotify::ReadFlags::IGNORED;
+    let mut saw_gone = false;
+    loop {
+        match reader.next() {
+            Ok(event) => saw_gone |= event.events().intersects(gone),
+            Err(Errno::INTR) => {}
+            Err(_) => return saw_gone,
+        }
+    }
+}

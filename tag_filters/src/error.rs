@@ -1,0 +1,139 @@
+//! Every way tag_filters can fail, each with its exit code and its one-line
+//! message (printed by `main` after `tag_filters: `).
+
+use std::fmt;
+use std::io;
+use std::process::ExitCode;
+
+use crate::tables::CONFIGS;
+
+#[derive(Debug)]
+pub enum Error {
+    /// `--config`, `--format` or `--explain` last, or followed by an option.
+    MissingValue { flag: &'static str },
+    /// `--format=` with a value other than list, flags or bazelrc.
+    UnknownFormat { value: String },
+    /// `--explain=` with a tag that is empty, starts with `-` or is not
+    /// UTF-8; `problem` says which.
+    BadExplainTag { value: String, problem: String },
+    /// `--explain` together with `--format`, which it would silently ignore.
+    ExplainWithFormat,
+    /// Under `--strict`: `--config=` names a config this binary does not know.
+    UnknownConfig { name: String },
+    /// Under `--strict`: an argument that is not an option of tag_filters.
+    UnexpectedArgument { arg: String },
+    /// stdout could not be written; a closed pipe is reported by the exit
+    /// code alone (see `main`).
+    Stdout(io::Error),
+}
+
+impl Error {
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            // 1 is taken by `--explain`'s "not selected", so a driver that
+            // tests it cannot mistake a failed write for an answer.
+            Error::Stdout(_) => ExitCode::from(3),
+            _ => ExitCode::from(2),
+        }
+    }
+
+    /// Whether the message is worth printing: a reader that closed the pipe
+    /// early (`| head -c1`) wanted no more output, and no error either.
+    pub fn is_quiet(&self) -> bool {
+        matches!(self, Error::Stdout(e) if e.kind() == io::ErrorKind::BrokenPipe)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::MissingValue { flag } => write!(f, "{flag}: missing value"),
+            Error::UnknownFormat { value } => {
+                write!(f, "--format: unknown value {} (expected list, flags or bazelrc)", Quoted(value))
+            }
+            Error::BadExplainTag { value, problem } => {
+                write!(f, "--explain: bad value {}: {problem}", Quoted(value))
+            }
+            Error::ExplainWithFormat => {
+                f.write_str("--explain: cannot be combined with --format (it prints a verdict)")
+            }
+            Error::UnknownConfig { name } => {
+                write!(f, "--config: unknown config {} under --strict (known configs: {})", Quoted(name), KnownConfigs)
+            }
+            Error::UnexpectedArgument { arg } => {
+                write!(f, "--strict: unexpected argument {} (known configs: {})", Quoted(arg), KnownConfigs)
+            }
+            Error::Stdout(e) => write!(f, "cannot write to stdout: {e}"),
+        }
+    }
+}
+
+/// A value from the command line in single quotes, kept on one line.
+pub struct Quoted<'a>(pub &'a str);
+
+impl fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "'{}'", OneLine(self.0))
+    }
+}
+
+/// A value from the command line with control characters escaped, so that
+/// a newline in an argument cannot split a message in two.
+pub struct OneLine<'a>(pub &'a str);
+
+impl fmt::Display for OneLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The known config names, comma-separated, from the table.
+struct KnownConfigs;
+
+impl fmt::Display for KnownConfigs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, config) in CONFIGS.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(config.name)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_stay_on_one_line() {
+        let e = Error::UnknownFormat { value: "a\nb\tc'".into() };
+        assert_eq!(e.to_string(), "--format: unknown value 'a\\nb\\tc'' (expected list, flags or bazelrc)");
+    }
+
+    #[test]
+    fn strict_messages_list_the_known_configs() {
+        let e = Error::UnexpectedArgument { arg: "-c".into() };
+        assert_eq!(
+            e.to_string(),
+            "--strict: unexpected argument '-c' (known configs: ci_single_gpu, ci_multi_gpu, ci_rocm_cpu, asan, tsan)"
+        );
+    }
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(Error::ExplainWithFormat.exit_code(), ExitCode::from(2));
+        let broken = Error::Stdout(io::ErrorKind::BrokenPipe.into());
+        assert_eq!(broken.exit_code(), ExitCode::from(3));
+        assert!(broken.is_quiet());
+        assert!(!Error::Stdout(io::ErrorKind::StorageFull.into()).is_quiet());
+    }
+}

@@ -1,0 +1,165 @@
+//! The text tag_filters prints: the filter in each format, the `--explain`
+//! verdict, `--help` and `--version`. Every function returns whole lines,
+//! each ending in a newline, so that `main` writes them in one go.
+
+use std::fmt::Write as _;
+
+use crate::cli::Format;
+use crate::error::{OneLine, Quoted};
+use crate::filter::{TagFilter, Verdict};
+use crate::tables::{BASE_TAGS, CONFIGS};
+
+/// The filter in `format`. `--format=bazelrc` does not depend on the given
+/// configs: see [`bazelrc`].
+pub fn filter(format: Format, filter: &TagFilter) -> String {
+    let list = filter.joined();
+    match format {
+        Format::List => format!("{list}\n"),
+        Format::Flags => format!("--build_tag_filters={list} --test_tag_filters={list}\n"),
+        Format::Bazelrc => bazelrc(),
+    }
+}
+
+/// A `build:<config>` and a `test:<config>` line for every known config, in
+/// table order, each filter being the base list plus that one config, ready
+/// to paste into a `.bazelrc`.
+fn bazelrc() -> String {
+    let mut text = String::new();
+    for config in CONFIGS {
+        let list = TagFilter::compose([config]).joined();
+        let name = config.name;
+        let _ = writeln!(text, "build:{name} --build_tag_filters={list}");
+        let _ = writeln!(text, "test:{name} --test_tag_filters={list}");
+    }
+    text
+}
+
+/// The `--explain` answer: selected or not, and the tag that decided.
+pub fn verdict(verdict: &Verdict<'_>, target_tags: &[String]) -> String {
+    match verdict {
+        Verdict::Excluded { tag } => {
+            format!("not selected: tag {} is excluded (-{})\n", Quoted(tag), OneLine(tag))
+        }
+        Verdict::Included { tag } => {
+            format!("selected: tag {} is in the included tags\n", Quoted(tag))
+        }
+        Verdict::NothingIncluded => {
+            "selected: none of its tags is excluded and the filter has no included tags\n".to_string()
+        }
+        Verdict::MissingIncluded { included } if target_tags.is_empty() => {
+            format!("not selected: it has no tags and needs one of the included tags ({})\n", included.join(", "))
+        }
+        Verdict::MissingIncluded { included } => {
+            let mut tags = String::new();
+            for (i, tag) in target_tags.iter().enumerate() {
+                let separator = if i == 0 { "" } else { ", " };
+                let _ = write!(tags, "{separator}{}", OneLine(tag));
+            }
+            format!("not selected: none of its tags ({tags}) is among the included tags ({})\n", included.join(", "))
+        }
+    }
+}
+
+pub fn version() -> String {
+    concat!("tag_filters ", env!("CARGO_PKG_VERSION"), "\n").to_string()
+}
+
+const USAGE: &str = "\
+Usage: tag_filters [--config=NAME]... [--format=FORMAT] [--strict] [ARGS...]
+       tag_filters [--config=NAME]... --explain=TAG[,TAG...]
+
+Prints the tags ROCm CI never attempts (the base list), followed by the tags
+of each known --config given, in order; a tag already listed is not repeated.
+
+Options:
+  --config=NAME     append the tags of config NAME
+  --format=FORMAT   list: the tags, comma-joined (the default)
+                    flags: --build_tag_filters=LIST --test_tag_filters=LIST
+                    bazelrc: build:CONFIG and test:CONFIG lines for every
+                    known config, each filter being the base list plus that
+                    config alone (--config arguments do not change it)
+  --explain=TAGS    the comma-separated tags of one target: say whether the
+                    filter selects it and which tag decided
+  --strict          reject unknown configs and other arguments (exit 2)
+  -h, --help        print this help
+  --version         print the version
+  --                ignore every later argument (target patterns)
+
+--config, --format and --explain also take their value as the next argument
+(--config NAME). Other arguments (a driver's Bazel command line: test, -c opt,
+--jobs=8, //xla/..., unknown configs) are ignored unless --strict is given.
+";
+
+const EXIT_STATUS: &str = "\
+Exit status: 0 printed (--explain: selected), 1 --explain: not selected,
+2 bad usage or value, 3 stdout could not be written.
+";
+
+/// Wraps help lines at this width, so the base list reads in a terminal.
+const HELP_WIDTH: usize = 80;
+
+pub fn help() -> String {
+    let mut text =
+        String::from(concat!("tag_filters ", env!("CARGO_PKG_VERSION"), ": the Bazel tag filters of ROCm CI\n\n"));
+    text.push_str(USAGE);
+    text.push_str("\nBase list:\n");
+    push_wrapped_list(&mut text, BASE_TAGS);
+    text.push_str("\nConfigs:\n");
+    let name_width = CONFIGS.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    for config in CONFIGS {
+        let _ = writeln!(text, "  {:name_width$}  {}", config.name, config.tags.join(","));
+    }
+    text.push('\n');
+    text.push_str(EXIT_STATUS);
+    text
+}
+
+/// Writes `tags` comma-joined, indented by two spaces, breaking lines after
+/// a comma so that a line stays within [`HELP_WIDTH`].
+fn push_wrapped_list(text: &mut String, tags: &[&str]) {
+    let mut line_len = 0;
+    for (i, tag) in tags.iter().enumerate() {
+        let comma = if i + 1 < tags.len() { "," } else { "" };
+        let item_len = tag.len() + comma.len();
+        if line_len > 0 && line_len + item_len > HELP_WIDTH {
+            text.push('\n');
+            line_len = 0;
+        }
+        if line_len == 0 {
+            text.push_str("  ");
+            line_len = 2;
+        }
+        text.push_str(tag);
+        text.push_str(comma);
+        line_len += item_len;
+    }
+    text.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn help_lines_fit_the_width() {
+        for line in help().lines() {
+            assert!(line.len() <= HELP_WIDTH, "{line:?} is too long");
+        }
+    }
+
+    #[test]
+    fn wrapped_list_joins_back_to_the_list() {
+        let mut text = String::new();
+        push_wrapped_list(&mut text, BASE_TAGS);
+        assert!(text.lines().count() > 1);
+        let joined: String = text.lines().map(str::trim_start).collect();
+        assert_eq!(joined, BASE_TAGS.join(","));
+    }
+
+    #[test]
+    fn a_target_tag_with_a_newline_stays_on_one_line() {
+        let tags = vec!["a\nb".to_string()];
+        let text = verdict(&Verdict::Excluded { tag: &tags[0] }, &tags);
+        assert_eq!(text, "not selected: tag 'a\\nb' is excluded (-a\\nb)\n");
+    }
+}

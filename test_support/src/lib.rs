@@ -1,0 +1,581 @@
+//! Integration-test harness shared by every crate of the workspace.
+//!
+//! Tests drive the real, built binaries the way Bazel does: from a temporary
+//! runfiles tree, with a scrubbed environment that names every variable the
+//! binary sees, against fake hardware (a sysroot prefix with KFD nodes, render
+//! nodes and NVIDIA entries) and fake `rocminfo` scripts. When an assertion
+//! fails, the panic message carries the command, its working directory, its
+//! whole environment, its exit status, stdout and stderr.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt::Write as _;
+use std::fs;
+use std::io::Write as _;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Locates a binary of this workspace for tests outside its own crate: cargo
+/// puts test executables in `<target>/<profile>/deps/` and binaries one level
+/// up. Crate-local tests should prefer `env!("CARGO_BIN_EXE_<name>")`.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("test executable has a directory");
+    let path = deps.parent().expect("deps has a parent").join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run the tests with `cargo test --workspace`, which builds every binary first",
+        path.display()
+    );
+    path
+}
+
+/// A directory removed when the test passes and kept (and named on stderr)
+/// when it fails, so that the tree a failing test built can be inspected.
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let base = std::env::var_os("CARGO_TARGET_TMPDIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+        let path = base.join(format!("gpuci-{label}-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path).expect("create temp dir");
+        TempDir { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn join(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.path.join(rel)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("test files kept in {}", self.path.display());
+        } else {
+            make_writable(&self.path);
+            let _ = fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Gives back write permission that a test took away, so that cleanup works.
+fn make_writable(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o755));
+    for entry in entries.flatten() {
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            make_writable(&entry.path());
+        }
+    }
+}
+
+/// Writes `contents` to `path`, creating parent directories.
+pub fn write_file(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) {
+    let path = path.as_ref();
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).expect("create parent dir");
+    }
+    fs::write(path, contents).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+/// Writes an executable script (mode 0755).
+pub fn write_executable(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) {
+    let path = path.as_ref();
+    write_file(path, contents);
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// Reads a file that the test expects to exist, with the path in the panic.
+pub fn read_to_string(path: impl AsRef<Path>) -> String {
+    let path = path.as_ref();
+    fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// A test program, written as a shell script, that records how it was run:
+/// its argv, working directory and the environment variables that matter to
+/// these wrappers, one `KEY=value` per line, into `$RECORD_FILE` when set, and
+/// to stdout otherwise. It exits with `$EXIT_CODE` (default 0).
+pub const RECORDING_TEST: &str = r#"#!/bin/sh
+out="${RECORD_FILE:-/dev/stdout}"
+{
+  echo "argc=$#"
+  i=0
+  for a in "$@"; do echo "arg$i=$a"; i=$((i+1)); done
+  echo "cwd=$(pwd)"
+  for v in ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES TF_PER_DEVICE_MEMORY_LIMIT_MB \
+           ASAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS; do
+    eval "isset=\${$v+x}"
+    if [ -n "$isset" ]; then eval "echo \"$v=\${$v}\""; else echo "$v unset"; fi
+  done
+} > "$out"
+exit "${EXIT_CODE:-0}"
+"#;
+
+/// Parses the `KEY=value` lines that [`RECORDING_TEST`] writes.
+pub fn parse_record(text: &str) -> Vec<(String, String)> {
+    text.lines().filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect()
+}
+
+/// Looks one key up in a parsed record; `None` when the record says unset.
+pub fn record_value<'a>(record: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    record.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+/// A temporary runfiles tree laid out as Bazel lays one out for a test:
+/// `<root>/<srcdir>/` with `MANIFEST` and `<workspace>/...`, the test's
+/// working directory being `<srcdir>/<workspace>`.
+pub struct Runfiles {
+    pub srcdir: PathBuf,
+    pub workspace: String,
+    manifest: Vec<(String, PathBuf)>,
+}
+
+impl Runfiles {
+    pub fn new(dir: &TempDir, workspace: &str) -> Runfiles {
+        let srcdir = dir.join("runfiles");
+        fs::create_dir_all(srcdir.join(workspace)).expect("create runfiles");
+        Runfiles { srcdir, workspace: workspace.to_string(), manifest: Vec::new() }
+    }
+
+    /// The test's working directory, `$TEST_SRCDIR/$TEST_WORKSPACE`.
+    pub fn cwd(&self) -> PathBuf {
+        self.srcdir.join(&self.workspace)
+    }
+
+    /// Adds a file at runfiles path `rlocation` (`<repo>/<path>`) as a symlink
+    /// to a real file kept outside the tree, as Bazel does, and records it for
+    /// the manifest.
+    pub fn add(&mut self, rlocation: &str, contents: &str, executable: bool) -> PathBuf {
+        let real = self.srcdir.parent().unwrap().join("execroot").join(rlocation);
+        if executable {
+            write_executable(&real, contents);
+        } else {
+            write_file(&real, contents);
+        }
+        let link = self.srcdir.join(rlocation);
+        fs::create_dir_all(link.parent().unwrap()).unwrap();
+        let _ = fs::remove_file(&link);
+        symlink(&real, &link).expect("symlink runfile");
+        self.manifest.push((rlocation.to_string(), real.clone()));
+        real
+    }
+
+    /// Records an entry in the manifest only (no file in the tree), as in a
+    /// manifest-only runfiles layout.
+    pub fn add_manifest_only(&mut self, rlocation: &str, real: &Path) {
+        self.manifest.push((rlocation.to_string(), real.to_path_buf()));
+    }
+
+    /// Writes `<srcdir>/MANIFEST` and returns its path.
+    pub fn write_manifest(&self) -> PathBuf {
+        let mut text = String::new();
+        for (rloc, real) in &self.manifest {
+            let _ = writeln!(text, "{rloc} {}", real.display());
+        }
+        let path = self.srcdir.join("MANIFEST");
+        write_file(&path, text);
+        path
+    }
+
+    /// Applies the variables Bazel sets for a test and its working directory.
+    pub fn apply(&self, cmd: &mut Cmd) {
+        cmd.env("TEST_SRCDIR", &self.srcdir)
+            .env("RUNFILES_DIR", &self.srcdir)
+            .env("TEST_WORKSPACE", &self.workspace)
+            .current_dir(self.cwd());
+    }
+}
+
+/// A fake hardware root for `PARALLEL_GPU_EXECUTE_SYSROOT`.
+pub struct Sysroot {
+    pub root: PathBuf,
+    next_node: usize,
+}
+
+impl Sysroot {
+    pub fn new(dir: &TempDir) -> Sysroot {
+        let root = dir.join("sysroot");
+        fs::create_dir_all(&root).unwrap();
+        Sysroot { root, next_node: 0 }
+    }
+
+    fn kfd_node_dir(&mut self) -> PathBuf {
+        let dir = self.root.join(format!("sys/class/kfd/kfd/topology/nodes/{}", self.next_node));
+        self.next_node += 1;
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// A CPU node: `gfx_target_version 0`.
+    pub fn add_kfd_cpu(&mut self) {
+        let dir = self.kfd_node_dir();
+        write_file(
+            dir.join("properties"),
+            "cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\ndrm_render_minor 0\n",
+        );
+    }
+
+    /// A GPU node with a render node that can be opened read-write.
+    pub fn add_kfd_gpu(&mut self, render_minor: u32) {
+        self.add_kfd_gpu_raw(render_minor, true);
+    }
+
+    /// A GPU node; `accessible` false leaves its render node out, as in a
+    /// container that was not given that GPU.
+    pub fn add_kfd_gpu_raw(&mut self, render_minor: u32, accessible: bool) {
+        let dir = self.kfd_node_dir();
+        write_file(
+            dir.join("properties"),
+            format!(
+                "cpu_cores_count 0\nsimd_count 304\ngfx_target_version 90402\nvendor_id 4098\ndrm_render_minor {render_minor}\n"
+            ),
+        );
+        if accessible && render_minor != 0 {
+            let node = self.root.join(format!("dev/dri/renderD{render_minor}"));
+            write_file(&node, "");
+            fs::set_permissions(&node, fs::Permissions::from_mode(0o666)).unwrap();
+        }
+    }
+
+    /// Raw `properties` contents for one more node.
+    pub fn add_kfd_properties(&mut self, contents: &[u8]) {
+        let dir = self.kfd_node_dir();
+        write_file(dir.join("properties"), contents);
+    }
+
+    /// `count` AMD GPUs with render minors 128, 129, ...
+    pub fn with_kfd_gpus(mut self, count: u32) -> Sysroot {
+        self.add_kfd_cpu();
+        for i in 0..count {
+            self.add_kfd_gpu(128 + i);
+        }
+        self
+    }
+
+    /// `count` entries under `/proc/driver/nvidia/gpus/`.
+    pub fn add_nvidia_proc_gpus(&self, count: u32) {
+        for i in 0..count {
+            let dir = self.root.join(format!("proc/driver/nvidia/gpus/0000:{:02x}:00.0", i + 1));
+            fs::create_dir_all(&dir).unwrap();
+            write_file(dir.join("information"), "Model: Fake GPU\n");
+        }
+    }
+
+    /// `/dev/nvidia<N>` nodes (plain files here), plus the control nodes a
+    /// real host has, which must not be counted.
+    pub fn add_nvidia_dev_nodes(&self, minors: &[u32]) {
+        for m in minors {
+            write_file(self.root.join(format!("dev/nvidia{m}")), "");
+        }
+        write_file(self.root.join("dev/nvidiactl"), "");
+        write_file(self.root.join("dev/nvidia-uvm"), "");
+        write_file(self.root.join("dev/nvidia-modeset"), "");
+    }
+}
+
+/// A fake `rocminfo` that prints `gpus` agent blocks the way the real tool
+/// does (plus a CPU agent and ISA lines that must not be counted).
+pub fn fake_rocminfo_script(gpus: usize) -> String {
+    let mut s = String::from("#!/bin/sh\ncat <<'EOF'\nROCk module is loaded\n");
+    s.push_str("*******\nAgent 1\n*******\n  Name:                    AMD EPYC 7763 64-Core Processor\n  Marketing Name:          AMD EPYC 7763 64-Core Processor\n");
+    for i in 0..gpus {
+        let _ = write!(
+            s,
+            "*******\nAgent {}\n*******\n  Name:                    gfx90a\n  Marketing Name:          AMD Instinct MI210\n  ISA Info:\n    ISA 1\n      Name:                    amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-\n",
+            i + 2
+        );
+    }
+    s.push_str("EOF\n");
+    s
+}
+
+/// The result of running a [`Cmd`], with everything needed to explain it.
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+    description: String,
+}
+
+impl Output {
+    /// The exit code, or 128+signal when the process was killed, as a shell
+    /// reports it.
+    pub fn code(&self) -> i32 {
+        match (self.status.code(), self.status.signal()) {
+            (Some(c), _) => c,
+            (None, Some(s)) => 128 + s,
+            _ => -1,
+        }
+    }
+
+    /// Everything about the run, for a failure message.
+    pub fn explain(&self) -> String {
+        format!(
+            "{}\nstatus: {} (code {})\nelapsed: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--------------",
+            self.description,
+            self.status,
+            self.code(),
+            self.elapsed,
+            self.stdout,
+            self.stderr
+        )
+    }
+
+    #[track_caller]
+    pub fn assert_code(&self, code: i32) -> &Output {
+        assert_eq!(self.code(), code, "unexpected exit code\n{}", self.explain());
+        self
+    }
+
+    #[track_caller]
+    pub fn assert_success(&self) -> &Output {
+        self.assert_code(0)
+    }
+
+    #[track_caller]
+    pub fn assert_stderr_contains(&self, needle: &str) -> &Output {
+        assert!(self.stderr.contains(needle), "stderr lacks {needle:?}\n{}", self.explain());
+        self
+    }
+
+    #[track_caller]
+    pub fn assert_stdout_contains(&self, needle: &str) -> &Output {
+        assert!(self.stdout.contains(needle), "stdout lacks {needle:?}\n{}", self.explain());
+        self
+    }
+
+    #[track_caller]
+    pub fn assert_stdout_eq(&self, expected: &str) -> &Output {
+        assert_eq!(self.stdout, expected, "stdout differs\n{}", self.explain());
+        self
+    }
+
+    /// Asserts stderr is exactly one line (the one-clear-line rule for bad
+    /// input) and that it carries `needle`.
+    #[track_caller]
+    pub fn assert_one_error_line(&self, needle: &str) -> &Output {
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "expected exactly one stderr line\n{}", self.explain());
+        self.assert_stderr_contains(needle);
+        assert!(
+            !self.stderr.contains("panicked") && !self.stderr.contains("RUST_BACKTRACE"),
+            "panic output\n{}",
+            self.explain()
+        );
+        self
+    }
+}
+
+/// A command with a scrubbed environment: only `PATH` and what the test sets
+/// reach the program, so the host (a CI runner with `CUDA_VISIBLE_DEVICES`,
+/// say) cannot change the outcome.
+pub struct Cmd {
+    program: PathBuf,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    cwd: Option<PathBuf>,
+    stdin: Option<Vec<u8>>,
+    timeout: Duration,
+}
+
+impl Cmd {
+    pub fn new(program: impl AsRef<Path>) -> Cmd {
+        Cmd {
+            program: program.as_ref().to_path_buf(),
+            args: Vec::new(),
+            env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+            cwd: None,
+            stdin: None,
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    pub fn arg(&mut self, a: impl AsRef<OsStr>) -> &mut Cmd {
+        self.args.push(a.as_ref().to_os_string());
+        self
+    }
+
+    pub fn args<I, S>(&mut self, args: I) -> &mut Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        for a in args {
+            self.arg(a);
+        }
+        self
+    }
+
+    /// Sets (or replaces) one environment variable.
+    pub fn env(&mut self, k: impl AsRef<OsStr>, v: impl AsRef<OsStr>) -> &mut Cmd {
+        let k = k.as_ref().to_os_string();
+        self.env.retain(|(key, _)| *key != k);
+        self.env.push((k, v.as_ref().to_os_string()));
+        self
+    }
+
+    pub fn env_remove(&mut self, k: impl AsRef<OsStr>) -> &mut Cmd {
+        let k = k.as_ref();
+        self.env.retain(|(key, _)| key != k);
+        self
+    }
+
+    pub fn current_dir(&mut self, dir: impl AsRef<Path>) -> &mut Cmd {
+        self.cwd = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    pub fn stdin(&mut self, data: impl Into<Vec<u8>>) -> &mut Cmd {
+        self.stdin = Some(data.into());
+        self
+    }
+
+    pub fn timeout(&mut self, t: Duration) -> &mut Cmd {
+        self.timeout = t;
+        self
+    }
+
+    /// The command as a reader of a failure report needs it: environment,
+    /// working directory and a shell-quoted command line.
+    pub fn describe(&self) -> String {
+        let mut s = String::from("command:");
+        for (k, v) in &self.env {
+            let _ = write!(s, " {}={}", k.to_string_lossy(), shell_quote(v));
+        }
+        let _ = write!(s, " {}", shell_quote(self.program.as_os_str()));
+        for a in &self.args {
+            let _ = write!(s, " {}", shell_quote(a));
+        }
+        if let Some(cwd) = &self.cwd {
+            let _ = write!(s, "\ncwd: {}", cwd.display());
+        }
+        s
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new(&self.program);
+        c.args(&self.args).env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(cwd) = &self.cwd {
+            c.current_dir(cwd);
+        }
+        c
+    }
+
+    /// Starts the command with piped stdout/stderr, for tests that need to act
+    /// while it runs (signals, concurrency).
+    pub fn spawn(&self) -> Running {
+        let mut c = self.command();
+        c.stdin(if self.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap_or_else(|e| panic!("spawn failed: {e}\n{}", self.describe()));
+        if let Some(data) = &self.stdin {
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(data).expect("write stdin");
+        }
+        Running { child, description: self.describe(), started: Instant::now(), timeout: self.timeout }
+    }
+
+    /// Runs to completion (bounded by the timeout, after which the process
+    /// is killed and the test fails with its output).
+    pub fn run(&self) -> Output {
+        self.spawn().wait()
+    }
+}
+
+/// A started [`Cmd`].
+pub struct Running {
+    pub child: Child,
+    description: String,
+    started: Instant,
+    timeout: Duration,
+}
+
+impl Running {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends a signal to the process.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) with a pid of our own child and a valid signal number.
+        let rc = unsafe { libc::kill(self.pid(), sig) };
+        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.pid());
+    }
+
+    /// Whether the process has ended (without reaping it).
+    pub fn has_exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
+    /// Waits for the process, killing it at the timeout; reads its output.
+    pub fn wait(mut self) -> Output {
+        let mut stdout = self.child.stdout.take().unwrap();
+        let mut stderr = self.child.stderr.take().unwrap();
+        let out_reader = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut stdout, &mut v);
+            v
+        });
+        let err_reader = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut stderr, &mut v);
+            v
+        });
+        let deadline = self.started + self.timeout;
+        let mut timed_out = false;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                timed_out = true;
+                let _ = self.child.kill();
+                break self.child.wait().expect("wait");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        let elapsed = self.started.elapsed();
+        let stdout = String::from_utf8_lossy(&out_reader.join().unwrap()).into_owned();
+        let stderr = String::from_utf8_lossy(&err_reader.join().unwrap()).into_owned();
+        let mut description = self.description;
+        if timed_out {
+            description.push_str(&format!("\nKILLED after the {:?} timeout", self.timeout));
+        }
+        Output { status, stdout, stderr, elapsed, description }
+    }
+}
+
+fn shell_quote(s: &OsStr) -> String {
+    let s = s.to_string_lossy();
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b)) {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// Polls `cond` every few milliseconds until it holds or `limit` passes.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cond()
+}

@@ -1,0 +1,1 @@
+//! Cross-binary integration tests (filled in as the binaries land).

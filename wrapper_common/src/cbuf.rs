@@ -1,0 +1,150 @@
+//! Fixed-capacity, NUL-terminated byte strings on the stack.
+//!
+//! Paths handed to system calls need a trailing NUL. Building them in a
+//! `CString` would allocate, which the pass-through paths must not do, so
+//! they are built here instead, bounded by `PATH_MAX`.
+
+use std::ffi::CStr;
+use std::fmt;
+
+/// The text would not fit, or held a NUL byte, which no path can contain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLong;
+
+impl fmt::Display for TooLong {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("path too long or contains a NUL byte")
+    }
+}
+
+/// A byte string of at most `N - 1` bytes plus its terminating NUL.
+#[derive(Clone)]
+pub struct CBuf<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+/// Room for any path the kernel accepts (`PATH_MAX` includes the NUL).
+pub type StackPath = CBuf<4096>;
+
+impl<const N: usize> Default for CBuf<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> CBuf<N> {
+    pub const fn new() -> Self {
+        CBuf { buf: [0; N], len: 0 }
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, TooLong> {
+        let mut b = Self::new();
+        b.push(bytes)?;
+        Ok(b)
+    }
+
+    /// Appends `bytes`; on failure the buffer is left as it was.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<(), TooLong> {
+        let end = self.len + bytes.len();
+        if end >= N || bytes.contains(&0) {
+            return Err(TooLong);
+        }
+        self.buf[self.len..end].copy_from_slice(bytes);
+        self.buf[end] = 0;
+        self.len = end;
+        Ok(())
+    }
+
+    /// Appends a decimal number.
+    pub fn push_u64(&mut self, n: u64) -> Result<(), TooLong> {
+        let mut digits = [0u8; 20];
+        self.push(crate::numbers::format_u64(n, &mut digits))
+    }
+
+    /// Appends `/` (unless the buffer is empty or already ends in one) and
+    /// then `component`.
+    pub fn push_path(&mut self, component: &[u8]) -> Result<(), TooLong> {
+        let saved = self.len;
+        if self.len > 0 && self.buf[self.len - 1] != b'/' {
+            self.push(b"/")?;
+        }
+        self.push(component).inspect_err(|_| self.truncate(saved))
+    }
+
+    /// Shortens to `len` bytes (no-op when already shorter).
+    pub fn truncate(&mut self, len: usize) {
+        if len < self.len {
+            self.len = len;
+            self.buf[len] = 0;
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    pub fn as_cstr(&self) -> &CStr {
+        // The invariant kept by `push`/`truncate`: buf[len] is NUL and no
+        // byte before it is, so this cannot fail.
+        CStr::from_bytes_with_nul(&self.buf[..=self.len]).unwrap_or(c"")
+    }
+}
+
+impl<const N: usize> fmt::Debug for CBuf<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", crate::diag::Bytes(self.as_bytes()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_and_terminate() {
+        let mut p = CBuf::<16>::new();
+        p.push(b"/a").unwrap();
+        p.push_path(b"b").unwrap();
+        p.push_u64(42).unwrap();
+        assert_eq!(p.as_cstr(), c"/a/b42");
+        p.truncate(2);
+        assert_eq!(p.as_cstr(), c"/a");
+    }
+
+    #[test]
+    fn push_path_does_not_double_slash() {
+        let mut p = CBuf::<16>::from_bytes(b"/").unwrap();
+        p.push_path(b"x").unwrap();
+        assert_eq!(p.as_bytes(), b"/x");
+        let mut empty = CBuf::<16>::new();
+        empty.push_path(b"rel").unwrap();
+        assert_eq!(empty.as_bytes(), b"rel");
+    }
+
+    #[test]
+    fn overflow_leaves_buffer_unchanged() {
+        let mut p = CBuf::<8>::from_bytes(b"abcd").unwrap();
+        assert_eq!(p.push(b"efgh"), Err(TooLong), "7 bytes + NUL is the limit");
+        assert_eq!(p.as_bytes(), b"abcd");
+        assert_eq!(p.push_path(b"efg"), Err(TooLong));
+        assert_eq!(p.as_bytes(), b"abcd");
+        p.push(b"efg").unwrap();
+        assert_eq!(p.as_cstr(), c"abcdefg");
+    }
+
+    #[test]
+    fn nul_is_rejected() {
+        let mut p = CBuf::<8>::new();
+        assert_eq!(p.push(b"a\0b"), Err(TooLong));
+        assert!(p.is_empty());
+    }
+}

@@ -1,0 +1,178 @@
+//! One-line messages to stderr, formatted on the stack.
+//!
+//! Each message is written with a single `write(2)`, so lines from many
+//! wrappers sharing one log do not interleave mid-line, and no `std::io`
+//! buffering or locking (or heap) is involved.
+
+use std::fmt::{self, Write as _};
+
+/// Formats into a fixed buffer; text past the end is dropped and the line is
+/// marked as cut with `...`.
+pub struct LineBuf<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+    cut: bool,
+}
+
+impl<const N: usize> Default for LineBuf<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> LineBuf<N> {
+    pub const fn new() -> Self {
+        LineBuf { buf: [0; N], len: 0, cut: false }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// Ends the line with `\n` (replacing the tail with `...\n` when the text
+    /// did not fit).
+    pub fn finish_line(&mut self) -> &[u8] {
+        if self.cut {
+            let keep = N.saturating_sub(4).min(self.len);
+            self.len = keep;
+            let _ = self.push_raw(b"...");
+        }
+        let _ = self.push_raw(b"\n");
+        self.as_bytes()
+    }
+
+    fn push_raw(&mut self, bytes: &[u8]) -> bool {
+        let room = N - self.len;
+        let n = bytes.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+        self.len += n;
+        n == bytes.len()
+    }
+}
+
+impl<const N: usize> fmt::Write for LineBuf<N> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        // Keep one byte for the newline.
+        let room = N.saturating_sub(1).saturating_sub(self.len);
+        if s.len() > room {
+            self.cut = true;
+            self.push_raw(&s.as_bytes()[..room]);
+        } else {
+            self.push_raw(s.as_bytes());
+        }
+        Ok(())
+    }
+}
+
+/// Shows a byte string from argv, the environment or a file: valid UTF-8 as
+/// is, everything else (and control characters, which could rewrite a
+/// terminal or a CI log) as `\xNN`.
+pub struct Bytes<'a>(pub &'a [u8]);
+
+impl fmt::Display for Bytes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for chunk in self.0.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                if c.is_control() {
+                    write!(f, "\\x{:02x}", c as u32)?;
+                } else {
+                    f.write_char(c)?;
+                }
+            }
+            for b in chunk.invalid() {
+                write!(f, "\\x{b:02x}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Bytes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "'{self}'")
+    }
+}
+
+/// Writes all of `bytes` to stderr, retrying on interruption; errors are
+/// ignored (there is nowhere left to report them).
+pub fn write_stderr(bytes: &[u8]) {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        // SAFETY: stderr is not owned by any Rust object here; writing to it
+        // through a borrowed fd for the duration of the call is sound even if
+        // it was closed (the call then fails with EBADF).
+        let stderr = unsafe { rustix::fd::BorrowedFd::borrow_raw(2) };
+        match rustix::io::write(stderr, rest) {
+            Ok(0) => return,
+            Ok(n) => rest = &rest[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Writes all of `bytes` to stdout (for `--help` and `--version`).
+pub fn write_stdout(bytes: &[u8]) -> Result<(), rustix::io::Errno> {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        // SAFETY: as for stderr above.
+        let stdout = unsafe { rustix::fd::BorrowedFd::borrow_raw(1) };
+        match rustix::io::write(stdout, rest) {
+            Ok(0) => return Err(rustix::io::Errno::IO),
+            Ok(n) => rest = &rest[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes `<tool>: <message>\n` to stderr in one write.
+pub fn report(tool: &str, message: fmt::Arguments<'_>) {
+    let mut line = LineBuf::<1024>::new();
+    let _ = write!(line, "{tool}: {message}");
+    write_stderr(line.finish_line());
+}
+
+/// Writes `<message>\n` to stderr in one write, without a tool prefix (for
+/// the lines the classic scripts printed, which CI logs are grepped for).
+pub fn say(message: fmt::Arguments<'_>) {
+    let mut line = LineBuf::<4096>::new();
+    let _ = line.write_fmt(message);
+    write_stderr(line.finish_line());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_fits() {
+        let mut l = LineBuf::<32>::new();
+        let what = "bad";
+        write!(l, "tool: {what} {}", 7).unwrap();
+        assert_eq!(l.finish_line(), b"tool: bad 7\n");
+    }
+
+    #[test]
+    fn line_is_cut_visibly() {
+        let mut l = LineBuf::<12>::new();
+        write!(l, "0123456789abcdef").unwrap();
+        let out = l.finish_line();
+        assert_eq!(out, b"01234567...\n");
+        assert_eq!(out.len(), 12);
+    }
+
+    #[test]
+    fn exact_fit_is_not_cut() {
+        let mut l = LineBuf::<6>::new();
+        write!(l, "abcde").unwrap();
+        assert_eq!(l.finish_line(), b"abcde\n");
+    }
+
+    #[test]
+    fn bytes_escape_controls_and_invalid_utf8() {
+        assert_eq!(Bytes(b"ok/\xc3\xa9").to_string(), "ok/\u{e9}");
+        assert_eq!(Bytes(b"a\nb\x1b[2J\xff").to_string(), "a\\x0ab\\x1b[2J\\xff");
+    }
+}

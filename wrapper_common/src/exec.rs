@@ -1,0 +1,210 @@
+//! Replacing the wrapper with the test: `execve`, with the `PATH` search and
+//! the exit codes of a shell's `exec`.
+//!
+//! Exit codes follow the shell (and tini): 127 when the program does not
+//! exist, 126 when it exists but cannot be executed.
+
+use crate::cbuf::StackPath;
+use crate::diag::Bytes;
+use rustix::io::Errno;
+use std::ffi::{CStr, c_char};
+use std::fmt;
+
+/// Why the test could not be started.
+#[derive(Debug)]
+pub struct ExecFailure {
+    /// The path that was tried last (or the name, when no PATH entry fit).
+    pub path: StackPath,
+    pub errno: Errno,
+}
+
+impl ExecFailure {
+    fn new(path: &[u8], errno: Errno) -> ExecFailure {
+        // A path longer than the buffer cannot have been executed anyway; a
+        // cut copy still names it recognisably in the message.
+        let path = StackPath::from_bytes(&path[..path.len().min(4000)]).unwrap_or_default();
+        ExecFailure { path, errno }
+    }
+
+    /// True when nothing was found at all (exit 127) rather than found but
+    /// not executable (exit 126).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self.errno, Errno::NOENT | Errno::NOTDIR | Errno::NAMETOOLONG | Errno::LOOP)
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        if self.is_not_found() { 127 } else { 126 }
+    }
+}
+
+impl fmt::Display for ExecFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = if self.is_not_found() { "not found" } else { "cannot execute" };
+        write!(f, "{what}: {}: {}", Bytes(self.path.as_bytes()), self.errno)
+    }
+}
+
+fn has_slash(name: &[u8]) -> bool {
+    name.contains(&b'/')
+}
+
+/// The directories `execvp` would search for `name`.
+fn search_path() -> &'static [u8] {
+    crate::env::var(b"PATH").unwrap_or(b"/bin:/usr/bin")
+}
+
+/// Joins a PATH entry and a program name (an empty entry is the current
+/// directory, as in execvp).
+fn join(dir: &[u8], name: &[u8]) -> Option<StackPath> {
+    let mut p = StackPath::new();
+    p.push(if dir.is_empty() { b"." } else { dir }).ok()?;
+    p.push_path(name).ok()?;
+    Some(p)
+}
+
+/// Finds the file `exec` would run, without running it: `name` itself when it
+/// contains a slash, else the first executable regular file named `name` in
+/// `PATH`. Used to fail fast (127/126) before waiting for a GPU.
+pub fn resolve(name: &CStr) -> Result<StackPath, ExecFailure> {
+    let bytes = name.to_bytes();
+    if bytes.is_empty() {
+        return Err(ExecFailure::new(bytes, Errno::NOENT));
+    }
+    if has_slash(bytes) {
+        check_executable(name)?;
+        return StackPath::from_bytes(bytes).map_err(|_| ExecFailure::new(bytes, Errno::NAMETOOLONG));
+    }
+    // As execvp: a candidate that exists but cannot be run is remembered,
+    // and the search goes on; "not found" only when nothing was found.
+    let mut denied: Option<ExecFailure> = None;
+    for dir in search_path().split(|&b| b == b':') {
+        let Some(candidate) = join(dir, bytes) else { continue };
+        match check_executable(candidate.as_cstr()) {
+            Ok(()) => return Ok(candidate),
+            Err(e) if !e.is_not_found() => {
+                denied.get_or_insert(e);
+            }
+            Err(_) => {}
+        }
+    }
+    Err(denied.unwrap_or_else(|| ExecFailure::new(bytes, Errno::NOENT)))
+}
+
+/// Is `path` a regular file this process may execute?
+fn check_executable(path: &CStr) -> Result<(), ExecFailure> {
+    let fail = |e| Err(ExecFailure::new(path.to_bytes(), e));
+    match rustix::fs::stat(path) {
+        Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile => {
+            fail(Errno::ACCESS)
+        }
+        Ok(_) => match rustix::fs::access(path, rustix::fs::Access::EXEC_OK) {
+            Ok(()) => Ok(()),
+            Err(e) => fail(e),
+        },
+        Err(e) => fail(e),
+    }
+}
+
+/// `execve`, retried when interrupted. Returns only on failure.
+fn execve(path: &CStr, argv: *const *const c_char, envp: *const *const c_char) -> Errno {
+    loop {
+        // SAFETY: `path` is a valid C string; `argv` and `envp` are
+        // NULL-terminated arrays of valid C strings (callers' contract of
+        // `exec`). execve only returns on failure.
+        unsafe { libc::execve(path.as_ptr(), argv, envp) };
+        let errno = Errno::from_raw_os_error(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        if errno != Errno::INTR {
+            return errno;
+        }
+    }
+}
+
+/// A file the kernel will not execute (no `#!` line, not ELF) is run by
+/// `/bin/sh`, as execvp and a shell's `exec` do. This rare path allocates.
+fn exec_as_script(path: &CStr, argv: *const *const c_char, envp: *const *const c_char) -> Errno {
+    let mut sh_argv: Vec<*const c_char> = vec![c"/bin/sh".as_ptr(), path.as_ptr()];
+    // SAFETY: argv is a NULL-terminated array (contract of `exec`); its
+    // first entry is the program name, replaced here by the script path.
+    unsafe {
+        if !(*argv).is_null() {
+            let mut p = argv.add(1);
+            while !(*p).is_null() {
+                sh_argv.push(*p);
+                p = p.add(1);
+            }
+        }
+    }
+    sh_argv.push(std::ptr::null());
+    execve(c"/bin/sh", sh_argv.as_ptr(), envp)
+}
+
+/// Replaces this process with `program`: searched in `PATH` when it has no
+/// slash, run by `/bin/sh` when the kernel does not recognise its format.
+/// Returns only on failure. No allocation unless the `/bin/sh` fallback runs.
+///
+/// `argv` and `envp` must be NULL-terminated arrays of valid C strings.
+pub fn exec(program: &CStr, argv: *const *const c_char, envp: *const *const c_char) -> ExecFailure {
+    let name = program.to_bytes();
+    if name.is_empty() {
+        return ExecFailure::new(name, Errno::NOENT);
+    }
+    if has_slash(name) {
+        let mut errno = execve(program, argv, envp);
+        if errno == Errno::NOEXEC {
+            errno = exec_as_script(program, argv, envp);
+        }
+        return ExecFailure::new(name, errno);
+    }
+    let mut failure = ExecFailure::new(name, Errno::NOENT);
+    let mut saw_eacces = false;
+    for dir in search_path().split(|&b| b == b':') {
+        let Some(candidate) = join(dir, name) else { continue };
+        let mut errno = execve(candidate.as_cstr(), argv, envp);
+        if errno == Errno::NOEXEC {
+            errno = exec_as_script(candidate.as_cstr(), argv, envp);
+        }
+        match errno {
+            Errno::ACCESS => {
+                saw_eacces = true;
+                failure = ExecFailure::new(candidate.as_bytes(), errno);
+            }
+            Errno::NOENT | Errno::NOTDIR | Errno::STALE | Errno::NODEV | Errno::TIMEDOUT => {
+                if !saw_eacces {
+                    failure = ExecFailure::new(name, Errno::NOENT);
+                }
+            }
+            other => return ExecFailure::new(candidate.as_bytes(), other),
+        }
+    }
+    failure
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_finds_programs_in_path() {
+        let sh = resolve(c"sh").expect("sh is in PATH on any test machine");
+        assert!(sh.as_bytes().ends_with(b"/sh"), "{sh:?}");
+    }
+
+    #[test]
+    fn resolve_reports_missing_and_non_executable() {
+        let missing = resolve(c"/nonexistent/dir/prog").unwrap_err();
+        assert_eq!(missing.exit_code(), 127);
+        let missing = resolve(c"no-such-program-anywhere-4242").unwrap_err();
+        assert_eq!(missing.exit_code(), 127);
+        let dir = resolve(c"/").unwrap_err();
+        assert_eq!(dir.exit_code(), 126);
+        let empty = resolve(c"").unwrap_err();
+        assert_eq!(empty.exit_code(), 127);
+    }
+
+    #[test]
+    fn messages_name_the_path() {
+        let e = resolve(c"/nonexistent/prog").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("not found: /nonexistent/prog: "), "{msg}");
+    }
+}

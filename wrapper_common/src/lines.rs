@@ -1,0 +1,152 @@
+//! Line-by-line reading through a caller-supplied buffer.
+//!
+//! Manifests, KFD `properties` files and configuration files are read with
+//! this, so that reading them costs no heap and memory stays bounded whatever
+//! the file holds (a 50,000-line MANIFEST or a file of random bytes alike).
+
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use std::ffi::CStr;
+use std::ops::ControlFlow;
+
+/// One line as read, without its `\n`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Line<'a> {
+    pub bytes: &'a [u8],
+    /// False when the line did not fit the buffer: `bytes` is then its
+    /// beginning, and the rest of the line is skipped.
+    pub complete: bool,
+}
+
+/// Reads `fd` to the end (or until `f` breaks), calling `f` for each line.
+/// A last line without a trailing newline is passed too.
+pub fn for_each_line(
+    fd: impl AsFd,
+    buf: &mut [u8],
+    mut f: impl FnMut(Line<'_>) -> ControlFlow<()>,
+) -> Result<(), Errno> {
+    let (mut start, mut end) = (0usize, 0usize);
+    // Inside an over-long line whose beginning was already passed on.
+    let mut skipping = false;
+    loop {
+        while let Some(nl) = buf[start..end].iter().position(|&b| b == b'\n') {
+            if !skipping && f(Line { bytes: &buf[start..start + nl], complete: true }).is_break() {
+                return Ok(());
+            }
+            skipping = false;
+            start += nl + 1;
+        }
+        buf.copy_within(start..end, 0);
+        end -= start;
+        start = 0;
+        if end == buf.len() {
+            if !skipping && f(Line { bytes: &buf[..end], complete: false }).is_break() {
+                return Ok(());
+            }
+            skipping = true;
+            end = 0;
+        }
+        let n = loop {
+            match rustix::io::read(fd.as_fd(), &mut buf[end..]) {
+                Err(Errno::INTR) => continue,
+                other => break other?,
+            }
+        };
+        if n == 0 {
+            if end > 0 && !skipping {
+                let _ = f(Line { bytes: &buf[..end], complete: true });
+            }
+            return Ok(());
+        }
+        end += n;
+    }
+}
+
+/// Opens `path` for reading, close-on-exec, refusing to block on a FIFO.
+pub fn open_for_reading(path: &CStr) -> Result<OwnedFd, Errno> {
+    rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY, Mode::empty())
+}
+
+/// [`for_each_line`] over the file at `path`.
+pub fn for_each_line_in_file(
+    path: &CStr,
+    buf: &mut [u8],
+    f: impl FnMut(Line<'_>) -> ControlFlow<()>,
+) -> Result<(), Errno> {
+    let fd = open_for_reading(path)?;
+    for_each_line(&fd, buf, f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn lines_of(data: &[u8], bufsize: usize) -> Vec<(Vec<u8>, bool)> {
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let data = data.to_vec();
+        let writer = std::thread::spawn(move || {
+            let mut f = std::fs::File::from(w);
+            f.write_all(&data).unwrap();
+        });
+        let mut buf = vec![0u8; bufsize];
+        let mut out = Vec::new();
+        for_each_line(&r, &mut buf, |l| {
+            out.push((l.bytes.to_vec(), l.complete));
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        writer.join().unwrap();
+        out
+    }
+
+    #[test]
+    fn splits_lines_and_keeps_last_unterminated_line() {
+        let got = lines_of(b"a b\n\ncd\nlast", 8);
+        let want: Vec<(Vec<u8>, bool)> =
+            vec![(b"a b".to_vec(), true), (b"".to_vec(), true), (b"cd".to_vec(), true), (b"last".to_vec(), true)];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn overlong_line_is_cut_and_skipped() {
+        let got = lines_of(b"short\n0123456789ABCDEF\nnext\n", 8);
+        let want: Vec<(Vec<u8>, bool)> =
+            vec![(b"short".to_vec(), true), (b"01234567".to_vec(), false), (b"next".to_vec(), true)];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn line_exactly_filling_buffer_before_newline() {
+        let got = lines_of(b"12345678\nx\n", 8);
+        let want: Vec<(Vec<u8>, bool)> = vec![(b"12345678".to_vec(), false), (b"x".to_vec(), true)];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn many_lines_across_reads() {
+        let mut data = Vec::new();
+        for i in 0..5000 {
+            data.extend_from_slice(format!("line{i}\n").as_bytes());
+        }
+        let got = lines_of(&data, 64);
+        assert_eq!(got.len(), 5000);
+        assert_eq!(got[4999].0, b"line4999");
+        assert!(got.iter().all(|(_, c)| *c));
+    }
+
+    #[test]
+    fn break_stops_early() {
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        std::fs::File::from(w).write_all(b"a\nb\nc\n").unwrap();
+        let mut seen = 0;
+        let mut buf = [0u8; 16];
+        for_each_line(&r, &mut buf, |_| {
+            seen += 1;
+            ControlFlow::Break(())
+        })
+        .unwrap();
+        assert_eq!(seen, 1);
+    }
+}

@@ -1,0 +1,218 @@
+//! Bazel runfiles lookup without a shell, without walking the tree, and
+//! without the heap.
+//!
+//! A runfile is named by its rlocation, `<repo>/<path>`. Bazel makes it
+//! available in one or both of two ways: a directory tree where
+//! `<dir>/<rlocation>` exists (a symlink to the real file), and a `MANIFEST`
+//! file mapping each rlocation to the real path, one `<rlocation> <path>`
+//! line each. When a path contains a space, newline or backslash, Bazel
+//! starts the line with a space and escapes them (`\s`, `\n`, `\b`).
+
+use crate::cbuf::StackPath;
+use crate::lines::{Line, for_each_line_in_file};
+use rustix::io::Errno;
+use std::ops::ControlFlow;
+
+/// Buffer size for reading a manifest: lines longer than this cannot name a
+/// path the kernel accepts, and are skipped.
+pub const MANIFEST_BUFFER: usize = 16 * 1024;
+
+/// One manifest line, split but not yet unescaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ManifestEntry<'a> {
+    pub rlocation: &'a [u8],
+    /// Empty for an empty runfile (Bazel writes no target for those).
+    pub target: &'a [u8],
+    pub escaped: bool,
+}
+
+/// Splits one manifest line; `None` for a line that names nothing.
+pub fn parse_manifest_line(line: &[u8]) -> Option<ManifestEntry<'_>> {
+    let (escaped, rest) = match line.split_first() {
+        Some((b' ', rest)) => (true, rest),
+        _ => (false, line),
+    };
+    let (rlocation, target) = match rest.iter().position(|&b| b == b' ') {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, &b""[..]),
+    };
+    if rlocation.is_empty() {
+        return None;
+    }
+    Some(ManifestEntry { rlocation, target, escaped })
+}
+
+/// Undoes the manifest escapes (`\s` space, `\n` newline, `\b` backslash)
+/// into `out`. Other backslash sequences are kept as they are.
+pub fn unescape_into(src: &[u8], escaped: bool, out: &mut StackPath) -> Result<(), crate::TooLong> {
+    out.truncate(0);
+    if !escaped {
+        return out.push(src);
+    }
+    let mut i = 0;
+    while i < src.len() {
+        let (byte, step) = match (src[i], src.get(i + 1)) {
+            (b'\\', Some(b's')) => (b' ', 2),
+            (b'\\', Some(b'n')) => (b'\n', 2),
+            (b'\\', Some(b'b')) => (b'\\', 2),
+            (b, _) => (b, 1),
+        };
+        out.push(&[byte])?;
+        i += step;
+    }
+    Ok(())
+}
+
+impl ManifestEntry<'_> {
+    /// The rlocation with escapes undone, in `out`.
+    pub fn rlocation_into(&self, out: &mut StackPath) -> Result<(), crate::TooLong> {
+        unescape_into(self.rlocation, self.escaped, out)
+    }
+
+    /// The target path with escapes undone, in `out`.
+    pub fn target_into(&self, out: &mut StackPath) -> Result<(), crate::TooLong> {
+        unescape_into(self.target, self.escaped, out)
+    }
+}
+
+/// Calls `f` for every well-formed entry of the manifest at `path`, in file
+/// order, until `f` breaks.
+pub fn scan_manifest(
+    path: &std::ffi::CStr,
+    mut f: impl FnMut(&ManifestEntry<'_>) -> ControlFlow<()>,
+) -> Result<(), Errno> {
+    let mut buf = [0u8; MANIFEST_BUFFER];
+    for_each_line_in_file(path, &mut buf, |Line { bytes, complete }| {
+        if !complete {
+            return ControlFlow::Continue(());
+        }
+        match parse_manifest_line(bytes) {
+            Some(entry) => f(&entry),
+            None => ControlFlow::Continue(()),
+        }
+    })
+}
+
+/// The target the manifest at `manifest` gives for `rlocation`, if any.
+/// Entries for empty files (no target) count as absent.
+pub fn manifest_lookup(manifest: &std::ffi::CStr, rlocation: &[u8]) -> Result<Option<StackPath>, Errno> {
+    let mut found = None;
+    let mut scratch = StackPath::new();
+    scan_manifest(manifest, |entry| {
+        let same = if entry.escaped {
+            entry.rlocation_into(&mut scratch).is_ok() && scratch.as_bytes() == rlocation
+        } else {
+            entry.rlocation == rlocation
+        };
+        if !same {
+            return ControlFlow::Continue(());
+        }
+        let mut target = StackPath::new();
+        if !entry.target.is_empty() && entry.target_into(&mut target).is_ok() {
+            found = Some(target);
+        }
+        ControlFlow::Break(())
+    })?;
+    Ok(found)
+}
+
+/// Where a wrapper looks runfiles up: a directory tree, a manifest, or both.
+#[derive(Default, Clone)]
+pub struct Runfiles {
+    pub dir: Option<StackPath>,
+    pub manifest: Option<StackPath>,
+}
+
+impl Runfiles {
+    /// Resolves `rlocation`: `<dir>/<rlocation>` when that exists, else the
+    /// manifest's entry. An absolute path is returned as is when it exists.
+    pub fn rlocation(&self, rlocation: &[u8]) -> Option<StackPath> {
+        if rlocation.first() == Some(&b'/') {
+            let p = StackPath::from_bytes(rlocation).ok()?;
+            return exists(&p).then_some(p);
+        }
+        if let Some(dir) = &self.dir {
+            let mut p = dir.clone();
+            if p.push_path(rlocation).is_ok() && exists(&p) {
+                return Some(p);
+            }
+        }
+        let manifest = self.manifest.as_ref()?;
+        manifest_lookup(manifest.as_cstr(), rlocation).ok().flatten()
+    }
+}
+
+/// Does `path` exist (following symlinks)?
+pub fn exists(path: &StackPath) -> bool {
+    rustix::fs::access(path.as_cstr(), rustix::fs::Access::EXISTS).is_ok()
+}
+
+/// Does the file or directory at `path` exist, with `path` given as bytes?
+pub fn exists_bytes(path: &[u8]) -> bool {
+    StackPath::from_bytes(path).map(|p| exists(&p)).unwrap_or(false)
+}
+
+/// Strips leading `./` components, as `${1#./}` does in the classic scripts
+/// (all of them, so `././x` and `x` name the same runfile).
+pub fn strip_dot_slash(mut path: &[u8]) -> &[u8] {
+    while let Some(rest) = path.strip_prefix(b"./") {
+        path = rest;
+    }
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+
+    #[test]
+    fn parses_plain_and_escaped_lines() {
+        assert_eq!(
+            parse_manifest_line(b"ws/pkg/t /exec/root/pkg/t with space"),
+            Some(ManifestEntry { rlocation: b"ws/pkg/t", target: b"/exec/root/pkg/t with space", escaped: false })
+        );
+        assert_eq!(
+            parse_manifest_line(b"ws/__init__.py"),
+            Some(ManifestEntry { rlocation: b"ws/__init__.py", target: b"", escaped: false })
+        );
+        assert_eq!(parse_manifest_line(b""), None);
+        assert_eq!(parse_manifest_line(b" "), None);
+        let e = parse_manifest_line(br" ws/a\sb\bc /real/a\sb\nx").unwrap();
+        assert!(e.escaped);
+        let mut out = StackPath::new();
+        e.rlocation_into(&mut out).unwrap();
+        assert_eq!(out.as_bytes(), b"ws/a b\\c");
+        e.target_into(&mut out).unwrap();
+        assert_eq!(out.as_bytes(), b"/real/a b\nx");
+    }
+
+    #[test]
+    fn lookup_in_a_manifest_file() {
+        let dir = std::env::temp_dir().join(format!("wc-manifest-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let manifest = dir.join("MANIFEST");
+        std::fs::write(
+            &manifest,
+            "ws/a /real/a\nws/empty\n ws/sp\\sace /real/sp\\sace\nws/ab /real/ab\nws/a /second/a\n",
+        )
+        .unwrap();
+        let m = CString::new(manifest.to_str().unwrap()).unwrap();
+        let get = |k: &[u8]| manifest_lookup(&m, k).unwrap().map(|p| p.as_bytes().to_vec());
+        assert_eq!(get(b"ws/a"), Some(b"/real/a".to_vec()), "first entry wins");
+        assert_eq!(get(b"ws/ab"), Some(b"/real/ab".to_vec()));
+        assert_eq!(get(b"ws/sp ace"), Some(b"/real/sp ace".to_vec()));
+        assert_eq!(get(b"ws/empty"), None);
+        assert_eq!(get(b"ws"), None);
+        assert!(manifest_lookup(c"/nonexistent/MANIFEST", b"x").is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn strips_dot_slash() {
+        assert_eq!(strip_dot_slash(b"./pkg/t"), b"pkg/t");
+        assert_eq!(strip_dot_slash(b"././pkg/t"), b"pkg/t");
+        assert_eq!(strip_dot_slash(b"pkg/./t"), b"pkg/./t");
+        assert_eq!(strip_dot_slash(b"../x"), b"../x");
+    }
+}
