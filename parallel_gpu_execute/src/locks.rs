@@ -68,7 +68,11 @@ fn lock_file_name(id: &[u8], slot: u32) -> StackPath {
 /// Opens the lock directory, creating it (and its parents) when missing.
 pub fn open_lock_dir(dir: &CStr) -> Result<OwnedFd, Error> {
     let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
-    let fail = |action, errno| Error::LockDir { dir: join(dir, b""), action, errno };
+    let fail = |action, errno| Error::LockDir {
+        dir: StackPath::from_bytes(dir.to_bytes()).unwrap_or_default(),
+        action,
+        errno,
+    };
     match rustix::fs::open(dir, flags, Mode::empty()) {
         Ok(fd) => return Ok(fd),
         Err(Errno::NOENT) => {}

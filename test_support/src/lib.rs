@@ -104,22 +104,40 @@ pub fn read_to_string(path: impl AsRef<Path>) -> String {
 }
 
 /// A test program, written as a shell script, that records how it was run:
-/// its argv, working directory and the environment variables that matter to
-/// these wrappers, one `KEY=value` per line, into `$RECORD_FILE` when set, and
-/// to stdout otherwise. It exits with `$EXIT_CODE` (default 0).
+/// its argv, pid and parent pid, working directory, the descriptors it
+/// inherited and the GPU lock files among them, start and end times, and the
+/// environment variables that matter to these wrappers, one `KEY=value` per
+/// line, into `$RECORD_FILE` when set (else stdout). It sleeps `$SLEEP`
+/// seconds in between (default 0) and exits with `$EXIT_CODE` (default 0).
 pub const RECORDING_TEST: &str = r#"#!/bin/sh
-out="${RECORD_FILE:-/dev/stdout}"
-{
+fds=""; locks=""
+for f in /proc/$$/fd/*; do
+  n=${f##*/}
+  l=$(readlink "$f" 2>/dev/null) || continue
+  fds="$fds $n"
+  case "$l" in */gpulock*) locks="$locks ${l##*/}";; esac
+done
+start=$(date +%s%N)
+[ -n "${SLEEP:-}" ] && sleep "$SLEEP"
+end=$(date +%s%N)
+record() {
   echo "argc=$#"
   i=0
   for a in "$@"; do echo "arg$i=$a"; i=$((i+1)); done
+  echo "pid=$$"
+  echo "ppid=$PPID"
   echo "cwd=$(pwd)"
+  echo "fds=${fds# }"
+  echo "locks=${locks# }"
+  echo "start=$start"
+  echo "end=$end"
   for v in ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES TF_PER_DEVICE_MEMORY_LIMIT_MB \
            ASAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS; do
     eval "isset=\${$v+x}"
     if [ -n "$isset" ]; then eval "echo \"$v=\${$v}\""; else echo "$v unset"; fi
   done
-} > "$out"
+}
+if [ -n "${RECORD_FILE:-}" ]; then record "$@" > "$RECORD_FILE"; else record "$@"; fi
 exit "${EXIT_CODE:-0}"
 "#;
 
@@ -255,13 +273,12 @@ impl Sysroot {
         write_file(dir.join("properties"), contents);
     }
 
-    /// `count` AMD GPUs with render minors 128, 129, ...
-    pub fn with_kfd_gpus(mut self, count: u32) -> Sysroot {
+    /// A CPU node and `count` AMD GPUs with render minors 128, 129, ...
+    pub fn add_kfd_gpus(&mut self, count: u32) {
         self.add_kfd_cpu();
         for i in 0..count {
             self.add_kfd_gpu(128 + i);
         }
-        self
     }
 
     /// `count` entries under `/proc/driver/nvidia/gpus/`.
@@ -389,6 +406,8 @@ pub struct Cmd {
     cwd: Option<PathBuf>,
     stdin: Option<Vec<u8>>,
     timeout: Duration,
+    user: Option<(u32, u32)>,
+    own_process_group: bool,
 }
 
 impl Cmd {
@@ -400,6 +419,8 @@ impl Cmd {
             cwd: None,
             stdin: None,
             timeout: Duration::from_secs(60),
+            user: None,
+            own_process_group: false,
         }
     }
 
@@ -443,6 +464,19 @@ impl Cmd {
         self
     }
 
+    /// Starts the command in a process group of its own, as Bazel starts a
+    /// test, so that [`Running::signal_group`] reaches all it started.
+    pub fn own_process_group(&mut self) -> &mut Cmd {
+        self.own_process_group = true;
+        self
+    }
+
+    /// Runs the command as another user (the test must run as root).
+    pub fn as_user(&mut self, uid: u32, gid: u32) -> &mut Cmd {
+        self.user = Some((uid, gid));
+        self
+    }
+
     pub fn timeout(&mut self, t: Duration) -> &mut Cmd {
         self.timeout = t;
         self
@@ -462,6 +496,9 @@ impl Cmd {
         if let Some(cwd) = &self.cwd {
             let _ = write!(s, "\ncwd: {}", cwd.display());
         }
+        if let Some((uid, gid)) = self.user {
+            let _ = write!(s, "\nuser: uid {uid}, gid {gid}");
+        }
         s
     }
 
@@ -470,6 +507,14 @@ impl Cmd {
         c.args(&self.args).env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some(cwd) = &self.cwd {
             c.current_dir(cwd);
+        }
+        if let Some((uid, gid)) = self.user {
+            use std::os::unix::process::CommandExt;
+            c.uid(uid).gid(gid);
+        }
+        if self.own_process_group {
+            use std::os::unix::process::CommandExt;
+            c.process_group(0);
         }
         c
     }
@@ -514,6 +559,14 @@ impl Running {
         // SAFETY: kill(2) with a pid of our own child and a valid signal number.
         let rc = unsafe { libc::kill(self.pid(), sig) };
         assert_eq!(rc, 0, "kill({}, {sig}) failed", self.pid());
+    }
+
+    /// Sends a signal to the process group the command leads (see
+    /// [`Cmd::own_process_group`]).
+    pub fn signal_group(&self, sig: i32) {
+        // SAFETY: kill(2) with a negative pid addresses our child's group.
+        let rc = unsafe { libc::kill(-self.pid(), sig) };
+        assert_eq!(rc, 0, "kill(-{}, {sig}) failed", self.pid());
     }
 
     /// Whether the process has ended (without reaping it).
@@ -578,4 +631,58 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(5));
     }
     cond()
+}
+
+/// An exclusive `flock` held on a file (created if missing) until dropped,
+/// as another test or the classic script would hold a GPU slot.
+pub struct HeldLock {
+    _file: fs::File,
+}
+
+fn flock(file: &fs::File, op: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock(2) on a descriptor owned by `file`.
+    unsafe { libc::flock(file.as_raw_fd(), op) == 0 }
+}
+
+fn open_lock(path: &Path) -> fs::File {
+    fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
+}
+
+/// Takes an exclusive lock on `path`, blocking until it is free.
+pub fn hold_lock(path: impl AsRef<Path>) -> HeldLock {
+    let file = open_lock(path.as_ref());
+    assert!(flock(&file, libc::LOCK_EX), "flock {}", path.as_ref().display());
+    HeldLock { _file: file }
+}
+
+/// Whether an exclusive lock on `path` could be taken right now (it is
+/// released again at once).
+pub fn lock_is_free(path: impl AsRef<Path>) -> bool {
+    let file = open_lock(path.as_ref());
+    flock(&file, libc::LOCK_EX | libc::LOCK_NB)
+}
+
+/// CPU time (user + system) a live process has used, from /proc.
+pub fn cpu_time(pid: i32) -> Duration {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");
+    // Fields after the command name (which may contain spaces) in parentheses.
+    let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
+/// Whether this process runs as root (some tests switch to another user).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
 }

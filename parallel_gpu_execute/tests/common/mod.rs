@@ -1,0 +1,86 @@
+//! Fixtures for parallel_gpu_execute's integration tests: a runfiles tree
+//! holding a recording test at `ws/pkg/gpu_test`, an empty fake sysroot (so
+//! the machine's real hardware never answers) and a private lock directory.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use test_support::{Cmd, Output, RECORDING_TEST, Runfiles, Sysroot, TempDir, parse_record, record_value};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_parallel_gpu_execute");
+
+pub struct Fixture {
+    pub dir: TempDir,
+    pub runfiles: Runfiles,
+    pub sysroot: Sysroot,
+    pub lock_dir: PathBuf,
+}
+
+impl Fixture {
+    pub fn new(label: &str) -> Fixture {
+        let dir = TempDir::new(label);
+        let mut runfiles = Runfiles::new(&dir, "ws");
+        runfiles.add("ws/pkg/gpu_test", RECORDING_TEST, true);
+        let sysroot = Sysroot::new(&dir);
+        let lock_dir = dir.join("locks");
+        Fixture { dir, runfiles, sysroot, lock_dir }
+    }
+
+    /// The wrapper as Bazel runs it: from the runfiles workspace directory,
+    /// with the test variables set, on the fake sysroot and lock directory.
+    pub fn cmd(&self) -> Cmd {
+        let mut c = Cmd::new(BIN);
+        self.runfiles.apply(&mut c);
+        c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &self.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &self.lock_dir);
+        c
+    }
+
+    /// `cmd()` running `./pkg/gpu_test` with `args`.
+    pub fn run_test(&self, configure: impl FnOnce(&mut Cmd), args: &[&str]) -> Output {
+        let mut c = self.cmd();
+        configure(&mut c);
+        c.arg("./pkg/gpu_test").args(args);
+        c.run()
+    }
+
+    pub fn test_path(&self) -> PathBuf {
+        self.runfiles.cwd().join("pkg/gpu_test")
+    }
+
+    pub fn lock(&self, gpu: &str, slot: u32) -> PathBuf {
+        self.lock_dir.join(format!("gpulock{gpu}_{slot}"))
+    }
+}
+
+/// The record the test printed on stdout.
+pub struct Record(pub Vec<(String, String)>);
+
+impl Record {
+    #[track_caller]
+    pub fn of(out: &Output) -> Record {
+        let r = parse_record(&out.stdout);
+        assert!(record_value(&r, "argc").is_some(), "the test did not run\n{}", out.explain());
+        Record(r)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        record_value(&self.0, key)
+    }
+
+    /// A variable: `None` when the record says it is unset.
+    pub fn var(&self, key: &str) -> Option<&str> {
+        self.get(key)
+    }
+
+    pub fn args(&self) -> Vec<String> {
+        let n: usize = self.get("argc").unwrap().parse().unwrap();
+        (0..n).map(|i| self.get(&format!("arg{i}")).unwrap().to_string()).collect()
+    }
+
+    /// The lock files among the test's descriptors, sorted.
+    pub fn locks(&self) -> Vec<String> {
+        let mut locks: Vec<String> = self.get("locks").unwrap_or("").split_whitespace().map(str::to_string).collect();
+        locks.sort();
+        locks
+    }
+}

@@ -1,0 +1,239 @@
+//! Contract point 10 (the wrapper's own flags) and the bad-input rules: one
+//! line naming the flag or variable and the value, a documented exit code,
+//! never a panic, never a file written where it should not be.
+
+mod common;
+
+use common::{BIN, Fixture, Record};
+use std::os::unix::fs::{PermissionsExt, symlink};
+use test_support::{Cmd, is_root, write_executable, write_file};
+
+#[test]
+fn help_and_version() {
+    let out = Cmd::new(BIN).arg("--help").run();
+    out.assert_success().assert_stdout_contains("usage: parallel_gpu_execute [OPTIONS] [--] TEST [ARGS...]");
+    for flag in ["--lock-dir", "--vendor", "--wait", "TF_GPU_COUNT", "TF_TESTS_PER_GPU", "PARALLEL_GPU_EXECUTE_SYSROOT"]
+    {
+        out.assert_stdout_contains(flag);
+    }
+    assert_eq!(out.stderr, "");
+    let out = Cmd::new(BIN).arg("--version").run();
+    out.assert_success().assert_stdout_eq(&format!("parallel_gpu_execute {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn flags_win_over_their_variables() {
+    let f = Fixture::new("flagwins");
+    let flag_dir = f.dir.join("flag-locks");
+    let out = f
+        .cmd()
+        .env("TF_GPU_COUNT", "1")
+        .args([format!("--lock-dir={}", flag_dir.display()).as_str(), "./pkg/gpu_test"])
+        .run();
+    out.assert_success();
+    assert!(flag_dir.join("gpulock0_0").exists(), "{}", out.explain());
+    assert!(!f.lock_dir.exists(), "the variable's directory was used");
+    // --wait=0 wins over an unlimited variable... and over a long one.
+    let _held = test_support::hold_lock(flag_dir.join("gpulock0_0"));
+    let out = f
+        .cmd()
+        .env("TF_GPU_COUNT", "1")
+        .env("TF_TESTS_PER_GPU", "1")
+        .env("PARALLEL_GPU_EXECUTE_WAIT", "600")
+        .args(["--lock-dir", flag_dir.to_str().unwrap(), "--wait", "0", "./pkg/gpu_test"])
+        .run();
+    out.assert_code(1).assert_one_error_line("waiting is off");
+}
+
+#[test]
+fn options_end_at_the_test_or_double_dash() {
+    let f = Fixture::new("dashdash");
+    let r = Record::of(
+        f.cmd().env("TF_GPU_COUNT", "1").args(["--", "./pkg/gpu_test", "--wait=x", "--help"]).run().assert_success(),
+    );
+    assert_eq!(r.args(), ["--wait=x", "--help"]);
+    // A test whose name starts with a dash needs `--`.
+    let dashed = f.runfiles.cwd().join("-dash_test");
+    write_executable(&dashed, test_support::RECORDING_TEST);
+    f.cmd().env("TF_GPU_COUNT", "1").args(["--", "-dash_test"]).run().assert_success();
+}
+
+/// Runs with `env` set and `args`, expecting one error line and exit 2.
+fn bad(f: &Fixture, env: &[(&str, &str)], args: &[&str], needle: &str) {
+    let mut c = f.cmd();
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.args(args);
+    let out = c.run();
+    out.assert_code(2).assert_one_error_line(needle);
+    assert!(out.stderr.starts_with("parallel_gpu_execute: "), "{}", out.explain());
+    assert!(!f.lock_dir.exists(), "bad input created the lock directory\n{}", out.explain());
+}
+
+#[test]
+fn bad_numbers_are_named_with_their_value() {
+    let f = Fixture::new("badnum");
+    let t = ["./pkg/gpu_test"];
+    for v in ["abc", "-1", "4097", "99999999999999999999999", "1e3", " 2", "0x10"] {
+        bad(
+            &f,
+            &[("TF_GPU_COUNT", v)],
+            &t,
+            &format!("TF_GPU_COUNT: invalid value '{v}' (expected an integer from 0 to 4096)"),
+        );
+    }
+    for v in ["0", "1025", "x", "-8"] {
+        bad(
+            &f,
+            &[("TF_GPU_COUNT", "1"), ("TF_TESTS_PER_GPU", v)],
+            &t,
+            &format!("TF_TESTS_PER_GPU: invalid value '{v}' (expected an integer from 1 to 1024)"),
+        );
+    }
+    for v in ["-1", "abc", "1e9", "2592001", "1.", "inf"] {
+        bad(&f, &[("PARALLEL_GPU_EXECUTE_WAIT", v)], &t, &format!("PARALLEL_GPU_EXECUTE_WAIT: invalid value '{v}'"));
+    }
+    bad(&f, &[], &["--wait=soon", "./pkg/gpu_test"], "--wait: invalid value 'soon'");
+    // Even with no GPU, bad configuration is reported rather than ignored.
+    bad(&f, &[("TF_GPU_COUNT", "0"), ("TF_TESTS_PER_GPU", "0")], &t, "TF_TESTS_PER_GPU: invalid value '0'");
+}
+
+#[test]
+fn bad_vendor_and_usage() {
+    let f = Fixture::new("badvendor");
+    bad(
+        &f,
+        &[("PARALLEL_GPU_EXECUTE_VENDOR", "amd")],
+        &["./pkg/gpu_test"],
+        "PARALLEL_GPU_EXECUTE_VENDOR: invalid value 'amd' (expected rocm, cuda or classic)",
+    );
+    bad(&f, &[], &["--vendor=nvidia", "./pkg/gpu_test"], "--vendor: invalid value 'nvidia'");
+    bad(&f, &[], &[], "no test command given; usage: parallel_gpu_execute");
+    bad(&f, &[], &["--wait=1"], "no test command given");
+    bad(&f, &[], &["--lock-dir"], "--lock-dir needs a value");
+    bad(&f, &[], &["--lock-dir=", "./pkg/gpu_test"], "--lock-dir: invalid value ''");
+    bad(&f, &[], &["--jobs=4", "./pkg/gpu_test"], "unknown option '--jobs=4'");
+    bad(&f, &[], &["-\u{1b}[31m", "x"], "unknown option '-\\x1b[31m'");
+}
+
+#[test]
+fn missing_and_non_executable_tests() {
+    let f = Fixture::new("badtest");
+    for gpus in ["0", "1"] {
+        let out = f.cmd().env("TF_GPU_COUNT", gpus).arg("./pkg/no_such_test").run();
+        out.assert_code(127).assert_stderr_contains("not found: ").assert_stderr_contains("no_such_test");
+        let plain = f.runfiles.cwd().join("pkg/plain_file");
+        write_file(&plain, "not a program");
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = f.cmd().env("TF_GPU_COUNT", gpus).arg("./pkg/plain_file").run();
+        out.assert_code(126).assert_stderr_contains("cannot execute: ").assert_stderr_contains("plain_file");
+    }
+    // With a GPU, a missing test fails before any lock is taken.
+    let out = f.cmd().env("TF_GPU_COUNT", "1").arg("no-such-program-on-path").run();
+    out.assert_code(127).assert_one_error_line("not found: no-such-program-on-path");
+    assert!(!f.lock_dir.join("gpulock0_0").exists());
+}
+
+#[test]
+fn a_symlink_at_a_lock_path_is_refused_and_its_target_untouched() {
+    let f = Fixture::new("symlink");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let canary = f.dir.join("canary");
+    write_file(&canary, "precious");
+    symlink(&canary, f.lock("0", 0)).unwrap();
+    let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line(&format!(
+        "refusing lock path {}: it is a symbolic link, not a regular file",
+        f.lock("0", 0).display()
+    ));
+    assert_eq!(std::fs::read_to_string(&canary).unwrap(), "precious");
+    // A dangling symlink is refused too, and nothing is created through it.
+    let target = f.dir.join("would-be-created");
+    std::fs::remove_file(f.lock("0", 0)).unwrap();
+    symlink(&target, f.lock("0", 0)).unwrap();
+    f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run().assert_code(2);
+    assert!(!target.exists(), "a file was created through the symlink");
+}
+
+#[test]
+fn a_directory_or_fifo_at_a_lock_path_is_refused() {
+    let f = Fixture::new("notregular");
+    std::fs::create_dir_all(f.lock("0", 0)).unwrap();
+    let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line("it is a directory, not a regular file");
+    std::fs::remove_dir(f.lock("0", 0)).unwrap();
+    let fifo = std::ffi::CString::new(f.lock("0", 0).to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line("it is a FIFO, not a regular file");
+}
+
+#[test]
+fn a_lock_directory_that_cannot_be_created_names_the_sandbox_flag() {
+    let f = Fixture::new("nodir");
+    let file = f.dir.join("a-file");
+    write_file(&file, "");
+    let dir = file.join("locks");
+    let out = f.cmd().env("TF_GPU_COUNT", "1").arg(format!("--lock-dir={}", dir.display())).arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line(&format!(
+        "lock directory {}: cannot open it: Not a directory (os error 20) (under Bazel's sandbox, make it writable with --sandbox_writable_path={})",
+        dir.display(),
+        dir.display()
+    ));
+}
+
+/// A directory tree that an unprivileged user can traverse.
+fn shared_fixture(label: &str) -> Fixture {
+    let f = Fixture::new(label);
+    let mut p = f.dir.path().to_path_buf();
+    loop {
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode | 0o755)).unwrap();
+        if !p.pop() || p.as_os_str() == "/" {
+            break;
+        }
+    }
+    f
+}
+
+const NOBODY: u32 = 65534;
+
+#[test]
+fn an_unwritable_lock_directory_is_a_clear_error() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run the wrapper as another user");
+        return;
+    }
+    let f = shared_fixture("unwritable");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = f.cmd().env("TF_GPU_COUNT", "1").as_user(NOBODY, NOBODY).arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line(&format!(
+        "cannot create lock file {}: Permission denied (os error 13) (under Bazel's sandbox, make its directory writable with --sandbox_writable_path)",
+        f.lock_dir.join("gpulock.queue").display()
+    ));
+}
+
+#[test]
+fn lock_files_precreated_by_another_user_still_work() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run the wrapper as another user");
+        return;
+    }
+    let f = shared_fixture("otheruser");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    for name in ["gpulock0_0", "gpulock.queue"] {
+        let p = f.lock_dir.join(name);
+        write_file(&p, "");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    // The directory is not writable for nobody, so nothing can be created:
+    // the read-only opens of the existing files are all it needs.
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = f.cmd().env("TF_GPU_COUNT", "1").as_user(NOBODY, NOBODY).arg("./pkg/gpu_test").run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock0_0"]);
+    assert_eq!(std::fs::metadata(f.lock("0", 0)).unwrap().len(), 0, "never written");
+}

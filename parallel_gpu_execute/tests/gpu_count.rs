@@ -1,0 +1,208 @@
+//! Contract points 1 and 2: where the GPU count comes from, and the zero-GPU
+//! pass-through.
+
+mod common;
+
+use common::{Fixture, Record};
+use test_support::{fake_rocminfo_script, write_executable};
+
+/// The pool size a count produced, observed through the one-line error a
+/// request for more GPUs than the pool holds gives.
+fn observed_count(f: &Fixture, configure: impl FnOnce(&mut test_support::Cmd)) -> String {
+    let out = f.run_test(configure, &["--num_processes=999"]);
+    out.assert_code(1);
+    let line = out.stderr.lines().last().unwrap_or("").to_string();
+    let pool = line.split("holds only ").nth(1).and_then(|r| r.split(' ').next());
+    pool.unwrap_or_else(|| panic!("no pool size in stderr\n{}", out.explain())).to_string()
+}
+
+#[test]
+fn tf_gpu_count_wins_over_hardware() {
+    let mut f = Fixture::new("tfcount");
+    f.sysroot.add_kfd_gpus(8);
+    assert_eq!(
+        observed_count(&f, |c| {
+            c.env("TF_GPU_COUNT", "3");
+        }),
+        "3"
+    );
+    // Classic mode: CUDA_ and HIP_VISIBLE_DEVICES are both set to the ids.
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "3");
+        },
+        &[],
+    );
+    out.assert_success();
+    let r = Record::of(&out);
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), None, "{}", out.explain());
+}
+
+#[test]
+fn empty_tf_gpu_count_means_unset() {
+    let f = Fixture::new("tfempty");
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "");
+        },
+        &[],
+    );
+    out.assert_success().assert_stderr_contains("Execute with no GPU support");
+}
+
+#[test]
+fn kfd_counts_gpu_nodes_not_cpu_nodes() {
+    let mut f = Fixture::new("kfd");
+    f.sysroot.add_kfd_cpu();
+    for minor in 128..132 {
+        f.sysroot.add_kfd_gpu(minor);
+    }
+    assert_eq!(observed_count(&f, |_| {}), "4");
+    let out = f.run_test(|_| {}, &[]);
+    out.assert_success();
+    let r = Record::of(&out);
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0"), "rocm mode from KFD\n{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"));
+}
+
+#[test]
+fn kfd_skips_gpus_whose_render_node_cannot_be_opened() {
+    let mut f = Fixture::new("kfdhidden");
+    f.sysroot.add_kfd_cpu();
+    f.sysroot.add_kfd_gpu(128);
+    f.sysroot.add_kfd_gpu_raw(129, false);
+    f.sysroot.add_kfd_gpu(130);
+    // A render node that is a directory cannot be opened read-write either.
+    f.sysroot.add_kfd_gpu_raw(131, false);
+    std::fs::create_dir_all(f.sysroot.root.join("dev/dri/renderD131")).unwrap();
+    // A node without drm_render_minor (old kernels) counts unchecked.
+    f.sysroot.add_kfd_properties(b"gfx_target_version 90010\n");
+    assert_eq!(observed_count(&f, |_| {}), "3");
+}
+
+#[test]
+fn kfd_with_no_usable_gpu_runs_without_gpu_and_never_asks_rocminfo() {
+    let mut f = Fixture::new("kfdnone");
+    f.sysroot.add_kfd_cpu();
+    f.sysroot.add_kfd_gpu_raw(128, false);
+    let marker = f.dir.join("rocminfo-ran");
+    f.runfiles.add(
+        "rocm/bin/rocminfo",
+        &format!("#!/bin/sh\ntouch '{}'\necho '  Name: gfx90a'\n", marker.display()),
+        true,
+    );
+    let out = f.run_test(|_| {}, &[]);
+    out.assert_success().assert_stderr_contains("Execute with no GPU support");
+    assert!(!marker.exists(), "rocminfo must not run when sysfs answers\n{}", out.explain());
+}
+
+#[test]
+fn nvidia_proc_entries_give_cuda_mode() {
+    let f = Fixture::new("nvproc");
+    f.sysroot.add_nvidia_proc_gpus(2);
+    assert_eq!(observed_count(&f, |_| {}), "2");
+    let out = f.run_test(
+        |c| {
+            c.env("HIP_VISIBLE_DEVICES", "keep");
+        },
+        &[],
+    );
+    out.assert_success();
+    let r = Record::of(&out);
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), None);
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("keep"), "cuda mode leaves HIP alone");
+    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4200"));
+}
+
+#[test]
+fn nvidia_device_nodes_are_the_fallback_when_proc_is_hidden() {
+    let f = Fixture::new("nvdev");
+    // The directory exists but is empty, as when a runtime masks it.
+    std::fs::create_dir_all(f.sysroot.root.join("proc/driver/nvidia/gpus")).unwrap();
+    f.sysroot.add_nvidia_dev_nodes(&[0, 1, 3]);
+    assert_eq!(observed_count(&f, |_| {}), "3");
+    let r = Record::of(f.run_test(|_| {}, &[]).assert_success());
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"));
+}
+
+#[test]
+fn rocminfo_found_by_walking_the_runfiles_tree() {
+    let mut f = Fixture::new("rocminfo-walk");
+    f.runfiles.add("local_config_rocm/rocm/rocm_dist/bin/rocminfo", &fake_rocminfo_script(4), true);
+    // A decoy that is not under bin/ must not be used.
+    f.runfiles.add("other/rocminfo", "#!/bin/sh\nexit 99\n", true);
+    assert_eq!(observed_count(&f, |_| {}), "4");
+    let r = Record::of(f.run_test(|_| {}, &[]).assert_success());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0"), "rocm mode from rocminfo");
+}
+
+#[test]
+fn rocminfo_walk_survives_symlink_loops() {
+    let mut f = Fixture::new("rocminfo-loop");
+    std::os::unix::fs::symlink("..", f.runfiles.srcdir.join("ws/pkg/loop")).unwrap();
+    f.runfiles.add("zz/bin/rocminfo", &fake_rocminfo_script(2), true);
+    assert_eq!(observed_count(&f, |_| {}), "2");
+}
+
+#[test]
+fn rocminfo_found_through_the_manifest_only() {
+    let mut f = Fixture::new("rocminfo-manifest");
+    let real = f.dir.join("elsewhere/bin/rocminfo");
+    write_executable(&real, fake_rocminfo_script(3));
+    f.runfiles.add_manifest_only("local_config_rocm/rocm/bin/rocminfo", &real);
+    let manifest = f.runfiles.write_manifest();
+    assert_eq!(
+        observed_count(&f, |c| {
+            c.env("RUNFILES_MANIFEST_FILE", &manifest);
+        }),
+        "3"
+    );
+}
+
+#[test]
+fn no_source_means_no_gpu_and_an_untouched_pass_through() {
+    let f = Fixture::new("nogpu");
+    let out = f.run_test(
+        |c| {
+            c.env("CUDA_VISIBLE_DEVICES", "7").env("EXIT_CODE", "3");
+        },
+        &["--num_processes=4", "a b"],
+    );
+    out.assert_code(3);
+    assert_eq!(out.stderr, "Execute with no GPU support\n", "{}", out.explain());
+    let r = Record::of(&out);
+    assert_eq!(r.args(), ["--num_processes=4", "a b"]);
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("7"), "environment untouched");
+    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), None, "no default set without a GPU");
+    assert_eq!(r.get("locks"), Some(""));
+    assert!(!f.lock_dir.exists(), "no lock directory without a GPU");
+    // Exec'd as given: argv[0] stays the relative path, relative to the cwd.
+    assert_eq!(r.get("cwd"), Some(f.runfiles.cwd().to_str().unwrap()));
+}
+
+#[test]
+fn rocminfo_failing_with_no_gpu_is_reported_then_passes_through() {
+    let mut f = Fixture::new("rocminfo-fail");
+    f.runfiles.add("rocm/bin/rocminfo", "#!/bin/sh\necho 'HSA init failed' >&2\nexit 4\n", true);
+    let out = f.run_test(|_| {}, &[]);
+    out.assert_success()
+        .assert_stderr_contains("exited with status 4 and listed no GPU")
+        .assert_stderr_contains("Execute with no GPU support");
+}
+
+#[test]
+fn tf_gpu_count_zero_is_the_no_gpu_path() {
+    let f = Fixture::new("tfzero");
+    f.sysroot.add_nvidia_proc_gpus(4);
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "0");
+        },
+        &[],
+    );
+    out.assert_success().assert_stderr_contains("Execute with no GPU support");
+    assert_eq!(Record::of(&out).var("CUDA_VISIBLE_DEVICES"), None);
+}

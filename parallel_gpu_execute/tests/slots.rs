@@ -1,0 +1,359 @@
+//! Contract points 6, 7 and 9: slot search, the test holding its own lock,
+//! waiting for a slot, fairness, and interruption.
+
+mod common;
+
+use common::{Fixture, Record};
+use std::time::{Duration, Instant};
+use test_support::{Cmd, cpu_time, hold_lock, lock_is_free, parse_record, read_to_string, record_value, wait_until};
+
+/// A fixture with `gpus` GPUs from TF_GPU_COUNT, `slots` tests per GPU and
+/// rocm-mode variables.
+fn fixture(label: &str) -> Fixture {
+    let f = Fixture::new(label);
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    f
+}
+
+fn gpus(c: &mut Cmd, gpus: u32, slots: u32) -> &mut Cmd {
+    c.env("TF_GPU_COUNT", gpus.to_string())
+        .env("TF_TESTS_PER_GPU", slots.to_string())
+        .env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm")
+}
+
+#[test]
+fn slot_zero_on_every_gpu_comes_before_slot_one() {
+    let f = fixture("order");
+    let _held = hold_lock(f.lock("0", 0));
+    let r = Record::of(
+        f.run_test(
+            |c| {
+                gpus(c, 2, 2);
+            },
+            &[],
+        )
+        .assert_success(),
+    );
+    assert_eq!(r.locks(), ["gpulock1_0"]);
+    let _held2 = hold_lock(f.lock("1", 0));
+    let out = f.run_test(
+        |c| {
+            gpus(c, 2, 2);
+        },
+        &[],
+    );
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock0_1"]);
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0"));
+    out.assert_stderr_contains("on GPU(s) 0\n");
+}
+
+#[test]
+fn a_multi_gpu_request_gets_a_contiguous_block() {
+    let f = fixture("block");
+    {
+        let _held = hold_lock(f.lock("1", 0));
+        let r = Record::of(
+            f.run_test(
+                |c| {
+                    gpus(c, 4, 1);
+                },
+                &["--num_processes=2"],
+            )
+            .assert_success(),
+        );
+        assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("2,3"), "blocks [0,1] and [1,2] contain the busy GPU 1");
+        assert_eq!(r.locks(), ["gpulock2_0", "gpulock3_0"]);
+    }
+    let _held = hold_lock(f.lock("2", 0));
+    let r = Record::of(
+        f.run_test(
+            |c| {
+                gpus(c, 4, 1);
+            },
+            &["--num_processes=2"],
+        )
+        .assert_success(),
+    );
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0,1"));
+    // With GPU 2 busy at slot 0, a 3-GPU block only exists at slot 1.
+    let r = Record::of(
+        f.run_test(
+            |c| {
+                gpus(c, 4, 2);
+            },
+            &["--num_processes=3"],
+        )
+        .assert_success(),
+    );
+    assert_eq!(r.locks(), ["gpulock0_1", "gpulock1_1", "gpulock2_1"]);
+}
+
+#[test]
+fn the_lock_directory_is_created_when_missing() {
+    let f = Fixture::new("mkdir");
+    let nested = f.dir.join("a/b/c");
+    let out =
+        f.cmd().env("TF_GPU_COUNT", "1").arg(format!("--lock-dir={}", nested.display())).arg("./pkg/gpu_test").run();
+    out.assert_success();
+    assert!(nested.join("gpulock0_0").is_file(), "{}", out.explain());
+}
+
+#[test]
+fn the_test_holds_its_own_lock_and_no_wrapper_process_remains() {
+    let f = fixture("own");
+    let record = f.dir.join("record");
+    let mut c = f.cmd();
+    gpus(&mut c, 1, 1).env("SLEEP", "1").env("RECORD_FILE", &record).arg("./pkg/gpu_test");
+    let running = c.spawn();
+    let pid = running.pid();
+    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(f.lock("0", 0))), "lock never taken");
+    let out = running.wait();
+    out.assert_success();
+    let r = parse_record(&read_to_string(&record));
+    assert_eq!(record_value(&r, "pid"), Some(pid.to_string().as_str()), "the test is the wrapper's process (exec)");
+    assert_eq!(record_value(&r, "ppid"), Some(std::process::id().to_string().as_str()));
+    assert!(lock_is_free(f.lock("0", 0)), "released when the test ended");
+}
+
+#[test]
+fn only_the_lock_descriptors_are_inherited() {
+    let f = fixture("fds");
+    let fds = |out: &test_support::Output| -> Vec<u32> {
+        let mut v: Vec<u32> =
+            Record::of(out).get("fds").unwrap().split_whitespace().map(|n| n.parse().unwrap()).collect();
+        v.sort();
+        v
+    };
+    // Whatever the test harness itself passes down is the baseline.
+    let baseline = fds(Cmd::new(f.test_path()).run().assert_success());
+    let out = f.run_test(
+        |c| {
+            gpus(c, 4, 1);
+        },
+        &["--num_processes=3"],
+    );
+    let wrapped = fds(out.assert_success());
+    let extra: Vec<u32> = wrapped.iter().copied().filter(|fd| !baseline.contains(fd)).collect();
+    assert_eq!(
+        extra.len(),
+        3,
+        "three lock descriptors and nothing else: {wrapped:?} vs {baseline:?}\n{}",
+        out.explain()
+    );
+    assert_eq!(Record::of(&out).locks().len(), 3);
+}
+
+#[test]
+fn exit_status_and_signals_are_the_tests_own() {
+    let f = fixture("status");
+    f.run_test(
+        |c| {
+            gpus(c, 1, 1).env("EXIT_CODE", "42");
+        },
+        &[],
+    )
+    .assert_code(42);
+    let script = f.dir.join("segv");
+    test_support::write_executable(&script, "#!/bin/sh\nkill -SEGV $$\n");
+    let mut c = f.cmd();
+    gpus(&mut c, 1, 1).arg(&script);
+    let out = c.run();
+    assert_eq!(out.status.code(), None, "killed by a signal, not an exit code\n{}", out.explain());
+    out.assert_code(128 + 11);
+}
+
+#[test]
+fn sigkill_of_the_test_frees_its_slot_at_once() {
+    let f = fixture("sigkill");
+    // A test that is a single process: the kill itself releases the lock.
+    let script = f.dir.join("busy");
+    test_support::write_executable(&script, "#!/bin/sh\nwhile :; do :; done\n");
+    let mut c = f.cmd();
+    gpus(&mut c, 1, 1).arg(&script);
+    let running = c.spawn();
+    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(f.lock("0", 0))), "lock never taken");
+    running.signal(libc::SIGKILL);
+    running.wait().assert_code(137);
+    assert!(lock_is_free(f.lock("0", 0)), "the kernel released the flock with the process");
+}
+
+#[test]
+fn sigkill_of_a_test_process_group_frees_its_slot() {
+    let f = fixture("sigkill-group");
+    // The recording test's `sleep` child inherits the lock descriptor too;
+    // Bazel's timeout kills the whole process group, and then the slot is free.
+    let mut c = f.cmd();
+    gpus(&mut c, 1, 1).env("SLEEP", "60").own_process_group().arg("./pkg/gpu_test");
+    let running = c.spawn();
+    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(f.lock("0", 0))), "lock never taken");
+    running.signal_group(libc::SIGKILL);
+    running.wait().assert_code(137);
+    assert!(wait_until(Duration::from_secs(2), || lock_is_free(f.lock("0", 0))), "slot not freed after SIGKILL");
+}
+
+#[test]
+fn a_wrapper_and_an_external_flock_holder_exclude_each_other() {
+    let f = fixture("external");
+    {
+        let _held = hold_lock(f.lock("0", 0));
+        let out =
+            f.cmd().args(["--wait=0", "./pkg/gpu_test"]).env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").run();
+        out.assert_code(1).assert_one_error_line("cannot find 1 free GPU(s) to run the test on, and waiting is off");
+    }
+    let mut c = f.cmd();
+    gpus(&mut c, 1, 1).env("SLEEP", "2").arg("./pkg/gpu_test");
+    let running = c.spawn();
+    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(f.lock("0", 0))), "wrapper never locked");
+    assert!(!lock_is_free(f.lock("0", 0)), "an outside flock is refused while the test runs");
+    running.wait().assert_success();
+}
+
+#[test]
+fn busy_slots_are_waited_for_without_spinning() {
+    let f = fixture("wait");
+    let held = hold_lock(f.lock("0", 0));
+    let record = f.dir.join("record");
+    let mut c = f.cmd();
+    gpus(&mut c, 1, 1).env("RECORD_FILE", &record).arg("./pkg/gpu_test");
+    let running = c.spawn();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!record.exists(), "the test ran while its slot was busy");
+    let cpu = cpu_time(running.pid());
+    assert!(cpu < Duration::from_millis(300), "waiting used {cpu:?} of CPU in 1.5 s");
+    let released = Instant::now();
+    drop(held);
+    let out = running.wait();
+    out.assert_success();
+    assert!(record.exists());
+    // A release is noticed through inotify, well before the 2 s safety rescan.
+    assert!(released.elapsed() < Duration::from_millis(1500), "took {:?} to notice the release", released.elapsed());
+}
+
+#[test]
+fn the_wait_limit_gives_up_with_exit_1() {
+    let f = fixture("waitlimit");
+    let _held = hold_lock(f.lock("0", 0));
+    let start = Instant::now();
+    let out =
+        f.cmd().env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").args(["--wait=0.4", "./pkg/gpu_test"]).run();
+    out.assert_code(1).assert_one_error_line("within the wait limit of 0.400s");
+    assert!(start.elapsed() >= Duration::from_millis(400), "gave up after {:?}", start.elapsed());
+    // The variable works the same way; 0 fails at once.
+    let out = f
+        .cmd()
+        .env("TF_GPU_COUNT", "1")
+        .env("TF_TESTS_PER_GPU", "1")
+        .env("PARALLEL_GPU_EXECUTE_WAIT", "0")
+        .arg("./pkg/gpu_test")
+        .run();
+    out.assert_code(1).assert_one_error_line("waiting is off (wait=0)");
+}
+
+#[test]
+fn the_wait_limit_also_bounds_the_queue() {
+    let f = fixture("waitqueue");
+    let _held = hold_lock(f.lock("0", 0));
+    let mut head = f.cmd();
+    gpus(&mut head, 1, 1).arg("./pkg/gpu_test");
+    let head = head.spawn();
+    let queue = f.lock_dir.join("gpulock.queue");
+    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(&queue)), "the first waiter never queued");
+    // The second waiter sleeps on the queue lock; its limit still holds.
+    let start = Instant::now();
+    let out =
+        f.cmd().env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").args(["--wait=0.5", "./pkg/gpu_test"]).run();
+    out.assert_code(1).assert_one_error_line("within the wait limit of 0.500s");
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    head.signal(libc::SIGTERM);
+    head.wait().assert_code(143);
+}
+
+#[test]
+fn sigterm_while_waiting_exits_143_and_holds_nothing() {
+    let f = fixture("sigterm");
+    let held = hold_lock(f.lock("0", 0));
+    let queue = f.lock_dir.join("gpulock.queue");
+    let mut head = f.cmd();
+    gpus(&mut head, 1, 1).arg("./pkg/gpu_test");
+    let head = head.spawn();
+    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(&queue)), "head never queued");
+    let mut second = f.cmd();
+    gpus(&mut second, 1, 1).arg("./pkg/gpu_test");
+    let second = second.spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    for waiter in [head, second] {
+        let sent = Instant::now();
+        waiter.signal(libc::SIGTERM);
+        let out = waiter.wait();
+        out.assert_code(143);
+        assert_eq!(out.status.code(), Some(143), "an exit status, not a death by signal\n{}", out.explain());
+        assert!(sent.elapsed() < Duration::from_secs(2), "took {:?} to exit", sent.elapsed());
+    }
+    assert!(lock_is_free(&queue), "the queue lock was left held");
+    drop(held);
+    assert!(lock_is_free(f.lock("0", 0)));
+}
+
+#[test]
+fn a_multi_gpu_request_is_not_overtaken_by_later_single_gpu_requests() {
+    let f = fixture("fair");
+    let held = hold_lock(f.lock("0", 0));
+    let queue = f.lock_dir.join("gpulock.queue");
+    let (rec_a, rec_b) = (f.dir.join("a"), f.dir.join("b"));
+    let mut a = f.cmd();
+    gpus(&mut a, 2, 1).env("RECORD_FILE", &rec_a).env("SLEEP", "0.5").args(["./pkg/gpu_test", "--num_processes=2"]);
+    let a = a.spawn();
+    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(&queue)), "A never queued");
+    // GPU 1 is free, but B arrived after A, which waits for GPUs 0 and 1.
+    let mut b = f.cmd();
+    gpus(&mut b, 2, 1).env("RECORD_FILE", &rec_b);
+    b.arg("./pkg/gpu_test");
+    let b = b.spawn();
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(!rec_b.exists(), "B overtook the 2-GPU request waiting ahead of it");
+    drop(held);
+    a.wait().assert_success();
+    b.wait().assert_success();
+    let (ra, rb) = (parse_record(&read_to_string(&rec_a)), parse_record(&read_to_string(&rec_b)));
+    assert_eq!(record_value(&ra, "ROCR_VISIBLE_DEVICES"), Some("0,1"));
+    let a_end: u128 = record_value(&ra, "end").unwrap().parse().unwrap();
+    let b_start: u128 = record_value(&rb, "start").unwrap().parse().unwrap();
+    assert!(b_start >= a_end, "B started before A ended");
+}
+
+#[test]
+fn concurrent_wrappers_never_share_a_slot() {
+    let f = fixture("concurrent");
+    let mut running = Vec::new();
+    for i in 0..12 {
+        let record = f.dir.join(format!("rec{i}"));
+        let mut c = f.cmd();
+        gpus(&mut c, 3, 2).env("RECORD_FILE", &record).env("SLEEP", "0.3").arg("./pkg/gpu_test");
+        if i % 3 == 0 {
+            c.arg("--num_processes=2");
+        }
+        running.push((record, i % 3 == 0, c.spawn()));
+    }
+    let mut spans = Vec::new();
+    for (record, double, r) in running {
+        r.wait().assert_success();
+        let rec = parse_record(&read_to_string(&record));
+        let locks: Vec<String> = record_value(&rec, "locks").unwrap().split_whitespace().map(str::to_string).collect();
+        assert_eq!(locks.len(), if double { 2 } else { 1 }, "{rec:?}");
+        let ids: Vec<u32> =
+            record_value(&rec, "ROCR_VISIBLE_DEVICES").unwrap().split(',').map(|i| i.parse().unwrap()).collect();
+        assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "block not contiguous: {ids:?}");
+        let start: u128 = record_value(&rec, "start").unwrap().parse().unwrap();
+        let end: u128 = record_value(&rec, "end").unwrap().parse().unwrap();
+        spans.push((start, end, locks));
+    }
+    for (i, a) in spans.iter().enumerate() {
+        for b in &spans[i + 1..] {
+            let overlap = a.0 < b.1 && b.0 < a.1;
+            if overlap {
+                assert!(a.2.iter().all(|l| !b.2.contains(l)), "slot shared by overlapping tests: {a:?} {b:?}");
+            }
+        }
+    }
+}

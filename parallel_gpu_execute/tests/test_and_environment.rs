@@ -1,0 +1,244 @@
+//! Contract points 3, 4, 5 and 8: finding the test, how many GPUs it needs,
+//! the pool of ids, and the environment and log line it gets.
+
+mod common;
+
+use common::{Fixture, Record};
+use test_support::{RECORDING_TEST, write_executable};
+
+#[test]
+fn relative_test_is_found_in_the_runfiles_workspace() {
+    let f = Fixture::new("resolve-tree");
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "1");
+        },
+        &["x"],
+    );
+    out.assert_success();
+    let expected = format!("Running test {} x on GPU(s) 0\n", f.test_path().display());
+    assert_eq!(out.stderr, expected, "{}", out.explain());
+}
+
+#[test]
+fn test_is_found_through_the_manifest_when_the_tree_lacks_it() {
+    let mut f = Fixture::new("resolve-manifest");
+    let real = f.dir.join("execroot-only/manifest_test");
+    write_executable(&real, RECORDING_TEST);
+    f.runfiles.add_manifest_only("ws/pkg/manifest_test", &real);
+    f.runfiles.write_manifest();
+    // $TEST_SRCDIR/MANIFEST is used when RUNFILES_MANIFEST_FILE is unset.
+    let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/manifest_test").run();
+    out.assert_success().assert_stderr_contains(&format!("Running test {} on GPU(s) 0", real.display()));
+    // And RUNFILES_MANIFEST_FILE wins when set.
+    let other = f.dir.join("other-manifest");
+    let real2 = f.dir.join("second/manifest_test");
+    write_executable(&real2, RECORDING_TEST);
+    std::fs::write(&other, format!("ws/pkg/manifest_test {}\n", real2.display())).unwrap();
+    let out = f.cmd().env("TF_GPU_COUNT", "1").env("RUNFILES_MANIFEST_FILE", &other).arg("pkg/manifest_test").run();
+    out.assert_success().assert_stderr_contains(&format!("Running test {} on GPU(s) 0", real2.display()));
+}
+
+#[test]
+fn absolute_and_path_commands() {
+    let f = Fixture::new("resolve-abs");
+    let abs = f.dir.join("abs_test");
+    write_executable(&abs, RECORDING_TEST);
+    let out = f.cmd().env("TF_GPU_COUNT", "1").arg(&abs).run();
+    out.assert_success().assert_stderr_contains(&format!("Running test {} on GPU(s)", abs.display()));
+    // No slash, not in the runfiles: searched in PATH.
+    let out = f.cmd().env("TF_GPU_COUNT", "1").args(["true"]).run();
+    out.assert_success();
+    assert!(out.stderr.starts_with("Running test /") && out.stderr.contains("/true on GPU(s) 0"), "{}", out.explain());
+}
+
+#[test]
+fn argv0_is_the_resolved_test_and_arguments_pass_unchanged() {
+    let f = Fixture::new("args");
+    let args = ["--gtest_filter=A.*", "", "two words", "--num_processes", "1", "--wait=3", "--", "-x"];
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "2");
+        },
+        &args,
+    );
+    out.assert_success();
+    assert_eq!(Record::of(&out).args(), args, "{}", out.explain());
+}
+
+#[test]
+fn gpus_needed_from_the_test_arguments() {
+    let f = Fixture::new("needed");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--num_processes=2", "--gpus_per_process=2"], "0,1,2,3"),
+        (&["--num_processes", "3"], "0,1,2"),
+        (&["--gpus_per_process", "2", "--num_processes=1"], "0,1"),
+        (&["--num_processes=zero", "--gpus_per_process=-2"], "0"),
+        (&["--num_processes=0"], "0"),
+        (&[], "0"),
+    ];
+    for (args, ids) in cases {
+        let out = f.run_test(
+            |c| {
+                c.env("TF_GPU_COUNT", "8").env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm");
+            },
+            args,
+        );
+        out.assert_success();
+        let r = Record::of(&out);
+        assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some(*ids), "args {args:?}\n{}", out.explain());
+        let n = ids.split(',').count();
+        let hip: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+        assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some(hip.join(",").as_str()), "HIP re-indexed from 0");
+        assert_eq!(r.locks().len(), n, "one lock per GPU\n{}", out.explain());
+        out.assert_stderr_contains(&format!("on GPU(s) {ids}\n"));
+    }
+}
+
+#[test]
+fn more_gpus_than_the_pool_is_one_line_and_exit_1() {
+    let f = Fixture::new("toosmall");
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "2");
+        },
+        &["--num_processes=3"],
+    );
+    out.assert_code(1).assert_one_error_line("the test needs 3 GPU(s) but the pool holds only 2");
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "8").env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm").env("ROCR_VISIBLE_DEVICES", "4,5");
+        },
+        &["--num_processes=2", "--gpus_per_process=2"],
+    );
+    out.assert_code(1).assert_one_error_line("needs 4 GPU(s) but the pool holds only 2 (from ROCR_VISIBLE_DEVICES)");
+}
+
+#[test]
+fn rocm_pool_comes_from_rocr_visible_devices() {
+    let f = Fixture::new("pool-rocr");
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "8")
+                .env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm")
+                .env("ROCR_VISIBLE_DEVICES", "6,3,5")
+                .env("CUDA_VISIBLE_DEVICES", "0");
+        },
+        &["--num_processes=2"],
+    );
+    out.assert_success();
+    let r = Record::of(&out);
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("6,3"));
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0,1"));
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), None, "rocm mode removes CUDA_VISIBLE_DEVICES");
+    assert_eq!(r.locks(), ["gpulock3_0", "gpulock6_0"]);
+    assert!(f.lock("6", 0).exists() && f.lock("3", 0).exists());
+}
+
+#[test]
+fn cuda_pool_comes_from_cuda_visible_devices_and_accepts_uuids() {
+    let f = Fixture::new("pool-cuda");
+    let uuid = "GPU-8f3a1c2e-1b2c-4d5e-8f90-123456789abc";
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "2")
+                .env("PARALLEL_GPU_EXECUTE_VENDOR", "cuda")
+                .env("CUDA_VISIBLE_DEVICES", format!("{uuid},GPU-0000"));
+        },
+        &[],
+    );
+    out.assert_success();
+    let r = Record::of(&out);
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some(uuid));
+    assert_eq!(r.locks(), [format!("gpulock{uuid}_0")]);
+    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4200"));
+}
+
+#[test]
+fn classic_mode_ignores_visible_device_pools() {
+    let f = Fixture::new("pool-classic");
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "2").env("ROCR_VISIBLE_DEVICES", "5");
+        },
+        &[],
+    );
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"));
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"));
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("5"), "left as it was");
+}
+
+#[test]
+fn pool_ids_that_could_escape_the_lock_directory_are_refused() {
+    let f = Fixture::new("pool-bad");
+    for (list, bad) in
+        [("0,../../etc/passwd", "../../etc/passwd"), ("/tmp/x", "/tmp/x"), ("a..b", "a..b"), ("0,,1", ""), ("0 ", "0 ")]
+    {
+        let out = f.run_test(
+            |c| {
+                c.env("TF_GPU_COUNT", "2").env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm").env("ROCR_VISIBLE_DEVICES", list);
+            },
+            &[],
+        );
+        out.assert_code(2).assert_one_error_line(&format!("ROCR_VISIBLE_DEVICES: GPU id '{bad}' is not usable"));
+    }
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "2").env("PARALLEL_GPU_EXECUTE_VENDOR", "cuda").env("CUDA_VISIBLE_DEVICES", "1,0,1");
+        },
+        &[],
+    );
+    out.assert_code(2).assert_one_error_line("CUDA_VISIBLE_DEVICES: GPU id '1' is listed twice");
+    // Nothing was created outside (or inside) the lock directory.
+    assert!(!f.lock_dir.exists());
+}
+
+#[test]
+fn memory_limit_default_respects_an_existing_value() {
+    let f = Fixture::new("memlimit");
+    let r = Record::of(
+        f.run_test(
+            |c| {
+                c.env("TF_GPU_COUNT", "1");
+            },
+            &[],
+        )
+        .assert_success(),
+    );
+    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4096"));
+    let r = Record::of(
+        f.run_test(
+            |c| {
+                c.env("TF_GPU_COUNT", "1").env("TF_PER_DEVICE_MEMORY_LIMIT_MB", "512");
+            },
+            &[],
+        )
+        .assert_success(),
+    );
+    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("512"));
+}
+
+#[test]
+fn vendor_flag_and_variable_choose_the_variables() {
+    let f = Fixture::new("vendor");
+    let r = Record::of(
+        f.run_test(
+            |c| {
+                c.env("TF_GPU_COUNT", "1").env("PARALLEL_GPU_EXECUTE_VENDOR", "cuda");
+            },
+            &[],
+        )
+        .assert_success(),
+    );
+    assert_eq!((r.var("CUDA_VISIBLE_DEVICES"), r.var("HIP_VISIBLE_DEVICES")), (Some("0"), None));
+    // The flag wins over the variable.
+    let out = f
+        .cmd()
+        .env("TF_GPU_COUNT", "1")
+        .env("PARALLEL_GPU_EXECUTE_VENDOR", "cuda")
+        .args(["--vendor=rocm", "./pkg/gpu_test"])
+        .run();
+    let r = Record::of(out.assert_success());
+    assert_eq!((r.var("ROCR_VISIBLE_DEVICES"), r.var("CUDA_VISIBLE_DEVICES")), (Some("0"), None));
+}
