@@ -59,19 +59,23 @@ pub fn is_safe_id(id: &[u8]) -> bool {
         && !id.windows(2).any(|w| w == b"..")
 }
 
+/// What is wrong with a pool list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolListError<'a> {
+    UnsafeId(&'a [u8]),
+    DuplicateId(&'a [u8]),
+    TooMany,
+}
+
 /// Splits and checks a comma list of ids.
-pub fn parse_pool_list(variable: &'static str, list: &'static [u8]) -> Result<Vec<&'static [u8]>, Error> {
-    let mut ids: Vec<&'static [u8]> = Vec::new();
+pub fn parse_pool_list(list: &[u8]) -> Result<Vec<&[u8]>, PoolListError<'_>> {
+    let mut ids: Vec<&[u8]> = Vec::new();
     for id in list.split(|&b| b == b',') {
         if !is_safe_id(id) {
-            return Err(Error::BadPoolId { variable, id });
+            return Err(PoolListError::UnsafeId(id));
         }
         if ids.len() >= MAX_POOL {
-            return Err(Error::BadValue {
-                name: variable,
-                value: list,
-                expected: "a comma list of at most 65536 GPU ids",
-            });
+            return Err(PoolListError::TooMany);
         }
         ids.push(id);
     }
@@ -79,7 +83,7 @@ pub fn parse_pool_list(variable: &'static str, list: &'static [u8]) -> Result<Ve
     let mut sorted = ids.clone();
     sorted.sort_unstable();
     if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
-        return Err(Error::DuplicatePoolId { variable, id: w[0] });
+        return Err(PoolListError::DuplicateId(w[0]));
     }
     Ok(ids)
 }
@@ -95,8 +99,14 @@ impl Pool {
         };
         if let Some(var) = variable {
             if let Some(list) = env::var_nonempty(var.as_bytes()) {
-                let ids = parse_pool_list(var, list)?.into_iter().map(Cow::Borrowed).collect();
-                return Ok(Pool { ids, variable: Some(var) });
+                let ids = parse_pool_list(list).map_err(|e| match e {
+                    PoolListError::UnsafeId(id) => Error::BadPoolId { variable: var, id },
+                    PoolListError::DuplicateId(id) => Error::DuplicatePoolId { variable: var, id },
+                    PoolListError::TooMany => {
+                        Error::BadValue { name: var, value: list, expected: "a comma list of at most 65536 GPU ids" }
+                    }
+                })?;
+                return Ok(Pool { ids: ids.into_iter().map(Cow::Borrowed).collect(), variable: Some(var) });
             }
         }
         let ids = (0..count).map(|i| Cow::Owned(i.to_string().into_bytes())).collect();
@@ -154,17 +164,18 @@ mod tests {
 
     #[test]
     fn pool_lists() {
-        assert_eq!(parse_pool_list("V", b"2,5,7").unwrap(), vec![&b"2"[..], b"5", b"7"]);
-        assert!(matches!(parse_pool_list("V", b"1,,2"), Err(Error::BadPoolId { id: b"", .. })));
-        assert!(matches!(parse_pool_list("V", b"0,"), Err(Error::BadPoolId { id: b"", .. })));
-        assert!(matches!(parse_pool_list("V", b"0,../../etc"), Err(Error::BadPoolId { .. })));
-        assert!(matches!(parse_pool_list("V", b"1,2,1"), Err(Error::DuplicatePoolId { id: b"1", .. })));
+        assert_eq!(parse_pool_list(b"2,5,7").unwrap(), vec![&b"2"[..], b"5", b"7"]);
+        assert_eq!(parse_pool_list(b"1,,2"), Err(PoolListError::UnsafeId(b"")));
+        assert_eq!(parse_pool_list(b"0,"), Err(PoolListError::UnsafeId(b"")));
+        assert_eq!(parse_pool_list(b"0,../../etc"), Err(PoolListError::UnsafeId(b"../../etc")));
+        assert_eq!(parse_pool_list(b"1,2,1"), Err(PoolListError::DuplicateId(b"1")));
+        let too_many: Vec<u8> = (0..=MAX_POOL).map(|i| i.to_string()).collect::<Vec<_>>().join(",").into_bytes();
+        assert_eq!(parse_pool_list(&too_many), Err(PoolListError::TooMany));
     }
 
     #[test]
     fn large_pools() {
         let list: String = (0..10_000).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
-        let list: &'static [u8] = Box::leak(list.into_bytes().into_boxed_slice());
-        assert_eq!(parse_pool_list("V", list).unwrap().len(), 10_000);
+        assert_eq!(parse_pool_list(list.as_bytes()).unwrap().len(), 10_000);
     }
 }
