@@ -1,0 +1,276 @@
+"""Macros that turn the GPU-CI wrappers into `bazel test --run_under` targets.
+
+    load("@gpu_ci_wrappers//:defs.bzl", "parallel_gpu_execute", "sanitizer_wrapper")
+
+Bazel ignores the `args` and `env` attributes of a `--run_under` target, but it
+merges the target's runfiles into the test's. Everything a wrapper needs
+therefore travels as runfiles:
+
+* `parallel_gpu_execute` puts `data` (for example a `rocminfo` whose runfiles
+  path ends in `/bin/rocminfo`) next to the wrapper.
+* `sanitizer_wrapper` writes its options to `<name>.sanitizer_wrapper.conf`
+  beside the `<name>` executable; the binary reads `<argv[0]>.sanitizer_wrapper.conf`.
+
+Each wrapper target is a symlink named `<name>` to the static binary, so
+`argv[0]` is `<runfiles>/<workspace>/<package>/<name>`.
+
+This file loads nothing on purpose: it works with every Bazel from 4.2 on, in
+WORKSPACE and Bzlmod projects alike, without rules_rust in the caller's
+repository. The default `binary` labels need rules_rust (they are built from
+source by this module); pass `binary` to use a prebuilt executable instead.
+"""
+
+_CONF_SUFFIX = ".sanitizer_wrapper.conf"
+
+def _rlocation_path(ctx, file):
+    """The path of `file` as the runfiles library's `rlocation` expects it."""
+    if file.short_path.startswith("../"):
+        # External repository: "../<repo>/<path>" -> "<repo>/<path>".
+        return file.short_path[len("../"):]
+    return ctx.workspace_name + "/" + file.short_path
+
+def _merge_runfiles(ctx, files, targets):
+    """Runfiles of `files` plus the files and default runfiles of `targets`."""
+    runfiles = ctx.runfiles(files = files)
+    for target in targets:
+        info = target[DefaultInfo]
+        runfiles = runfiles.merge(ctx.runfiles(transitive_files = info.files))
+        if info.default_runfiles:
+            runfiles = runfiles.merge(info.default_runfiles)
+    return runfiles
+
+def _link_binary(ctx):
+    """Declares the `<name>` executable: a symlink to the wrapper binary."""
+    executable = ctx.actions.declare_file(ctx.label.name)
+    ctx.actions.symlink(
+        output = executable,
+        target_file = ctx.executable.binary,
+        is_executable = True,
+    )
+    return executable
+
+def _parallel_gpu_execute_impl(ctx):
+    executable = _link_binary(ctx)
+    runfiles = _merge_runfiles(
+        ctx,
+        [executable, ctx.executable.binary],
+        [ctx.attr.binary] + ctx.attr.data,
+    )
+    return [DefaultInfo(
+        executable = executable,
+        files = depset([executable]),
+        runfiles = runfiles,
+    )]
+
+_parallel_gpu_execute = rule(
+    implementation = _parallel_gpu_execute_impl,
+    executable = True,
+    attrs = {
+        "binary": attr.label(
+            default = Label("//:parallel_gpu_execute"),
+            executable = True,
+            cfg = "target",
+            doc = "The parallel_gpu_execute executable.",
+        ),
+        "data": attr.label_list(
+            allow_files = True,
+            doc = "Files the wrapper finds through the runfiles, e.g. rocminfo.",
+        ),
+    },
+    doc = "A `--run_under` target running parallel_gpu_execute with `data` in its runfiles.",
+)
+
+def parallel_gpu_execute(name, data = [], binary = None, **kwargs):
+    """A `--run_under` target that gives each GPU test its own GPU slot.
+
+    Args:
+        name: Name of the wrapper target; use it as `--run_under=//pkg:<name>`.
+        data: Files and targets to put into the wrapper's runfiles, e.g.
+            `@local_config_rocm//rocm:rocminfo`, whose runfiles path ends in
+            `/bin/rocminfo`, so the wrapper can count GPUs with it.
+        binary: The parallel_gpu_execute executable; defaults to the static
+            build of this module. Pass a prebuilt one to avoid rules_rust.
+        **kwargs: Common attributes (tags, visibility, testonly, ...).
+    """
+    if binary != None:
+        kwargs["binary"] = binary
+    _parallel_gpu_execute(
+        name = name,
+        data = data,
+        **kwargs
+    )
+
+def _check_line(owner, what, value):
+    if "\n" in value or "\r" in value:
+        fail("{}: {} must fit on one line of the sanitizer_wrapper config, got {}".format(
+            owner,
+            what,
+            repr(value),
+        ))
+    return value
+
+def _symbolizer_file(ctx):
+    """The llvm-symbolizer executable among what `llvm_symbolizer` provides."""
+    target = ctx.attr.llvm_symbolizer
+    files_to_run = target[DefaultInfo].files_to_run
+    if files_to_run and files_to_run.executable:
+        return files_to_run.executable
+    files = target[DefaultInfo].files.to_list()
+    named = [f for f in files if f.basename == "llvm-symbolizer"]
+    if len(named) == 1:
+        return named[0]
+    if len(files) == 1:
+        return files[0]
+    fail("{}: llvm_symbolizer {} must be an executable, a single file or hold exactly one file named llvm-symbolizer".format(
+        ctx.label,
+        target.label,
+    ))
+
+def _sanitizer_wrapper_impl(ctx):
+    executable = _link_binary(ctx)
+    owner = str(ctx.label)
+
+    lines = ["# sanitizer_wrapper options for {}, one per line.".format(owner)]
+    files = [executable, ctx.executable.binary]
+    targets = [ctx.attr.binary] + ctx.attr.additional_data
+
+    for option, value in [
+        ("asan-options", ctx.attr.asan_options),
+        ("lsan-options", ctx.attr.lsan_options),
+        ("tsan-options", ctx.attr.tsan_options),
+    ]:
+        if value:
+            lines.append("--{}={}".format(option, _check_line(owner, option, value)))
+
+    for option, attr_name in [
+        ("asan-suppressions", "asan_ignore_list"),
+        ("lsan-suppressions", "lsan_ignore_list"),
+        ("tsan-suppressions", "tsan_ignore_list"),
+    ]:
+        ignore_list = getattr(ctx.file, attr_name)
+        if ignore_list:
+            files.append(ignore_list)
+            path = _rlocation_path(ctx, ignore_list)
+            lines.append("--{}={}".format(option, _check_line(owner, attr_name, path)))
+
+    if ctx.attr.llvm_symbolizer:
+        symbolizer = _symbolizer_file(ctx)
+        files.append(symbolizer)
+        targets.append(ctx.attr.llvm_symbolizer)
+        path = _rlocation_path(ctx, symbolizer)
+        lines.append("--symbolizer=" + _check_line(owner, "llvm_symbolizer", path))
+
+    if ctx.attr.run_under:
+        files.append(ctx.executable.run_under)
+        targets.append(ctx.attr.run_under)
+        path = _rlocation_path(ctx, ctx.executable.run_under)
+        lines.append("--run-under=" + _check_line(owner, "run_under", path))
+
+    config = ctx.actions.declare_file(ctx.label.name + _CONF_SUFFIX)
+    ctx.actions.write(output = config, content = "\n".join(lines) + "\n")
+    files.append(config)
+
+    return [DefaultInfo(
+        executable = executable,
+        files = depset([executable, config]),
+        runfiles = _merge_runfiles(ctx, files, targets),
+    )]
+
+_sanitizer_wrapper = rule(
+    implementation = _sanitizer_wrapper_impl,
+    executable = True,
+    attrs = {
+        "additional_data": attr.label_list(
+            allow_files = True,
+            doc = "More files and targets for the runfiles.",
+        ),
+        "asan_ignore_list": attr.label(
+            allow_single_file = True,
+            doc = "Added to ASAN_OPTIONS as suppressions=<absolute path>.",
+        ),
+        "asan_options": attr.string(doc = "Base ASAN_OPTIONS."),
+        "binary": attr.label(
+            default = Label("//:sanitizer_wrapper"),
+            executable = True,
+            cfg = "target",
+            doc = "The sanitizer_wrapper executable.",
+        ),
+        "llvm_symbolizer": attr.label(
+            allow_files = True,
+            cfg = "target",
+            doc = "llvm-symbolizer, added as external_symbolizer_path to ASAN_OPTIONS and TSAN_OPTIONS.",
+        ),
+        "lsan_ignore_list": attr.label(
+            allow_single_file = True,
+            doc = "Added to LSAN_OPTIONS as suppressions=<absolute path>.",
+        ),
+        "lsan_options": attr.string(doc = "Base LSAN_OPTIONS."),
+        "run_under": attr.label(
+            executable = True,
+            cfg = "target",
+            doc = "A further wrapper, e.g. a parallel_gpu_execute target, run with the test and its arguments.",
+        ),
+        "tsan_ignore_list": attr.label(
+            allow_single_file = True,
+            doc = "Added to TSAN_OPTIONS as suppressions=<absolute path>.",
+        ),
+        "tsan_options": attr.string(doc = "Base TSAN_OPTIONS."),
+    },
+    doc = "A `--run_under` target running sanitizer_wrapper configured through its runfiles.",
+)
+
+def sanitizer_wrapper(
+        name,
+        llvm_symbolizer,
+        asan_options,
+        tsan_options,
+        asan_ignore_list = None,
+        lsan_ignore_list = None,
+        tsan_ignore_list = None,
+        run_under = None,
+        additional_data = [],
+        tags = ["manual"],
+        visibility = None,
+        lsan_options = "",
+        binary = None,
+        **kwargs):
+    """A `--run_under` target that sets up ASan, LSan and TSan for a test.
+
+    Takes the same arguments as the shell-template `sanitizer_wrapper` macro, so
+    switching is a change of the `load` line.
+
+    Args:
+        name: Name of the wrapper target; use it as `--run_under=//pkg:<name>`.
+        llvm_symbolizer: llvm-symbolizer: an executable target, a file, or a
+            target holding exactly one file named `llvm-symbolizer`; may be None.
+        asan_options: Base ASAN_OPTIONS, e.g. "detect_leaks=1:halt_on_error=1".
+        tsan_options: Base TSAN_OPTIONS.
+        asan_ignore_list: Optional ASan suppressions file.
+        lsan_ignore_list: Optional LSan suppressions file.
+        tsan_ignore_list: Optional TSan suppressions file.
+        run_under: Optional further wrapper, e.g. a `parallel_gpu_execute` target.
+        additional_data: More runfiles for the wrapper.
+        tags: Tags of the wrapper target.
+        visibility: Visibility of the wrapper target.
+        lsan_options: Optional base LSAN_OPTIONS.
+        binary: The sanitizer_wrapper executable; defaults to the static build
+            of this module. Pass a prebuilt one to avoid rules_rust.
+        **kwargs: Other common attributes (testonly, ...).
+    """
+    if binary != None:
+        kwargs["binary"] = binary
+    _sanitizer_wrapper(
+        name = name,
+        llvm_symbolizer = llvm_symbolizer,
+        asan_options = asan_options,
+        tsan_options = tsan_options,
+        lsan_options = lsan_options,
+        asan_ignore_list = asan_ignore_list,
+        lsan_ignore_list = lsan_ignore_list,
+        tsan_ignore_list = tsan_ignore_list,
+        run_under = run_under,
+        additional_data = additional_data,
+        tags = tags,
+        visibility = visibility,
+        **kwargs
+    )

@@ -1,0 +1,261 @@
+#!/usr/bin/env bash
+# End-to-end test of the Bazel integration with a real Bazel: the wrappers of
+# the Cargo release build, made into --run_under targets by the repository's
+# defs.bzl, run sandboxed tests in this WORKSPACE-mode test workspace.
+#
+# Usage: tests/bazel_e2e/run.sh
+#
+# Needs:  the release binaries (cargo build --release) and a Bazel on PATH
+#         (Debian's bazel-bootstrap 4.2.3 is what CI installs). Offline.
+# Env:    BAZEL               the bazel command (default: bazel)
+#         E2E_BINARY_DIR      where the binaries are
+#                             (default: target/x86_64-unknown-linux-gnu/release)
+#         E2E_SPAWN_STRATEGY  Bazel spawn strategy (default: linux-sandbox)
+#         E2E_KEEP_OUTPUT=1   keep Bazel's output tree in .output/ afterwards
+#
+# Everything it writes goes to tests/bazel_e2e/.output/ (ignored by git and
+# Bazel), emptied at the start; the logs stay there for inspection.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "${here}/../.." && pwd)"
+bazel="${BAZEL:-bazel}"
+binary_dir="${E2E_BINARY_DIR:-${repo}/target/x86_64-unknown-linux-gnu/release}"
+strategy="${E2E_SPAWN_STRATEGY:-linux-sandbox}"
+out="${here}/.output"
+output_root="${out}/bazel_root"
+binaries=(parallel_gpu_execute sanitizer_wrapper tag_filters)
+
+# The fake host: 2 GPUs (fake_rocm/bin/rocminfo) with 1 slot each, for 8 tests.
+gpus=2
+slots_per_gpu=1
+gpu_tests=8
+test_seconds=2
+
+checks=0
+started=${SECONDS}
+
+say() { printf 'e2e: %s\n' "$*"; }
+ok() {
+  checks=$((checks + 1))
+  printf 'e2e:   ok: %s\n' "$*"
+}
+die() {
+  printf 'e2e: FAIL: %s\n' "$*" >&2
+  exit 1
+}
+
+# Shows the end of a Bazel log after a failure.
+show_log() {
+  printf 'e2e: ---- last lines of %s ----\n' "$1" >&2
+  tail -n 80 "$1" >&2 || true
+  printf 'e2e: ----\n' >&2
+}
+
+bazel_cmd() {
+  (cd "${here}" && "${bazel}" --nohome_rc --max_idle_secs=300 \
+    --output_user_root="${output_root}" "$@")
+}
+
+cleanup() {
+  local status=$?
+  if [[ -d "${output_root}" ]]; then
+    bazel_cmd shutdown >/dev/null 2>&1 || true
+    if [[ "${E2E_KEEP_OUTPUT:-0}" != 1 ]]; then
+      chmod -R u+w "${output_root}" 2>/dev/null || true
+      rm -rf "${output_root}"
+    fi
+  fi
+  if [[ ${status} -ne 0 ]]; then
+    printf 'e2e: FAILED after %ds; logs in %s\n' $((SECONDS - started)) "${out}/logs" >&2
+  fi
+  exit "${status}"
+}
+
+# run_bazel LOG EXPECTED_STATUS ARGS...: runs Bazel into LOG and checks its
+# exit status (0 success, 1 build failure, 3 test failure).
+run_bazel() {
+  local log="${out}/logs/$1.log" want="$2" status=0
+  shift 2
+  printf '$ bazel %s\n' "$*" >"${log}"
+  bazel_cmd "$@" >>"${log}" 2>&1 || status=$?
+  if [[ ${status} -ne ${want} ]]; then
+    show_log "${log}"
+    die "'bazel $1 ...' exited with ${status}, want ${want} (log: ${log})"
+  fi
+}
+
+# --- Preconditions ----------------------------------------------------------
+
+command -v "${bazel}" >/dev/null ||
+  die "'${bazel}' not found; install Bazel (CI: apt-get install -y bazel-bootstrap)"
+
+for name in "${binaries[@]}"; do
+  binary="${binary_dir}/${name}"
+  [[ -x "${binary}" ]] ||
+    die "${binary} is missing; build the release binaries first: cargo build --release"
+  [[ "$(head -c 4 "${binary}" | od -An -c | tr -d ' ')" == '177ELF' ]] ||
+    die "${binary} is not an ELF executable"
+  linkage="$(LC_ALL=C ldd "${binary}" 2>&1 || true)"
+  [[ "${linkage}" == *"not a dynamic executable"* || "${linkage}" == *"statically linked"* ]] ||
+    die "${binary} is dynamically linked: ${linkage}"
+done
+
+# --- Fresh scratch tree -----------------------------------------------------
+
+if [[ -d "${output_root}" ]]; then
+  bazel_cmd shutdown >/dev/null 2>&1 || true
+fi
+chmod -R u+w "${out}" 2>/dev/null || true
+rm -rf "${out}"
+mkdir -p "${out}/binaries/bin" "${out}/sysroot" "${out}/locks" "${out}/records" \
+  "${out}/probe" "${out}/logs"
+trap cleanup EXIT
+
+for name in "${binaries[@]}"; do
+  cp "${binary_dir}/${name}" "${out}/binaries/bin/${name}"
+done
+for stub in rules_cc rules_java remote_coverage_tools; do
+  printf 'build --override_repository=%s=%s/offline/%s\n' "${stub}" "${here}" "${stub}"
+done >"${out}/offline.bazelrc"
+say "static binaries from ${binary_dir}"
+say "bazel: $(bazel_cmd --version 2>/dev/null || echo "${bazel}"), strategy ${strategy}, output in ${out}"
+
+flags=(
+  "--spawn_strategy=${strategy}"
+  # Far above the 2 GPU slots: the tests must queue in parallel_gpu_execute,
+  # not in Bazel (on 2 cores the default --jobs would run only 2 at a time).
+  --jobs=16
+  --local_test_jobs=16
+)
+# The wrapper must not see the host's GPUs: an empty sysroot hides /sys and
+# /dev, so the GPU count comes from the fake rocminfo in the runfiles.
+gpu_env=(
+  "--test_env=PARALLEL_GPU_EXECUTE_SYSROOT=${out}/sysroot"
+  "--test_env=TF_TESTS_PER_GPU=${slots_per_gpu}"
+)
+
+# --- 1. The sandbox confines tests ------------------------------------------
+
+say "1. sandbox: a test may write outside its sandbox only through --sandbox_writable_path"
+case "${strategy}:${out}/" in
+  linux-sandbox:/tmp/* | linux-sandbox:/dev/shm/*)
+    say "  skipped the negative probe: ${out} is under a directory the sandbox leaves writable"
+    ;;
+  linux-sandbox:*)
+    run_bazel probe_readonly 3 test "${flags[@]}" //sandbox_probe:probe_test \
+      "--test_env=E2E_PROBE_DIR=${out}/probe"
+    ok "without --sandbox_writable_path the test cannot write to ${out}/probe"
+    ;;
+  *)
+    say "  skipped the negative probe: ${strategy} does not confine writes"
+    ;;
+esac
+run_bazel probe_writable 0 test "${flags[@]}" //sandbox_probe:probe_test \
+  "--test_env=E2E_PROBE_DIR=${out}/probe" "--sandbox_writable_path=${out}/probe"
+ok "with --sandbox_writable_path it can"
+
+# --- 2. parallel_gpu_execute: no GPU slot is ever shared --------------------
+
+say "2. ${gpu_tests} GPU tests under --run_under=//:pge, ${gpus} GPUs x ${slots_per_gpu} slot(s)"
+mkdir -p "${out}/records/gpu"
+run_bazel gpu_tests 0 test "${flags[@]}" "${gpu_env[@]}" //gpu:all \
+  "--run_under=//:pge --lock-dir=${out}/locks" \
+  "--test_env=E2E_RECORD_DIR=${out}/records/gpu" \
+  "--test_env=E2E_GPU_TEST_SECONDS=${test_seconds}" \
+  "--sandbox_writable_path=${out}/locks" \
+  "--sandbox_writable_path=${out}/records/gpu"
+ok "all ${gpu_tests} GPU tests passed"
+
+"${here}/check_gpu_records.sh" "${out}/records/gpu" "${gpu_tests}" "${gpus}" "${slots_per_gpu}" ||
+  die "the GPU slot check failed (records in ${out}/records/gpu)"
+ok "no GPU slot was shared, and tests ran in parallel"
+
+testlogs="$(bazel_cmd info bazel-testlogs 2>/dev/null)"
+for i in $(seq 0 $((gpu_tests - 1))); do
+  log="${testlogs}/gpu/gpu_test_${i}/test.log"
+  grep -q "Running test .* on GPU(s) " "${log}" ||
+    die "${log} lacks parallel_gpu_execute's 'Running test ... on GPU(s) ...' line"
+done
+ok "every test log shows parallel_gpu_execute starting the test"
+
+# Bazel times a test from the start of its --run_under command, so a test that
+# took twice its own run time was started by Bazel and then queued for a slot.
+queued=0
+for i in $(seq 0 $((gpu_tests - 1))); do
+  xml="${testlogs}/gpu/gpu_test_${i}/test.xml"
+  duration="$(sed -n 's/.*<testcase [^>]*duration="\([0-9]*\)".*/\1/p' "${xml}" | head -n 1)"
+  [[ -n "${duration}" ]] || die "no test duration in ${xml}"
+  if ((duration >= 2 * test_seconds)); then
+    queued=$((queued + 1))
+  fi
+done
+((queued > 0)) ||
+  die "no test waited for a GPU slot: Bazel never ran more tests than there are slots"
+ok "${queued} of ${gpu_tests} tests were started by Bazel and waited in parallel_gpu_execute for a slot"
+
+expected_locks=""
+actual_locks="$(cd "${out}/locks" && ls | grep -E '^gpulock[0-9]+_[0-9]+$' | sort | tr '\n' ' ')"
+for ((gpu = 0; gpu < gpus; gpu++)); do
+  for ((slot = 0; slot < slots_per_gpu; slot++)); do
+    expected_locks+="gpulock${gpu}_${slot} "
+  done
+done
+[[ "${actual_locks}" == "${expected_locks}" ]] ||
+  die "lock files in ${out}/locks: '${actual_locks}', want '${expected_locks}'"
+ok "the slot locks are in the --lock-dir given with --run_under: ${actual_locks% }"
+
+# --- 3. sanitizer_wrapper: configured through its runfiles ------------------
+
+say "3. sanitizer_wrapper configured by the macro's runfiles config"
+bazel_bin="$(bazel_cmd info bazel-bin 2>/dev/null)"
+run_bazel sanitizer 0 test "${flags[@]}" //sanitizer:sanitizer_test --run_under=//:asan_wrapper
+sed 's/^/e2e:     | /' "${bazel_bin}/asan_wrapper.sanitizer_wrapper.conf"
+ok "ASan/LSan/TSan options, absolute existing suppressions and symbolizer paths from the config"
+
+run_bazel sanitizer_override 0 test "${flags[@]}" //sanitizer:sanitizer_test \
+  "--run_under=//:asan_wrapper --asan-options=malloc_context_size=7" \
+  --test_env=ASAN_OPTIONS=detect_leaks=0 \
+  --test_arg=--asan-base=malloc_context_size=7 \
+  --test_arg=--reject-asan=check_initialization_order=1 \
+  --test_arg=--asan-last=detect_leaks=0
+ok "an option given with --run_under overrides the config's; the user's ASAN_OPTIONS come last"
+
+run_bazel sanitizer_gpu 0 test "${flags[@]}" "${gpu_env[@]}" //sanitizer:sanitizer_gpu_test \
+  --run_under=//:asan_gpu_wrapper \
+  "--test_env=PARALLEL_GPU_EXECUTE_LOCK_DIR=${out}/locks" \
+  "--sandbox_writable_path=${out}/locks"
+ok "sanitizer_wrapper runs the test through its run_under, parallel_gpu_execute"
+
+run_bazel bad_config 1 build //bad_config:newline_in_options
+grep -q "must fit on one line" "${out}/logs/bad_config.log" ||
+  die "//bad_config:newline_in_options failed for another reason (log: ${out}/logs/bad_config.log)"
+ok "a value with a line break fails the analysis"
+
+# --- 4. tag_filters through bazel run --------------------------------------
+
+say "4. bazel run //:tag_filters"
+base="-no_gpu,-requires-gpu-intel,-requires-gpu-nvidia,-requires-gpu-cuda,-cuda-only,-oneapi-only"
+base+=",-requires-gpu-sm60,-requires-gpu-sm60-only,-requires-gpu-sm70,-requires-gpu-sm70-only"
+base+=",-requires-gpu-sm80,-requires-gpu-sm80-only,-requires-gpu-sm86,-requires-gpu-sm86-only"
+base+=",-requires-gpu-sm89,-requires-gpu-sm89-only,-requires-gpu-sm90,-requires-gpu-sm90-only"
+base+=",-skip_rocprofiler_sdk,-no_oss,-oss_excluded,-oss_serial"
+
+check_tag_filters() {
+  local log="$1" want="$2" got
+  shift 2
+  got="$(bazel_cmd run "$@" 2>"${out}/logs/${log}.log")" || {
+    show_log "${out}/logs/${log}.log"
+    die "bazel run $* failed"
+  }
+  if [[ "${got}" != "${want}" ]]; then
+    printf 'e2e: got:  %s\ne2e: want: %s\n' "${got}" "${want}" >&2
+    die "bazel run $* printed the wrong list"
+  fi
+  ok "bazel run $*"
+}
+check_tag_filters tag_filters "${base}" //:tag_filters
+check_tag_filters tag_filters_single_gpu "${base},requires-gpu-rocm,requires-gpu-amd,-multi_gpu" \
+  //:tag_filters -- --config=ci_single_gpu
+
+say "all ${checks} checks passed in $((SECONDS - started))s"
