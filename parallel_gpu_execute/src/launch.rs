@@ -15,25 +15,24 @@ use wrapper_common::argv::Argv;
 use wrapper_common::diag::{self, Bytes};
 use wrapper_common::env::{self, EnvBuilder};
 use wrapper_common::exec;
-use wrapper_common::runfiles::{Runfiles, strip_dot_slash};
+use wrapper_common::runfiles::{Runfiles, rlocation_from_cwd};
 
 /// Where the test binary is: an absolute path as is; else
-/// `$TEST_SRCDIR/$TEST_WORKSPACE/<test without ./>` when it exists; else the
+/// `$TEST_SRCDIR/$TEST_WORKSPACE/<test without ./>` when it exists (a
+/// `../<repo>/x` test of another repository is `$TEST_SRCDIR/<repo>/x`); else the
 /// runfiles manifest (`$RUNFILES_MANIFEST_FILE`, else
 /// `$TEST_SRCDIR/MANIFEST`); else the word as given (searched in `PATH` when
 /// it has no slash). Fails with 127/126 when that is not an executable file.
 pub fn resolve_test(test: &CStr) -> Result<StackPath, Error> {
     let bytes = test.to_bytes();
-    if bytes.first() != Some(&b'/') {
-        if let Some(found) = runfiles_lookup(strip_dot_slash(bytes)) {
-            return Ok(exec::resolve(found.as_cstr())?);
-        }
+    if let Some(found) = runfiles_lookup(bytes) {
+        return Ok(exec::resolve(found.as_cstr())?);
     }
     Ok(exec::resolve(test)?)
 }
 
-fn runfiles_lookup(relative: &[u8]) -> Option<StackPath> {
-    let workspace = env::var_nonempty(b"TEST_WORKSPACE")?;
+fn runfiles_lookup(test: &[u8]) -> Option<StackPath> {
+    let rlocation = rlocation_from_cwd(test, env::var_nonempty(b"TEST_WORKSPACE")?)?;
     let srcdir = env::var_nonempty(b"TEST_SRCDIR");
     let manifest = match env::var_nonempty(b"RUNFILES_MANIFEST_FILE") {
         Some(m) => StackPath::from_bytes(m).ok(),
@@ -44,8 +43,6 @@ fn runfiles_lookup(relative: &[u8]) -> Option<StackPath> {
         }),
     };
     let runfiles = Runfiles { dir: srcdir.and_then(|d| StackPath::from_bytes(d).ok()), manifest };
-    let mut rlocation = StackPath::from_bytes(workspace).ok()?;
-    rlocation.push_path(relative).ok()?;
     runfiles.rlocation(rlocation.as_bytes())
 }
 

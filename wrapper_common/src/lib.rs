@@ -15,6 +15,7 @@ pub mod env;
 pub mod exec;
 pub mod lines;
 pub mod numbers;
+pub mod paths;
 pub mod runfiles;
 
 pub use cbuf::{CBuf, StackPath, TooLong};

@@ -161,6 +161,32 @@ pub fn strip_dot_slash(mut path: &[u8]) -> &[u8] {
     path
 }
 
+/// The rlocation of `path`, a path relative to a test's working directory
+/// (`$TEST_SRCDIR/$TEST_WORKSPACE`, the main repository being `workspace`):
+/// `x` and `./x` are `<workspace>/x`, and `../<repo>/x` (a file of another
+/// repository, named as Bazel's short paths name it) is `<repo>/x`. `None`
+/// for an absolute path, a path that climbs further, or one too long.
+pub fn rlocation_from_cwd(path: &[u8], workspace: &[u8]) -> Option<StackPath> {
+    let path = strip_dot_slash(path);
+    if path.is_empty() || path == b".." || path.first() == Some(&b'/') {
+        return None;
+    }
+    if let Some(other_repo) = path.strip_prefix(b"../") {
+        let other_repo = strip_dot_slash(other_repo);
+        let climbs = other_repo == b".." || other_repo.starts_with(b"../") || other_repo.starts_with(b"/");
+        if other_repo.is_empty() || climbs {
+            return None;
+        }
+        return StackPath::from_bytes(other_repo).ok();
+    }
+    if workspace.is_empty() {
+        return None;
+    }
+    let mut rlocation = StackPath::from_bytes(workspace).ok()?;
+    rlocation.push_path(path).ok()?;
+    Some(rlocation)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,5 +240,18 @@ mod tests {
         assert_eq!(strip_dot_slash(b"././pkg/t"), b"pkg/t");
         assert_eq!(strip_dot_slash(b"pkg/./t"), b"pkg/./t");
         assert_eq!(strip_dot_slash(b"../x"), b"../x");
+    }
+
+    #[test]
+    fn rlocation_of_a_path_relative_to_the_test_directory() {
+        let get = |p: &[u8]| rlocation_from_cwd(p, b"ws").map(|r| r.as_bytes().to_vec());
+        assert_eq!(get(b"pkg/w"), Some(b"ws/pkg/w".to_vec()));
+        assert_eq!(get(b"./pkg/w"), Some(b"ws/pkg/w".to_vec()));
+        assert_eq!(get(b"../other/pkg/w"), Some(b"other/pkg/w".to_vec()));
+        assert_eq!(get(b"./.././other/w"), Some(b"other/w".to_vec()));
+        for bad in [&b""[..], b"./", b"..", b"../", b"../..", b"../../x", b"/abs/w"] {
+            assert_eq!(get(bad), None, "{:?}", crate::diag::Bytes(bad));
+        }
+        assert!(rlocation_from_cwd(b"pkg/w", b"").is_none());
     }
 }

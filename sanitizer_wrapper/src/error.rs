@@ -1,0 +1,210 @@
+//! Every way the wrapper can fail, each with its exit code and one line of
+//! explanation (printed as `sanitizer_wrapper: <line>`).
+//!
+//! | code | meaning |
+//! |------|---------|
+//! | 2    | bad input: an unknown option, a missing value or test command, a bad configuration file, a configured file (suppression list, symbolizer, chained wrapper) that does not resolve, a working directory that cannot be named |
+//! | 126  | the test (or the chained wrapper) exists but cannot be executed |
+//! | 127  | the test (or the chained wrapper) does not exist |
+//!
+//! Anything else is the test's own exit status: the wrapper execs the test
+//! and leaves no process of its own behind. In every error case the test is
+//! not started.
+
+use crate::cli::Opt;
+use std::fmt;
+use wrapper_common::StackPath;
+use wrapper_common::diag::Bytes;
+use wrapper_common::exec::ExecFailure;
+
+/// Appended to usage errors, so that they stay one line.
+const USAGE_HINT: &str = "usage: sanitizer_wrapper [OPTIONS] [--] TEST [ARGS...] (see --help)";
+
+pub const EXIT_USAGE: u8 = 2;
+
+// `Unresolved` carries three paths in stack buffers, as every error here does
+// (reporting needs no heap); the value is built once, on the way out.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Error {
+    /// An option the wrapper does not know, before the test command.
+    UnknownOption(&'static [u8]),
+    /// An option that needs a value came last.
+    MissingValue(Opt),
+    /// No test command after the options.
+    NoCommand,
+    /// The configuration file exists but cannot be read.
+    ConfigRead { file: StackPath, errno: rustix::io::Errno },
+    /// A line of the configuration file that is not `--name=value`.
+    ConfigLine { file: StackPath, line: usize, problem: LineProblem },
+    /// A configured file that does not resolve; `path` is the value as given.
+    Unresolved { option: Opt, path: StackPath, looked: Looked },
+    /// A resolved path that a sanitizer option cannot carry: it needs quoting
+    /// (it holds a space, `,` or `:`) and holds both quote characters.
+    Unquotable { option: Opt, path: StackPath },
+    /// Any other failing system call, named.
+    System { what: &'static str, errno: rustix::io::Errno },
+    /// The test (or the chained wrapper) could not be executed.
+    Exec(ExecFailure),
+}
+
+/// What is wrong with one configuration line. The file may allocate while it
+/// is read, so offending text is kept as a copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LineProblem {
+    /// `--something` that is no option.
+    UnknownOption(Vec<u8>),
+    /// A line that does not start with `-`.
+    NotAnOption(Vec<u8>),
+    /// `--name` without `=value` (the two-word form is for the command line).
+    NeedsEquals(Opt),
+    /// `--help`, `-h`, `--version` or `--`, which mean nothing in a file.
+    CommandLineOnly(Vec<u8>),
+    /// The line does not fit the read buffer (of which this many bytes).
+    TooLong(usize),
+    /// A NUL byte, which no option value can carry.
+    Nul,
+}
+
+/// Where a configured runfiles path was looked for, for the message.
+#[derive(Debug)]
+pub enum Looked {
+    /// The path is absolute and does not exist.
+    Absolute,
+    /// `dir_path` is `<runfiles dir>/<path>`; either may be missing.
+    Runfiles { dir_path: Option<StackPath>, manifest: Option<StackPath> },
+    /// The manifest names a file that does not exist.
+    ManifestTarget { manifest: StackPath, target: StackPath },
+}
+
+impl Error {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Exec(e) => e.exit_code(),
+            _ => EXIT_USAGE,
+        }
+    }
+}
+
+fn show(p: &StackPath) -> Bytes<'_> {
+    Bytes(p.as_bytes())
+}
+
+impl fmt::Display for LineProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LineProblem::UnknownOption(word) => {
+                write!(f, "unknown option '{}' (expected --NAME=VALUE, see --help)", Bytes(word))
+            }
+            LineProblem::NotAnOption(line) => write!(f, "expected --NAME=VALUE, found '{}'", Bytes(line)),
+            LineProblem::NeedsEquals(opt) => {
+                write!(f, "{0} needs its value on the same line, as {0}=VALUE", opt.name())
+            }
+            LineProblem::CommandLineOnly(word) => {
+                write!(f, "'{}' is not allowed in a configuration file", Bytes(word))
+            }
+            LineProblem::TooLong(limit) => write!(f, "line longer than {limit} bytes"),
+            LineProblem::Nul => write!(f, "line contains a NUL byte"),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::UnknownOption(o) => write!(f, "unknown option '{}'; {USAGE_HINT}", Bytes(o)),
+            Error::MissingValue(opt) => write!(f, "{} needs a value; {USAGE_HINT}", opt.name()),
+            Error::NoCommand => write!(f, "no test command given; {USAGE_HINT}"),
+            Error::ConfigRead { file, errno } => {
+                write!(f, "cannot read configuration file {}: {errno}", show(file))
+            }
+            Error::ConfigLine { file, line, problem } => write!(f, "{}:{line}: {problem}", show(file)),
+            Error::Unresolved { option, path, looked } => {
+                let option = option.name();
+                match looked {
+                    Looked::Absolute => write!(f, "{option}: {} does not exist", show(path)),
+                    Looked::Runfiles { dir_path, manifest } => {
+                        write!(f, "{option}: cannot find runfile {} (", show(path))?;
+                        match (dir_path, manifest) {
+                            (Some(d), Some(m)) => write!(f, "looked for {} and in manifest {}", show(d), show(m))?,
+                            (Some(d), None) => write!(f, "looked for {}; no manifest", show(d))?,
+                            (None, Some(m)) => write!(f, "no runfiles directory; looked in manifest {}", show(m))?,
+                            (None, None) => write!(f, "no runfiles directory or manifest")?,
+                        }
+                        write!(f, ")")
+                    }
+                    Looked::ManifestTarget { manifest, target } => write!(
+                        f,
+                        "{option}: runfile {} is {} in manifest {}, which does not exist",
+                        show(path),
+                        show(target),
+                        show(manifest)
+                    ),
+                }
+            }
+            Error::Unquotable { option, path } => write!(
+                f,
+                "{}: {} holds a space, ',' or ':' and both quote characters, so no sanitizer option can carry it",
+                option.name(),
+                show(path)
+            ),
+            Error::System { what, errno } => write!(f, "{what}: {errno}"),
+            Error::Exec(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<ExecFailure> for Error {
+    fn from(e: ExecFailure) -> Error {
+        Error::Exec(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(p: &str) -> StackPath {
+        StackPath::from_bytes(p.as_bytes()).unwrap()
+    }
+
+    fn unresolved(looked: Looked) -> String {
+        Error::Unresolved { option: Opt::AsanSuppressions, path: path("ws/supp.txt"), looked }.to_string()
+    }
+
+    #[test]
+    fn unresolved_names_option_path_and_places() {
+        assert_eq!(
+            unresolved(Looked::Runfiles {
+                dir_path: Some(path("/rf/ws/supp.txt")),
+                manifest: Some(path("/rf/MANIFEST"))
+            }),
+            "--asan-suppressions: cannot find runfile ws/supp.txt (looked for /rf/ws/supp.txt and in manifest /rf/MANIFEST)"
+        );
+        assert_eq!(
+            unresolved(Looked::Runfiles { dir_path: Some(path("/rf/ws/supp.txt")), manifest: None }),
+            "--asan-suppressions: cannot find runfile ws/supp.txt (looked for /rf/ws/supp.txt; no manifest)"
+        );
+        assert_eq!(
+            unresolved(Looked::Runfiles { dir_path: None, manifest: Some(path("/m")) }),
+            "--asan-suppressions: cannot find runfile ws/supp.txt (no runfiles directory; looked in manifest /m)"
+        );
+        assert_eq!(
+            unresolved(Looked::Runfiles { dir_path: None, manifest: None }),
+            "--asan-suppressions: cannot find runfile ws/supp.txt (no runfiles directory or manifest)"
+        );
+        assert_eq!(
+            unresolved(Looked::ManifestTarget { manifest: path("/m"), target: path("/gone") }),
+            "--asan-suppressions: runfile ws/supp.txt is /gone in manifest /m, which does not exist"
+        );
+    }
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(Error::NoCommand.exit_code(), 2);
+        assert_eq!(Error::MissingValue(Opt::RunUnder).exit_code(), 2);
+        let line = Error::ConfigLine { file: path("w.conf"), line: 3, problem: LineProblem::TooLong(10) };
+        assert_eq!(line.exit_code(), 2);
+        assert_eq!(line.to_string(), "w.conf:3: line longer than 10 bytes");
+    }
+}

@@ -1,0 +1,105 @@
+//! sanitizer_wrapper: the `bazel test --run_under` wrapper that sets up
+//! ASan, LSan and TSan for a test from files in the runfiles.
+//!
+//! ```text
+//! sanitizer_wrapper [--asan-options=OPTS] [--lsan-options=OPTS] [--tsan-options=OPTS]
+//!                   [--asan-suppressions=PATH] [--lsan-suppressions=PATH] [--tsan-suppressions=PATH]
+//!                   [--symbolizer=PATH] [--run-under=PATH] [--] TEST [ARGS...]
+//! ```
+//!
+//! Reads its options from the command line and from
+//! `<argv[0]>.sanitizer_wrapper.conf` (which the Bazel macro writes, since
+//! Bazel ignores the `args` of a `--run_under` target), resolves the
+//! suppression lists, `llvm-symbolizer` and a chained wrapper in the runfiles
+//! to absolute paths, builds `ASAN_OPTIONS`/`LSAN_OPTIONS`/`TSAN_OPTIONS`
+//! (the test's own values last, so they win) and execs the test, or the
+//! chained wrapper with the test: no parent process is left behind, and the
+//! exit status and signals are the test's own.
+//!
+//! Design goals: a drop-in for the shell template (same options, same
+//! runfiles, no `find` over the tree, no shell); nothing needed on the
+//! machine but the kernel; with nothing configured, no heap allocation from
+//! process start to exec, and no file read; a configured file that is
+//! missing stops the run with one line that says where it was looked for,
+//! instead of a sanitizer run without its suppressions.
+
+pub mod cli;
+pub mod config;
+pub mod environment;
+pub mod error;
+pub mod locate;
+
+use cli::{Invocation, Opt, Options};
+use environment::{Files, Sanitizer};
+use error::Error;
+use std::ffi::{CStr, c_char};
+use wrapper_common::argv::Argv;
+use wrapper_common::runfiles::Runfiles;
+use wrapper_common::{StackPath, diag, env, exec};
+
+/// The name every message starts with.
+pub const TOOL: &str = "sanitizer_wrapper";
+
+/// `--help` or `--version` was answered; the process exits 0.
+pub struct Answered;
+
+/// Runs the wrapper; returns only when it did not exec the test.
+pub fn run(argv: Argv) -> Result<Answered, Error> {
+    let (command_line, command) = match cli::parse(&argv)? {
+        Invocation::Help => return print(cli::USAGE.as_bytes()),
+        Invocation::Version => {
+            return print(concat!("sanitizer_wrapper ", env!("CARGO_PKG_VERSION"), "\n").as_bytes());
+        }
+        Invocation::Run { options, command } => (options, command),
+    };
+    let test = argv.get(command).ok_or(Error::NoCommand)?;
+    let argv0 = argv.get(0).map_or(&b""[..], CStr::to_bytes);
+
+    let config = config::load(argv0)?;
+    let options = match &config {
+        Some(config) => config.options().overridden_by(&command_line),
+        None => command_line,
+    };
+    if options.is_empty() {
+        return Err(exec::exec(test, argv.tail_ptr(command), env::environ_ptr()).into());
+    }
+
+    let files = resolve_files(&locate::discover(argv0), &options)?;
+    let mut environment = environment::test_environment(&options, &files)?;
+    let envp = match environment.as_mut() {
+        Some(changed) => changed.as_envp(),
+        None => env::environ_ptr(),
+    };
+    let failure = match &files.run_under {
+        Some(wrapper) => exec_chained(wrapper, &argv, command, envp),
+        None => exec::exec(test, argv.tail_ptr(command), envp),
+    };
+    Err(failure.into())
+}
+
+/// Resolves every configured file, in a fixed order, so that the first one
+/// missing is the one reported.
+fn resolve_files(runfiles: &Runfiles, options: &Options<'_>) -> Result<Files, Error> {
+    let resolve = |opt: Opt| options.get(opt).map(|value| locate::resolve(runfiles, opt, value)).transpose();
+    let mut files = Files::default();
+    for sanitizer in Sanitizer::ALL {
+        files.suppressions[sanitizer as usize] = resolve(sanitizer.suppressions())?;
+    }
+    files.symbolizer = resolve(Opt::Symbolizer)?;
+    files.run_under = resolve(Opt::RunUnder)?;
+    Ok(files)
+}
+
+/// Execs `wrapper TEST ARGS...`. Returns only on failure.
+fn exec_chained(wrapper: &StackPath, argv: &Argv, command: usize, envp: *const *const c_char) -> exec::ExecFailure {
+    let mut chained: Vec<*const c_char> = Vec::with_capacity(argv.len() - command + 2);
+    chained.push(wrapper.as_cstr().as_ptr());
+    chained.extend(argv.iter_from(command).map(CStr::as_ptr));
+    chained.push(std::ptr::null());
+    exec::exec(wrapper.as_cstr(), chained.as_ptr(), envp)
+}
+
+fn print(text: &[u8]) -> Result<Answered, Error> {
+    diag::write_stdout(text).map_err(|errno| Error::System { what: "cannot write to stdout", errno })?;
+    Ok(Answered)
+}

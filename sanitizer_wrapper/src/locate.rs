@@ -1,0 +1,94 @@
+//! Where the runfiles are, and how a configured path becomes the absolute
+//! path that the sanitizers and the chained wrapper get.
+//!
+//! The directory is `$RUNFILES_DIR`, else `$TEST_SRCDIR`, else
+//! `<argv[0]>.runfiles` (the first that is set, whether or not it exists:
+//! it is named in messages either way). The manifest is
+//! `$RUNFILES_MANIFEST_FILE`, else `<dir>/MANIFEST` when that exists, else
+//! `<argv[0]>.runfiles_manifest` when that exists; it is read only when the
+//! directory does not have the file. The lookup itself (`<dir>/<rlocation>`,
+//! then one scan of the manifest) is wrapper_common's.
+//!
+//! `<argv[0]>...` candidates are used only when argv[0] holds a `/`: a bare
+//! name was found in `PATH` and says nothing about where the runfiles are.
+
+use crate::cli::Opt;
+use crate::error::{Error, Looked};
+use wrapper_common::StackPath;
+use wrapper_common::env;
+use wrapper_common::paths::absolute;
+use wrapper_common::runfiles::{Runfiles, exists};
+
+/// `<argv0><suffix>`, when argv[0] names a path.
+pub fn beside_argv0(argv0: &[u8], suffix: &[u8]) -> Option<StackPath> {
+    if !argv0.contains(&b'/') {
+        return None;
+    }
+    let mut path = StackPath::from_bytes(argv0).ok()?;
+    path.push(suffix).ok()?;
+    Some(path)
+}
+
+/// The runfiles directory to look in (it may not exist).
+pub fn runfiles_dir(argv0: &[u8]) -> Option<StackPath> {
+    match env::var_nonempty(b"RUNFILES_DIR").or_else(|| env::var_nonempty(b"TEST_SRCDIR")) {
+        Some(dir) => StackPath::from_bytes(dir).ok(),
+        None => beside_argv0(argv0, b".runfiles"),
+    }
+}
+
+/// Is there a directory at `path`?
+pub fn is_directory(path: &StackPath) -> bool {
+    rustix::fs::stat(path.as_cstr())
+        .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory)
+}
+
+/// The runfiles manifest to read, given the directory candidate.
+pub fn manifest(dir: Option<&StackPath>, argv0: &[u8]) -> Option<StackPath> {
+    if let Some(named) = env::var_nonempty(b"RUNFILES_MANIFEST_FILE") {
+        return StackPath::from_bytes(named).ok();
+    }
+    let in_dir = dir.and_then(|d| {
+        let mut m = d.clone();
+        m.push_path(b"MANIFEST").ok()?;
+        Some(m)
+    });
+    in_dir.filter(exists).or_else(|| beside_argv0(argv0, b".runfiles_manifest").filter(exists))
+}
+
+/// Both places to look, for a wrapper started as `argv0`.
+pub fn discover(argv0: &[u8]) -> Runfiles {
+    let dir = runfiles_dir(argv0);
+    let manifest = manifest(dir.as_ref(), argv0);
+    Runfiles { dir, manifest }
+}
+
+/// The absolute path of the file that `option`'s `value` names: an absolute
+/// path that exists, or a runfiles path found in `runfiles`.
+pub fn resolve(runfiles: &Runfiles, option: Opt, value: &[u8]) -> Result<StackPath, Error> {
+    // Only the first 4000 bytes of an impossible value are worth quoting.
+    let given = StackPath::from_bytes(&value[..value.len().min(4000)]).unwrap_or_default();
+    let unresolved = |looked| Error::Unresolved { option, path: given.clone(), looked };
+    if value.first() == Some(&b'/') {
+        return match StackPath::from_bytes(value) {
+            Ok(path) if exists(&path) => Ok(path),
+            _ => Err(unresolved(Looked::Absolute)),
+        };
+    }
+    let Some(found) = runfiles.rlocation(value) else {
+        let dir_path = runfiles.dir.as_ref().and_then(|d| {
+            let mut p = d.clone();
+            p.push_path(value).ok()?;
+            Some(p)
+        });
+        return Err(unresolved(Looked::Runfiles { dir_path, manifest: runfiles.manifest.clone() }));
+    };
+    // The tree is only ever answered with a path that exists; a manifest
+    // entry is taken at its word, so check it here rather than leave a
+    // sanitizer to fail on a missing file later.
+    if !exists(&found) {
+        let manifest = runfiles.manifest.clone().unwrap_or_default();
+        return Err(unresolved(Looked::ManifestTarget { manifest, target: found }));
+    }
+    absolute(found.as_bytes()).map_err(|errno| Error::System { what: "cannot name the working directory", errno })
+}

@@ -1,0 +1,143 @@
+//! Every failure: one line on stderr starting with `sanitizer_wrapper: `,
+//! the documented exit code, and the test not started.
+
+mod common;
+
+use common::{BIN, ManifestOnly, TEST, Tree, assert_test_not_run};
+use std::os::unix::fs::PermissionsExt;
+use test_support::{Cmd, TempDir, write_file};
+
+#[test]
+fn unresolved_files_in_a_runfiles_tree() {
+    let tree = Tree::new("sw-err-tree");
+    let srcdir = tree.rf.srcdir.display();
+    let manifest = tree.rf.write_manifest();
+    for option in ["--asan-suppressions", "--lsan-suppressions", "--tsan-suppressions", "--symbolizer", "--run-under"] {
+        let out = tree.cmd().arg(format!("{option}=ws/missing/file")).arg(TEST).run();
+        out.assert_code(2).assert_one_error_line(&format!(
+            "sanitizer_wrapper: {option}: cannot find runfile ws/missing/file \
+             (looked for {srcdir}/ws/missing/file and in manifest {})",
+            manifest.display()
+        ));
+        assert_test_not_run(&out);
+    }
+}
+
+#[test]
+fn unresolved_file_in_a_tree_without_manifest() {
+    let tree = Tree::new("sw-err-no-manifest");
+    let out = tree.cmd().args(["--symbolizer=llvm/bin/llvm-symbolizer", TEST]).run();
+    out.assert_code(2).assert_one_error_line(&format!(
+        "sanitizer_wrapper: --symbolizer: cannot find runfile llvm/bin/llvm-symbolizer (looked for {}/llvm/bin/llvm-symbolizer; no manifest)",
+        tree.rf.srcdir.display()
+    ));
+    assert_test_not_run(&out);
+}
+
+#[test]
+fn unresolved_file_in_a_manifest_only_layout() {
+    let layout = ManifestOnly::new("sw-err-manifest");
+    let nowhere = layout.dir.join("no-such-runfiles");
+    let out = layout.cmd().env("RUNFILES_DIR", &nowhere).arg("--tsan-suppressions=ws/t.txt").arg(layout.test()).run();
+    out.assert_code(2).assert_one_error_line(&format!(
+        "sanitizer_wrapper: --tsan-suppressions: cannot find runfile ws/t.txt (looked for {}/ws/t.txt and in manifest {})",
+        nowhere.display(),
+        layout.manifest.display()
+    ));
+    assert_test_not_run(&out);
+}
+
+#[test]
+fn manifest_entry_naming_a_missing_file() {
+    let mut layout = ManifestOnly::new("sw-err-dangling");
+    let gone = layout.add_dangling("ws/supp/asan.txt");
+    let out = layout.cmd().arg("--asan-suppressions=ws/supp/asan.txt").arg(layout.test()).run();
+    out.assert_code(2).assert_one_error_line(&format!(
+        "sanitizer_wrapper: --asan-suppressions: runfile ws/supp/asan.txt is {} in manifest {}, which does not exist",
+        gone.display(),
+        layout.manifest.display()
+    ));
+    assert_test_not_run(&out);
+}
+
+#[test]
+fn no_runfiles_at_all() {
+    // Started through PATH, argv[0] names no place for runfiles either.
+    let dir = TempDir::new("sw-err-none");
+    let bin_dir = std::path::Path::new(BIN).parent().unwrap();
+    let test = dir.join("t");
+    test_support::write_executable(&test, test_support::RECORDING_TEST);
+    let out = Cmd::new("sanitizer_wrapper")
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .arg("--asan-suppressions=ws/a.txt")
+        .arg(&test)
+        .run();
+    out.assert_code(2).assert_one_error_line(
+        "sanitizer_wrapper: --asan-suppressions: cannot find runfile ws/a.txt (no runfiles directory or manifest)",
+    );
+    assert_test_not_run(&out);
+}
+
+#[test]
+fn missing_absolute_path() {
+    let tree = Tree::new("sw-err-absolute");
+    let out = tree.cmd().args(["--lsan-suppressions=/no/such/lsan.txt", TEST]).run();
+    out.assert_code(2)
+        .assert_one_error_line("sanitizer_wrapper: --lsan-suppressions: /no/such/lsan.txt does not exist");
+    assert_test_not_run(&out);
+}
+
+#[test]
+fn first_unresolved_file_is_the_one_reported() {
+    let tree = Tree::new("sw-err-first");
+    let out = tree.cmd().args(["--run-under=ws/a", "--tsan-suppressions=ws/b", "--symbolizer=ws/c", TEST]).run();
+    out.assert_code(2).assert_one_error_line("sanitizer_wrapper: --tsan-suppressions: cannot find runfile ws/b");
+}
+
+#[test]
+fn bad_options() {
+    let tree = Tree::new("sw-err-options");
+    let usage = "usage: sanitizer_wrapper [OPTIONS] [--] TEST [ARGS...] (see --help)";
+    for (args, message) in [
+        (&["--asan-option=x", TEST][..], "unknown option '--asan-option=x'"),
+        (&["-x", TEST], "unknown option '-x'"),
+        (&["--symbolizer"], "--symbolizer needs a value"),
+        (&["--asan-options=a=1"], "no test command given"),
+        (&[], "no test command given"),
+        (&["--"], "no test command given"),
+    ] {
+        let out = tree.cmd().args(args).run();
+        out.assert_code(2).assert_one_error_line(&format!("sanitizer_wrapper: {message}; {usage}"));
+        assert_test_not_run(&out);
+    }
+}
+
+#[test]
+fn test_not_found() {
+    let tree = Tree::new("sw-err-127");
+    let out = tree.cmd().arg("./pkg/no_such_test").run();
+    out.assert_code(127).assert_one_error_line("sanitizer_wrapper: not found: ./pkg/no_such_test: ");
+    let out = tree.cmd().args(["--asan-options=a=1", "no-such-program-anywhere"]).run();
+    out.assert_code(127).assert_one_error_line("sanitizer_wrapper: not found: no-such-program-anywhere");
+}
+
+#[test]
+fn test_not_executable() {
+    let mut tree = Tree::new("sw-err-126");
+    let real = tree.rf.add("ws/pkg/data_test", "#!/bin/sh\n", false);
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = tree.cmd().arg("./pkg/data_test").run();
+    out.assert_code(126).assert_one_error_line("sanitizer_wrapper: cannot execute: ./pkg/data_test: ");
+    let out = tree.cmd().arg("./pkg").run();
+    out.assert_code(126).assert_one_error_line("sanitizer_wrapper: cannot execute: ./pkg: ");
+}
+
+#[test]
+fn unquotable_path() {
+    let tree = Tree::new("sw-err-quote");
+    let file = tree.dir.join("a'b\"c d.txt");
+    write_file(&file, "");
+    let out = tree.cmd().arg(format!("--asan-suppressions={}", file.display())).arg(TEST).run();
+    out.assert_code(2).assert_one_error_line("so no sanitizer option can carry it");
+    assert_test_not_run(&out);
+}
