@@ -15,7 +15,7 @@
 use crate::cli::Flag;
 use std::fmt;
 use wrapper_common::StackPath;
-use wrapper_common::diag::Bytes;
+use wrapper_common::diag::{Bytes, Excerpt};
 use wrapper_common::exec::ExecFailure;
 
 /// Appended to usage errors, so that they stay one line.
@@ -101,18 +101,20 @@ fn path_of(p: &Option<StackPath>) -> Bytes<'_> {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::UnknownOption(o) => write!(f, "unknown option '{}'; {USAGE_HINT}", Bytes(o)),
+            Error::UnknownOption(o) => write!(f, "unknown option '{}'; {USAGE_HINT}", Excerpt(o)),
             Error::MissingValue(flag) => write!(f, "{} needs a value; {USAGE_HINT}", flag.name()),
             Error::NoCommand => write!(f, "no test command given; {USAGE_HINT}"),
             Error::BadValue { name, value, expected } => {
-                write!(f, "{name}: invalid value '{}' (expected {expected})", Bytes(value))
+                write!(f, "{name}: invalid value '{}' (expected {expected})", Excerpt(value))
             }
             Error::BadPoolId { variable, id } => write!(
                 f,
                 "{variable}: GPU id '{}' is not usable in a lock file name (allowed: letters, digits, '_', '.', '-'; no '..')",
-                Bytes(id)
+                Excerpt(id)
             ),
-            Error::DuplicatePoolId { variable, id } => write!(f, "{variable}: GPU id '{}' is listed twice", Bytes(id)),
+            Error::DuplicatePoolId { variable, id } => {
+                write!(f, "{variable}: GPU id '{}' is listed twice", Excerpt(id))
+            }
             Error::PoolTooSmall { needed, pool, variable } => {
                 write!(f, "the test needs {needed} GPU(s) but the pool holds only {pool}")?;
                 match variable {
@@ -132,8 +134,8 @@ impl fmt::Display for Error {
             Error::LockDir { dir, action, errno } => write!(
                 f,
                 "lock directory {}: cannot {action}: {errno} (under Bazel's sandbox, make it writable with --sandbox_writable_path={})",
-                Bytes(dir.as_bytes()),
-                Bytes(dir.as_bytes())
+                Excerpt(dir.as_bytes()),
+                Excerpt(dir.as_bytes())
             ),
             Error::LockFileCreate { path, errno } => write!(
                 f,
@@ -158,5 +160,28 @@ impl fmt::Display for Error {
 impl From<ExecFailure> for Error {
     fn from(e: ExecFailure) -> Error {
         Error::Exec(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absurdly_long_values_do_not_push_the_reason_off_the_line() {
+        // A 100 KB value used to fill the whole 1 KB message line, so that
+        // what was wrong with it ("expected ...") was cut off.
+        let value: &'static [u8] = Box::leak(vec![b'9'; 100_000].into_boxed_slice());
+        let e = Error::BadValue { name: "TF_GPU_COUNT", value, expected: "an integer from 0 to 4096" };
+        let message = e.to_string();
+        assert!(message.ends_with("...' (expected an integer from 0 to 4096)"), "{message}");
+        assert!(message.len() < 400, "{}", message.len());
+        let e = Error::BadPoolId { variable: "ROCR_VISIBLE_DEVICES", id: value };
+        assert!(e.to_string().contains("...' is not usable in a lock file name"));
+        let dir = StackPath::from_bytes(&[b'd'; 4000]).unwrap();
+        let e = Error::LockDir { dir, action: "open it", errno: rustix::io::Errno::NAMETOOLONG };
+        let message = e.to_string();
+        assert!(message.contains("...: cannot open it: File name too long"), "{message}");
+        assert!(message.len() < 1000, "{}", message.len());
     }
 }

@@ -54,7 +54,8 @@ fn join(dir: &CStr, name: &[u8]) -> StackPath {
     p
 }
 
-fn lock_file_name(id: &[u8], slot: u32) -> StackPath {
+/// `gpulock<id>_<slot>`: the name of one lock file inside the lock directory.
+pub fn lock_file_name(id: &[u8], slot: u32) -> StackPath {
     let mut name = StackPath::new();
     // Ids are at most 128 bytes of a safe alphabet (checked in `request`),
     // so this always fits.
@@ -65,14 +66,16 @@ fn lock_file_name(id: &[u8], slot: u32) -> StackPath {
     name
 }
 
+/// A path for a message: as given, or its first 4000 bytes when it is too
+/// long to be a path at all (the message then still names it).
+fn shown(path: &[u8]) -> StackPath {
+    StackPath::from_bytes(&path[..path.len().min(4000)]).unwrap_or_default()
+}
+
 /// Opens the lock directory, creating it (and its parents) when missing.
 pub fn open_lock_dir(dir: &CStr) -> Result<OwnedFd, Error> {
     let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
-    let fail = |action, errno| Error::LockDir {
-        dir: StackPath::from_bytes(dir.to_bytes()).unwrap_or_default(),
-        action,
-        errno,
-    };
+    let fail = |action, errno| Error::LockDir { dir: shown(dir.to_bytes()), action, errno };
     match rustix::fs::open(dir, flags, Mode::empty()) {
         Ok(fd) => return Ok(fd),
         Err(Errno::NOENT) => {}
@@ -263,6 +266,18 @@ impl<'a> Slots<'a> {
     }
 }
 
+/// Is `dir_fd` still the directory at `dir`? No once it was removed
+/// (`rm -rf`), renamed or replaced. Checked on every wake-up of a waiter:
+/// inotify cannot say it, since the kernel reports a directory's deletion
+/// only when its last reference goes, and the waiter's own open lock files
+/// in it are references.
+fn dir_still_there(dir: &CStr, dir_fd: &OwnedFd) -> bool {
+    match (rustix::fs::fstat(dir_fd), rustix::fs::stat(dir)) {
+        (Ok(open), Ok(named)) => open.st_nlink > 0 && open.st_dev == named.st_dev && open.st_ino == named.st_ino,
+        _ => false,
+    }
+}
+
 /// How many lock descriptors this process may keep open while waiting.
 fn fd_budget() -> usize {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX);
@@ -284,10 +299,13 @@ pub fn acquire(dir: &CStr, pool: &Pool, slots: u32, needed: usize, wait: Option<
         let dir_fd = open_lock_dir(dir)?;
         let mut table = Slots::new(dir, &dir_fd, pool, slots, cache);
         if wait == Some(Duration::ZERO) {
-            return match table.scan(needed)? {
-                Some(grant) if table.still_linked(&grant) => Ok(grant),
-                Some(_) => continue,
-                None => Err(no_slot()),
+            return match table.scan(needed) {
+                Ok(Some(grant)) if table.still_linked(&grant) => Ok(grant),
+                Ok(Some(_)) => continue,
+                // The directory went away under the scan: start over.
+                Err(_) if !dir_still_there(dir, &dir_fd) => continue,
+                Err(e) => Err(e),
+                Ok(None) => Err(no_slot()),
             };
         }
 
@@ -314,8 +332,16 @@ pub fn acquire(dir: &CStr, pool: &Pool, slots: u32, needed: usize, wait: Option<
         // At the head of the queue: take a block, or wait for one.
         let mut watch: Option<SlotWatch> = None;
         let outcome = loop {
-            if let Some(grant) = table.scan(needed)? {
-                break Some(grant);
+            // Also after joining the queue: the directory may have been
+            // removed while this wrapper slept behind the previous head.
+            if !dir_still_there(dir, &dir_fd) {
+                break None;
+            }
+            match table.scan(needed) {
+                Ok(Some(grant)) => break Some(grant),
+                Ok(None) => {}
+                Err(_) if !dir_still_there(dir, &dir_fd) => break None,
+                Err(e) => return Err(e),
             }
             signals.get_or_insert_with(WaitingSignals::install);
             // Watch before the next scan, so that a release between the scan
@@ -358,6 +384,43 @@ mod tests {
     fn lock_file_names() {
         assert_eq!(lock_file_name(b"3", 0).as_bytes(), b"gpulock3_0");
         assert_eq!(lock_file_name(b"GPU-ab-12", 7).as_bytes(), b"gpulockGPU-ab-12_7");
+    }
+
+    #[test]
+    fn a_removed_renamed_or_replaced_lock_directory_is_noticed() {
+        // A waiter used to sleep forever after `rm -rf` of its lock
+        // directory: inotify never reported the removal (the waiter's own
+        // open lock files keep the directory alive), and its cached lock
+        // files were the deleted ones. It now checks the directory itself.
+        let base = std::env::temp_dir().join(format!("pge-dir-gone-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let path = base.join("locks");
+        let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        std::fs::create_dir_all(&path).unwrap();
+        let fd = open_lock_dir(&cpath).unwrap();
+        let inside = open_lock_file(&fd, &cpath, &lock_file_name(b"0", 0)).unwrap();
+        assert!(dir_still_there(&cpath, &fd));
+        std::fs::remove_dir_all(&path).unwrap();
+        assert!(!dir_still_there(&cpath, &fd), "removed, though a file in it is still open");
+        std::fs::create_dir_all(&path).unwrap();
+        assert!(!dir_still_there(&cpath, &fd), "replaced by a new directory");
+        let fd = open_lock_dir(&cpath).unwrap();
+        std::fs::rename(&path, base.join("moved")).unwrap();
+        assert!(!dir_still_there(&cpath, &fd), "renamed away");
+        drop(inside);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn an_impossibly_long_lock_directory_is_named_in_its_error() {
+        // It used to be reported as "lock directory : cannot open it", naming nothing.
+        let mut dir = vec![b'/'];
+        dir.extend(std::iter::repeat_n(b'd', 4999));
+        let dir = std::ffi::CString::new(dir).unwrap();
+        let err = open_lock_dir(&dir).unwrap_err();
+        let message = err.to_string();
+        assert!(message.starts_with("lock directory /dddd"), "{message}");
+        assert!(message.contains("File name too long"), "{message}");
     }
 
     #[test]

@@ -145,8 +145,13 @@ impl SlotWatch {
         let Ok(fd) = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK) else {
             return SlotWatch::Polling;
         };
+        // DELETE and MOVED_FROM: lock files removed (as `rm -rf` of the
+        // directory does first) wake the waiter, which then checks that the
+        // directory itself is still there.
         let mask = inotify::WatchFlags::CLOSE_WRITE
             | inotify::WatchFlags::CLOSE_NOWRITE
+            | inotify::WatchFlags::DELETE
+            | inotify::WatchFlags::MOVED_FROM
             | inotify::WatchFlags::DELETE_SELF
             | inotify::WatchFlags::MOVE_SELF
             | inotify::WatchFlags::ONLYDIR;

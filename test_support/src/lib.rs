@@ -21,9 +21,16 @@ use std::time::{Duration, Instant};
 /// Locates a binary of this workspace for tests outside its own crate: cargo
 /// puts test executables in `<target>/<profile>/deps/` and binaries one level
 /// up. Crate-local tests should prefer `env!("CARGO_BIN_EXE_<name>")`.
+///
+/// The first call in a test process also runs `cargo build --bins` for the
+/// same target directory, target and profile, so that `cargo test --test
+/// <name>` (which builds only its own package) neither misses the binaries
+/// nor runs stale ones.
 pub fn workspace_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let deps = exe.parent().expect("test executable has a directory");
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| build_workspace_bins(deps));
     let path = deps.parent().expect("deps has a parent").join(name);
     assert!(
         path.is_file(),
@@ -31,6 +38,32 @@ pub fn workspace_bin(name: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// `cargo build --workspace --bins` into the directories the running test
+/// executable came from (`<target dir>/<triple>/<profile>/deps/`).
+fn build_workspace_bins(deps: &Path) {
+    let Some(profile_dir) = deps.parent() else { return };
+    let Some(parent) = profile_dir.parent() else { return };
+    let profile = match profile_dir.file_name().and_then(|p| p.to_str()) {
+        Some("debug") => "dev",
+        Some(other) => other,
+        None => return,
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let mut build = Command::new(cargo);
+    build.args(["build", "--quiet", "--workspace", "--bins", "--profile", profile]);
+    build.arg("--manifest-path").arg(&manifest);
+    // `<target dir>/<triple>/<profile>` with an explicit target (as this
+    // workspace's config has), else `<target dir>/<profile>`.
+    match parent.file_name().and_then(|t| t.to_str()).filter(|t| t.contains('-')) {
+        Some(triple) => build.args(["--target", triple]).arg("--target-dir").arg(parent.parent().unwrap_or(parent)),
+        None => build.arg("--target-dir").arg(parent),
+    };
+    // Running stale binaries would test the wrong code: a failed build fails.
+    let status = build.status();
+    assert!(matches!(status, Ok(s) if s.success()), "building the workspace binaries failed: {status:?}");
 }
 
 /// A directory removed when the test passes and kept (and named on stderr)
@@ -368,6 +401,17 @@ impl Output {
         self
     }
 
+    /// Asserts that the program wrote at most one line to stderr (the
+    /// wrapper's own message, or nothing) and no panic or backtrace.
+    #[track_caller]
+    pub fn assert_at_most_one_stderr_line(&self) -> &Output {
+        assert!(self.stderr.lines().count() <= 1, "more than one stderr line\n{}", self.explain());
+        for bad in ["panicked", "RUST_BACKTRACE", "stack backtrace"] {
+            assert!(!self.stderr.contains(bad), "panic output ({bad})\n{}", self.explain());
+        }
+        self
+    }
+
     #[track_caller]
     pub fn assert_stdout_contains(&self, needle: &str) -> &Output {
         assert!(self.stdout.contains(needle), "stdout lacks {needle:?}\n{}", self.explain());
@@ -685,4 +729,210 @@ pub fn cpu_time(pid: i32) -> Duration {
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// A tiny reproducible PRNG (xorshift64) for tests that feed random bytes:
+/// the same seed gives the same bytes on every machine, so a failure names
+/// its seed and can be replayed.
+#[derive(Debug, Clone)]
+pub struct XorShift64(u64);
+
+impl XorShift64 {
+    pub fn new(seed: u64) -> XorShift64 {
+        // Zero is the one state xorshift never leaves; scramble the seed so
+        // that small seeds (0, 1, 2, ...) give unrelated streams.
+        XorShift64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A value in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// `len` random bytes.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len + 8);
+        while out.len() < len {
+            out.extend_from_slice(&self.next_u64().to_le_bytes());
+        }
+        out.truncate(len);
+        out
+    }
+
+    /// Random bytes that look a little like text: mostly printable ASCII,
+    /// with newlines, spaces, NULs, backslashes and high bytes mixed in, so
+    /// that line-based parsers see many short lines rather than one long one.
+    pub fn texty_bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|_| match self.below(16) {
+                0 => b'\n',
+                1 => b' ',
+                2 => [0u8, b'\\', b'\t', b'\r', b'=', b':', b'/', 0xff][self.below(8) as usize],
+                3 => 0x80 + self.below(128) as u8,
+                _ => 0x21 + self.below(94) as u8,
+            })
+            .collect()
+    }
+}
+
+/// What a tree of files looks like: one line per entry (path relative to
+/// the root, type, and for files their size, mode, modification time and a
+/// checksum of the contents; for symlinks their target). Two snapshots
+/// that compare equal mean nothing was created, removed, renamed or
+/// written below the root (outside the excluded paths).
+pub fn snapshot_tree(root: &Path, exclude: &[&Path]) -> std::collections::BTreeMap<PathBuf, String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if exclude.iter().any(|e| path == *e) {
+                continue;
+            }
+            let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+            let Ok(meta) = fs::symlink_metadata(&path) else { continue };
+            let kind = meta.file_type();
+            let line = if kind.is_symlink() {
+                format!("symlink -> {}", fs::read_link(&path).map(|t| t.display().to_string()).unwrap_or_default())
+            } else if kind.is_dir() {
+                stack.push(path.clone());
+                format!("dir mode {:o}", meta.mode())
+            } else if kind.is_file() {
+                let sum = fs::read(&path).map(|b| fnv1a(&b)).unwrap_or(0);
+                format!(
+                    "file {} bytes mode {:o} mtime {}.{:09} sum {sum:016x}",
+                    meta.len(),
+                    meta.mode(),
+                    meta.mtime(),
+                    meta.mtime_nsec()
+                )
+            } else {
+                format!("special mode {:o}", meta.mode())
+            };
+            out.insert(rel, line);
+        }
+    }
+    out
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// The differences between two [`snapshot_tree`]s, one line each (empty
+/// when they are the same).
+pub fn snapshot_diff(
+    before: &std::collections::BTreeMap<PathBuf, String>,
+    after: &std::collections::BTreeMap<PathBuf, String>,
+) -> String {
+    let mut diff = String::new();
+    for (path, was) in before {
+        match after.get(path) {
+            None => {
+                let _ = writeln!(diff, "removed {}: {was}", path.display());
+            }
+            Some(now) if now != was => {
+                let _ = writeln!(diff, "changed {}: {was} => {now}", path.display());
+            }
+            Some(_) => {}
+        }
+    }
+    for (path, now) in after {
+        if !before.contains_key(path) {
+            let _ = writeln!(diff, "created {}: {now}", path.display());
+        }
+    }
+    diff
+}
+
+/// The program interpreter (`PT_INTERP`, the dynamic loader) an ELF
+/// executable asks for, or `None` for a static executable (static-pie
+/// included: it has a dynamic section but no interpreter, and runs where
+/// there is no loader at all).
+pub fn elf_interpreter(path: &Path) -> Result<Option<String>, String> {
+    let bytes = fs::read(path).map_err(|e| format!("read {}: {e}", path.display()))?;
+    let at = |off: usize, len: usize| -> Result<&[u8], String> {
+        bytes.get(off..off + len).ok_or_else(|| format!("{}: truncated ELF file", path.display()))
+    };
+    if at(0, 4)? != b"\x7fELF" || at(4, 1)? != [2] || at(5, 1)? != [1] {
+        return Err(format!("{}: not a 64-bit little-endian ELF file", path.display()));
+    }
+    let u16_at = |off| at(off, 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
+    let u64_at = |off| at(off, 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()) as usize);
+    let (phoff, phentsize, phnum) = (u64_at(0x20)?, u16_at(0x36)?, u16_at(0x38)?);
+    const PT_INTERP: u32 = 3;
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        let p_type = u32::from_le_bytes(at(ph, 4)?.try_into().unwrap());
+        if p_type == PT_INTERP {
+            let (offset, size) = (u64_at(ph + 8)?, u64_at(ph + 32)?);
+            let interp = at(offset, size)?;
+            let interp = interp.strip_suffix(b"\0").unwrap_or(interp);
+            return Ok(Some(String::from_utf8_lossy(interp).into_owned()));
+        }
+    }
+    Ok(None)
+}
+
+/// Everything parallel_gpu_execute needs to run as Bazel runs it, inside one
+/// temporary directory (the sandbox root): a runfiles tree with the
+/// recording test at `ws/pkg/gpu_test`, an empty fake sysroot (so the real
+/// machine's hardware never answers) and a private lock directory, not yet
+/// created. For tests outside the wrapper's own crate.
+pub struct GpuSandbox {
+    pub dir: TempDir,
+    pub runfiles: Runfiles,
+    pub sysroot: Sysroot,
+    pub lock_dir: PathBuf,
+}
+
+impl GpuSandbox {
+    pub fn new(label: &str) -> GpuSandbox {
+        let dir = TempDir::new(label);
+        let mut runfiles = Runfiles::new(&dir, "ws");
+        runfiles.add("ws/pkg/gpu_test", RECORDING_TEST, true);
+        let sysroot = Sysroot::new(&dir);
+        let lock_dir = dir.join("locks");
+        GpuSandbox { dir, runfiles, sysroot, lock_dir }
+    }
+
+    /// The wrapper from the test's working directory, with the Bazel
+    /// variables, the fake sysroot and the private lock directory.
+    pub fn cmd(&self) -> Cmd {
+        let mut c = Cmd::new(workspace_bin("parallel_gpu_execute"));
+        self.runfiles.apply(&mut c);
+        c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &self.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &self.lock_dir);
+        c
+    }
+
+    /// [`cmd`](Self::cmd) with `TF_GPU_COUNT=gpus`, `TF_TESTS_PER_GPU=slots`
+    /// and rocm-mode variables.
+    pub fn cmd_with_gpus(&self, gpus: u32, slots: u32) -> Cmd {
+        let mut c = self.cmd();
+        c.env("TF_GPU_COUNT", gpus.to_string())
+            .env("TF_TESTS_PER_GPU", slots.to_string())
+            .env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm");
+        c
+    }
+
+    /// `<lock dir>/gpulock<gpu>_<slot>`.
+    pub fn lock(&self, gpu: &str, slot: u32) -> PathBuf {
+        self.lock_dir.join(format!("gpulock{gpu}_{slot}"))
+    }
+
+    /// `<lock dir>/gpulock.queue`, the waiters' queue.
+    pub fn queue(&self) -> PathBuf {
+        self.lock_dir.join("gpulock.queue")
+    }
 }

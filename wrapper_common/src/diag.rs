@@ -93,6 +93,24 @@ impl fmt::Debug for Bytes<'_> {
     }
 }
 
+/// [`Bytes`], cut to its first [`Excerpt::MAX`] bytes (and marked `...`):
+/// for values quoted in a message, so that an absurdly long one cannot push
+/// the rest of the message (what is wrong with it) past the end of the line.
+pub struct Excerpt<'a>(pub &'a [u8]);
+
+impl Excerpt<'_> {
+    pub const MAX: usize = 256;
+}
+
+impl fmt::Display for Excerpt<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.len() <= Self::MAX {
+            return write!(f, "{}", Bytes(self.0));
+        }
+        write!(f, "{}...", Bytes(&self.0[..Self::MAX]))
+    }
+}
+
 /// Writes all of `bytes` to stderr, retrying on interruption; errors are
 /// ignored (there is nowhere left to report them).
 pub fn write_stderr(bytes: &[u8]) {
@@ -168,6 +186,14 @@ mod tests {
         let mut l = LineBuf::<6>::new();
         write!(l, "abcde").unwrap();
         assert_eq!(l.finish_line(), b"abcde\n");
+    }
+
+    #[test]
+    fn excerpts_are_cut_visibly() {
+        assert_eq!(Excerpt(b"short\n").to_string(), "short\\x0a");
+        let long = vec![b'a'; Excerpt::MAX + 1];
+        assert_eq!(Excerpt(&long).to_string(), format!("{}...", "a".repeat(Excerpt::MAX)));
+        assert_eq!(Excerpt(&long[1..]).to_string(), "a".repeat(Excerpt::MAX));
     }
 
     #[test]

@@ -34,7 +34,8 @@ pub fn parse_seconds_as_millis(bytes: &[u8]) -> Option<u64> {
         }
         let mut scale = 100;
         for &d in frac.iter().take(3) {
-            millis += u64::from(d - b'0') * scale;
+            // Checked: `18446744073709551.999` is past u64::MAX milliseconds.
+            millis = millis.checked_add(u64::from(d - b'0') * scale)?;
             scale /= 10;
         }
     }
@@ -79,6 +80,19 @@ mod tests {
         for bad in [&b""[..], b".5", b"1.", b"1.x", b"-1", b"1,5", b"99999999999999999999"] {
             assert_eq!(parse_seconds_as_millis(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn seconds_near_the_top_of_the_range_do_not_wrap() {
+        // Found by the `numbers` fuzz target: the fraction was added without
+        // a check, so this wrapped to a few hundred milliseconds (release)
+        // or panicked (debug).
+        assert_eq!(parse_seconds_as_millis(b"18446744073709551.999"), None);
+        assert_eq!(parse_seconds_as_millis(b"18446744073709551.630"), None);
+        assert_eq!(parse_seconds_as_millis(b"18446744073709551.616"), None);
+        assert_eq!(parse_seconds_as_millis(b"18446744073709551.615"), Some(u64::MAX));
+        assert_eq!(parse_seconds_as_millis(b"18446744073709551.6149"), Some(u64::MAX - 1));
+        assert_eq!(parse_seconds_as_millis(b"18446744073709552"), None);
     }
 
     #[test]

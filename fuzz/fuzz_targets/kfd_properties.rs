@@ -1,0 +1,57 @@
+//! KFD topology `properties` files (parallel_gpu_execute::sysfs): random
+//! bytes must never panic, `parse` must agree with a line-by-line
+//! reference, and reading the file through the fixed-buffer line reader
+//! (as the wrapper does, from a file) must give the lines a plain split gives.
+
+#![no_main]
+
+use gpu_ci_wrappers_fuzz::{MemFile, XorShift, ref_lines, ref_parse_u64, seed_and_rest};
+use libfuzzer_sys::fuzz_target;
+use parallel_gpu_execute::sysfs::{NodeProperties, RenderMinor};
+use std::ops::ControlFlow;
+use wrapper_common::lines::{Line, for_each_line_in_file};
+
+/// What a properties file says, the obvious way.
+fn reference(lines: impl Iterator<Item = Vec<u8>>) -> NodeProperties {
+    let mut p = NodeProperties::default();
+    for line in lines {
+        let Some(space) = line.iter().position(|&b| b == b' ') else { continue };
+        let value = line[space + 1..].trim_ascii();
+        match &line[..space] {
+            b"gfx_target_version" => p.gfx_target_version = ref_parse_u64(value).unwrap_or(0),
+            b"drm_render_minor" => {
+                p.drm_render_minor = ref_parse_u64(value).map_or(RenderMinor::Invalid, RenderMinor::Value)
+            }
+            _ => {}
+        }
+    }
+    p
+}
+
+fuzz_target!(|data: &[u8]| {
+    let (seed, text) = seed_and_rest(data);
+    let parsed = NodeProperties::parse(text);
+    assert_eq!(parsed, reference(text.split(|&b| b == b'\n').map(<[u8]>::to_vec)));
+    assert_eq!(parsed.is_gpu(), parsed.gfx_target_version != 0);
+
+    // The wrapper reads the file through a 1024-byte buffer; try that and a
+    // small random buffer, which makes every line "long".
+    let file = MemFile::new(text);
+    for size in [1024, XorShift::new(seed).between_1_and(64)] {
+        let mut buf = vec![0u8; size];
+        let mut seen = Vec::new();
+        let mut props = NodeProperties::default();
+        for_each_line_in_file(file.path(), &mut buf, |Line { bytes, complete }| {
+            seen.push((bytes.to_vec(), complete));
+            if complete {
+                props.apply_line(bytes);
+            }
+            ControlFlow::Continue(())
+        })
+        .expect("read memfd");
+        let want = ref_lines(text, size);
+        assert_eq!(seen, want, "buffer of {size}");
+        let complete = want.into_iter().filter(|(_, c)| *c).map(|(l, _)| l);
+        assert_eq!(props, reference(complete));
+    }
+});

@@ -1,0 +1,115 @@
+//! parallel_gpu_execute's command line: the wrapper's own options
+//! (cli::parse over an argv made of the input split at NUL bytes) and the
+//! GPU request among the test's arguments (request::gpus_needed), each
+//! against a reference; every error message stays on one line.
+
+#![no_main]
+
+use gpu_ci_wrappers_fuzz::{ref_parse_u64, with_argv, words};
+use libfuzzer_sys::fuzz_target;
+use parallel_gpu_execute::cli::{Invocation, parse};
+use parallel_gpu_execute::error::Error;
+use parallel_gpu_execute::request::gpus_needed;
+
+#[derive(Debug, PartialEq, Eq)]
+enum Parsed {
+    Run { lock_dir: Option<Vec<u8>>, vendor: Option<Vec<u8>>, wait: Option<Vec<u8>>, command: usize },
+    Help,
+    Version,
+    Unknown(Vec<u8>),
+    Missing(&'static str),
+    NoCommand,
+    Other,
+}
+
+fn reference(words: &[Vec<u8>]) -> Parsed {
+    let names: [&[u8]; 3] = [b"--lock-dir", b"--vendor", b"--wait"];
+    let mut values: [Option<Vec<u8>>; 3] = [None, None, None];
+    let mut i = 1;
+    while i < words.len() {
+        let w = &words[i][..];
+        if w == b"--" {
+            i += 1;
+            break;
+        }
+        if w == b"--help" || w == b"-h" {
+            return Parsed::Help;
+        }
+        if w == b"--version" {
+            return Parsed::Version;
+        }
+        if !w.starts_with(b"-") || w == b"-" {
+            break;
+        }
+        let mut matched = false;
+        for (k, name) in names.iter().enumerate() {
+            if w == *name {
+                let Some(v) = words.get(i + 1) else {
+                    return Parsed::Missing(["--lock-dir", "--vendor", "--wait"][k]);
+                };
+                values[k] = Some(v.clone());
+                i += 1;
+                matched = true;
+            } else if let Some(v) = w.strip_prefix(*name).and_then(|r| r.strip_prefix(b"=")) {
+                values[k] = Some(v.to_vec());
+                matched = true;
+            }
+        }
+        if !matched {
+            return Parsed::Unknown(w.to_vec());
+        }
+        i += 1;
+    }
+    if i >= words.len() {
+        return Parsed::NoCommand;
+    }
+    let [lock_dir, vendor, wait] = values;
+    Parsed::Run { lock_dir, vendor, wait, command: i }
+}
+
+fn ref_needed(args: &[Vec<u8>]) -> u64 {
+    let positive_or_one = |v: &[u8]| ref_parse_u64(v).filter(|&n| n > 0).unwrap_or(1);
+    let mut values = [1u64; 2];
+    for (j, arg) in args.iter().enumerate() {
+        for (k, name) in [&b"--num_processes"[..], b"--gpus_per_process"].into_iter().enumerate() {
+            if arg == name {
+                values[k] = args.get(j + 1).map_or(1, |v| positive_or_one(v));
+            } else if let Some(v) = arg.strip_prefix(name).and_then(|r| r.strip_prefix(b"=")) {
+                values[k] = positive_or_one(v);
+            }
+        }
+    }
+    values[0].saturating_mul(values[1])
+}
+
+fuzz_target!(|data: &[u8]| {
+    let words = words(data);
+    let raw: Vec<Vec<u8>> = words.iter().map(|w| w.to_bytes().to_vec()).collect();
+    let want = reference(&raw);
+    with_argv(&words, |argv| {
+        let got = match parse(&argv) {
+            Ok(Invocation::Run { flags, command }) => {
+                assert!(command < argv.len());
+                let needed = gpus_needed(argv.iter_from(command + 1).map(|a| a.to_bytes()));
+                assert!(needed >= 1);
+                assert_eq!(needed, ref_needed(&raw[command + 1..]));
+                let own = |v: Option<&std::ffi::CStr>| v.map(|v| v.to_bytes().to_vec());
+                Parsed::Run { lock_dir: own(flags.lock_dir), vendor: own(flags.vendor), wait: own(flags.wait), command }
+            }
+            Ok(Invocation::Help) => Parsed::Help,
+            Ok(Invocation::Version) => Parsed::Version,
+            Err(e) => {
+                let message = e.to_string();
+                assert!(!message.contains('\n') && !message.contains('\r'), "{message:?}");
+                assert_eq!(e.exit_code(), 2);
+                match e {
+                    Error::UnknownOption(o) => Parsed::Unknown(o.to_vec()),
+                    Error::MissingValue(flag) => Parsed::Missing(flag.name()),
+                    Error::NoCommand => Parsed::NoCommand,
+                    _ => Parsed::Other,
+                }
+            }
+        };
+        assert_eq!(got, want, "{raw:?}");
+    });
+});

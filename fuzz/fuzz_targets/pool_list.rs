@@ -1,0 +1,55 @@
+//! Visible-devices lists (parallel_gpu_execute::request::parse_pool_list),
+//! the ids that become lock file names: every accepted id is safe, none is
+//! listed twice, and each lock file name stays one harmless path component.
+//! Every refusal names a real culprit.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use parallel_gpu_execute::locks::lock_file_name;
+use parallel_gpu_execute::request::{MAX_ID_LEN, MAX_POOL, PoolListError, is_safe_id, parse_pool_list};
+use std::collections::HashSet;
+
+/// Reference: the id alphabet and rules, written out.
+fn ref_safe(id: &[u8]) -> bool {
+    let alphabet = |b: &u8| matches!(b, b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-');
+    !id.is_empty() && id.len() <= MAX_ID_LEN && id.iter().all(alphabet) && !id.windows(2).any(|w| w == b"..")
+}
+
+fuzz_target!(|data: &[u8]| {
+    let pieces: Vec<&[u8]> = data.split(|&b| b == b',').collect();
+    for p in &pieces {
+        assert_eq!(is_safe_id(p), ref_safe(p), "{p:?}");
+    }
+    match parse_pool_list(data) {
+        Ok(ids) => {
+            assert_eq!(ids, pieces, "ids are the comma-separated pieces");
+            assert!(ids.len() <= MAX_POOL);
+            let mut seen = HashSet::new();
+            for id in &ids {
+                assert!(ref_safe(id), "accepted unsafe id {id:?}");
+                assert!(seen.insert(*id), "accepted duplicate id {id:?}");
+                for slot in [0, 7, 1023, u32::MAX] {
+                    let name = lock_file_name(id, slot);
+                    let name = name.as_bytes();
+                    let mut want = b"gpulock".to_vec();
+                    want.extend_from_slice(id);
+                    want.extend_from_slice(format!("_{slot}").as_bytes());
+                    assert_eq!(name, &want[..]);
+                    assert!(!name.contains(&b'/') && !name.contains(&0), "{name:?}");
+                    assert!(name != b"." && name != b"..");
+                    assert!(name.len() <= 255, "longer than NAME_MAX: {}", name.len());
+                }
+            }
+        }
+        Err(PoolListError::UnsafeId(id)) => {
+            assert!(!ref_safe(id));
+            assert!(pieces.contains(&id));
+        }
+        Err(PoolListError::DuplicateId(id)) => {
+            assert!(pieces.iter().filter(|p| **p == id).count() >= 2, "{id:?}");
+            assert!(pieces.iter().all(|p| ref_safe(p)));
+        }
+        Err(PoolListError::TooMany) => assert!(pieces.len() > MAX_POOL),
+    }
+});

@@ -1,0 +1,38 @@
+//! tag_filters' command line (cli::parse, then the whole run into a buffer)
+//! over arguments made of the input split at NUL bytes (any bytes, not only
+//! UTF-8): never a panic, output in whole lines, errors on one line with
+//! exit code 2.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::process::ExitCode;
+use tag_filters::cli::{Request, parse};
+
+fuzz_target!(|data: &[u8]| {
+    let args: Vec<OsString> = if data.is_empty() {
+        Vec::new()
+    } else {
+        data.split(|&b| b == 0).map(|w| std::ffi::OsStr::from_bytes(w).into()).collect()
+    };
+    let parsed = parse(&args);
+    let mut out = Vec::new();
+    let run = tag_filters::run(&args, &mut out);
+    match (parsed, run) {
+        (Ok(request), Ok(code)) => {
+            assert!(out.ends_with(b"\n"), "output not in whole lines: {out:?}");
+            let explain = matches!(request, Request::Explain { .. });
+            assert!(code == ExitCode::SUCCESS || explain && code == ExitCode::FAILURE);
+        }
+        (Err(a), Err(b)) => {
+            assert_eq!(a.to_string(), b.to_string());
+            let message = b.to_string();
+            assert!(!message.contains('\n') && !message.contains('\r'), "{message:?}");
+            assert_eq!(b.exit_code(), ExitCode::from(2));
+            assert!(out.is_empty());
+        }
+        (p, r) => panic!("parse and run disagree: {p:?} vs {r:?}"),
+    }
+});

@@ -1,0 +1,58 @@
+//! tag_filters: prints the Bazel tag filter of ROCm CI.
+//!
+//! Usage: `tag_filters [--config=NAME]... [--format=list|flags|bazelrc]
+//! [--strict] [ARGS...] [-- TARGETS...]`, or `... --explain=TAG,TAG,...` to
+//! ask whether the filter selects a target with those tags (exit 0 when it
+//! does, 1 when not). Exit 2 is bad usage; 3 is a failed write to stdout.
+//!
+//! It replaces a shell helper that echoed the tags ROCm CI must never attempt
+//! and a driver loop that appended tags per `--config=`. Design goals:
+//! - the same bytes as the shell helper for the same configs, with the tags
+//!   kept as data in one place (`tables`), never in code or help text;
+//! - a driver can pass its whole Bazel command line: what is not ours is
+//!   ignored, as the loop did, unless `--strict` asks for an error;
+//! - one clear stderr line per mistake, never a panic, even for non-UTF-8
+//!   arguments or a closed stdout;
+//! - std only, so that the static binary stays small.
+//!
+//! The library holds everything; the binary (`main.rs`) only hands it the
+//! process's arguments and stdout. Being a library also lets the fuzz targets
+//! in `fuzz/` drive the command-line parser directly.
+
+pub mod cli;
+pub mod error;
+pub mod filter;
+pub mod output;
+pub mod tables;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::ExitCode;
+
+use cli::Request;
+use error::Error;
+use filter::TagFilter;
+
+/// Does what `args` (without argv[0]) ask, writing to `stdout`. Returns
+/// the exit code of a run that went as asked: 0, or 1 when `--explain`
+/// finds the target not selected.
+pub fn run(args: &[OsString], stdout: &mut impl Write) -> Result<ExitCode, Error> {
+    let mut code = ExitCode::SUCCESS;
+    let text = match cli::parse(args)? {
+        Request::Help => output::help(),
+        Request::Version => output::version(),
+        Request::Print { format, configs } => output::filter(format, &TagFilter::compose(configs)),
+        Request::Explain { configs, target_tags } => {
+            let verdict = TagFilter::compose(configs).explain(&target_tags);
+            if !verdict.is_selected() {
+                code = ExitCode::FAILURE;
+            }
+            output::verdict(&verdict, &target_tags)
+        }
+    };
+    // Flush too: a locked stdout buffers, and an error left in the buffer
+    // would otherwise be lost when it is dropped. (A stdout that was never
+    // open, `>&-`, is a sink to Rust's std: it reports success.)
+    stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).map_err(Error::Stdout)?;
+    Ok(code)
+}

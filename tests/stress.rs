@@ -1,0 +1,307 @@
+//! Load: many wrappers started at once (as `bazel test --local_test_jobs=N`
+//! starts them) over 8 fake GPUs with 2 slots each, asking for 1, 2 and 4
+//! GPUs (`--num_processes`/`--gpus_per_process` among the test's arguments,
+//! in every spelling). Each test records the GPUs it got, the lock files it
+//! holds, and when it started and ended; the checker then proves that
+//!
+//! - every request ran and passed, on as many GPUs as it asked for;
+//! - every block was contiguous, and its locks were one slot on each of its
+//!   GPUs (the ids in `ROCR_VISIBLE_DEVICES` and the lock files agree);
+//! - no GPU was ever used by more tests than it has slots, and no slot by
+//!   two tests (a sweep over the interval end points, per GPU and per slot);
+//! - no multi-GPU request starved: the longest wait of a 4-GPU request is
+//!   reported against the ideal (the makespan of a perfect packing of all
+//!   the work), and bounded; and 4-GPU requests are not pushed to the end of
+//!   the run (their mean start rank stays well below where starvation puts it).
+//!
+//! `cargo test` runs a small version (48 wrappers, 0.2 s tests). The full
+//! one, 200 wrappers:
+//!
+//!     cargo test --release --test stress -- --ignored --nocapture
+//!
+//! `STRESS_WRAPPERS`, `STRESS_SLEEP` (seconds per test) and `STRESS_SEED`
+//! change the size, the test length and the mix of either.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use test_support::{
+    Cmd, RECORDING_TEST, Runfiles, Running, Sysroot, TempDir, XorShift64, parse_record, read_to_string, record_value,
+    workspace_bin,
+};
+
+const GPUS: u32 = 8;
+const SLOTS: u32 = 2;
+
+/// One test's run, as it recorded it.
+#[derive(Debug, Clone)]
+struct Run {
+    /// GPUs it asked for.
+    needed: u32,
+    /// `ROCR_VISIBLE_DEVICES`, parsed.
+    ids: Vec<u32>,
+    /// The lock files it held: (GPU id, slot).
+    locks: Vec<(u32, u32)>,
+    /// Nanoseconds since the epoch: wrapper started, test started, test ended.
+    spawned: u128,
+    start: u128,
+    end: u128,
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos()
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The arguments asking for `gpus` GPUs, spelled one of several ways.
+fn request_args(gpus: u32, variant: u64) -> Vec<String> {
+    let words: &[&str] = match (gpus, variant % 3) {
+        (1, 0) => &[],
+        (1, 1) => &["--gtest_filter=*", "--num_processes=1"],
+        (1, _) => &["--num_processes=0"],
+        (2, 0) => &["--num_processes=2"],
+        (2, 1) => &["--gpus_per_process", "2"],
+        (2, _) => &["--num_processes=2", "--gpus_per_process=-1"],
+        (4, 0) => &["--num_processes=2", "--gpus_per_process=2"],
+        (4, 1) => &["--gpus_per_process=4"],
+        (4, _) => &["--num_processes", "4", "--benchmark"],
+        _ => unreachable!(),
+    };
+    words.iter().map(|w| w.to_string()).collect()
+}
+
+/// Most intervals open at once: a sweep over the end points, ends before
+/// starts at the same instant (a slot handed over is not shared).
+fn max_overlap(intervals: impl IntoIterator<Item = (u128, u128)>) -> usize {
+    let mut events: Vec<(u128, i32)> = Vec::new();
+    for (start, end) in intervals {
+        events.push((start, 1));
+        events.push((end, -1));
+    }
+    events.sort();
+    let (mut open, mut most) = (0i32, 0i32);
+    for (_, delta) in events {
+        open += delta;
+        most = most.max(open);
+    }
+    most as usize
+}
+
+/// Checks every rule over a set of runs; `Err` names the first broken one.
+fn check(runs: &[Run]) -> Result<(), String> {
+    for (i, r) in runs.iter().enumerate() {
+        if r.ids.len() != r.needed as usize {
+            return Err(format!("run {i} asked for {} GPUs and got {:?}", r.needed, r.ids));
+        }
+        if r.ids.windows(2).any(|w| w[1] != w[0] + 1) || r.ids.iter().any(|&id| id >= GPUS) {
+            return Err(format!("run {i}: block {:?} is not contiguous within the pool", r.ids));
+        }
+        let mut lock_ids: Vec<u32> = r.locks.iter().map(|&(id, _)| id).collect();
+        lock_ids.sort();
+        if lock_ids != r.ids || r.locks.iter().any(|&(_, s)| s != r.locks[0].1 || s >= SLOTS) {
+            return Err(format!("run {i}: locks {:?} do not match GPUs {:?} at one slot", r.locks, r.ids));
+        }
+        if r.start > r.end || r.spawned > r.start {
+            return Err(format!("run {i}: times out of order: {r:?}"));
+        }
+    }
+    for gpu in 0..GPUS {
+        let on_gpu = runs.iter().filter(|r| r.ids.contains(&gpu)).map(|r| (r.start, r.end));
+        let most = max_overlap(on_gpu);
+        if most > SLOTS as usize {
+            return Err(format!("GPU {gpu} was used by {most} tests at once ({SLOTS} slots)"));
+        }
+        for slot in 0..SLOTS {
+            let on_slot = runs.iter().filter(|r| r.locks.contains(&(gpu, slot))).map(|r| (r.start, r.end));
+            let most = max_overlap(on_slot);
+            if most > 1 {
+                return Err(format!("slot {slot} of GPU {gpu} was held by {most} tests at once"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Waiting times and how they compare with a perfect schedule.
+struct Fairness {
+    /// Makespan of a perfect packing: all GPU-seconds over all slots.
+    ideal_s: f64,
+    /// First wrapper started to last test ended.
+    makespan_s: f64,
+    /// (GPUs asked for, count, mean wait, longest wait), per class.
+    classes: Vec<(u32, usize, f64, f64)>,
+    /// Mean position of the 4-GPU requests in start order, 0 (first) to 1
+    /// (last): about 0.5 when they are served like everyone else, near 1
+    /// when they only get GPUs once the single-GPU requests are done.
+    four_gpu_rank: f64,
+}
+
+fn fairness(runs: &[Run]) -> Fairness {
+    let s = |ns: u128| ns as f64 / 1e9;
+    let gpu_seconds: f64 = runs.iter().map(|r| r.needed as f64 * s(r.end - r.start)).sum();
+    let first = runs.iter().map(|r| r.spawned).min().unwrap_or(0);
+    let last = runs.iter().map(|r| r.end).max().unwrap_or(0);
+    let classes = [1, 2, 4]
+        .into_iter()
+        .map(|g| {
+            let waits: Vec<f64> = runs.iter().filter(|r| r.needed == g).map(|r| s(r.start - r.spawned)).collect();
+            let mean = waits.iter().sum::<f64>() / waits.len().max(1) as f64;
+            let max = waits.iter().copied().fold(0.0, f64::max);
+            (g, waits.len(), mean, max)
+        })
+        .collect();
+    let mut order: Vec<&Run> = runs.iter().collect();
+    order.sort_by_key(|r| r.start);
+    let denominator = (order.len().max(2) - 1) as f64;
+    let ranks: Vec<f64> =
+        order.iter().enumerate().filter(|(_, r)| r.needed == 4).map(|(i, _)| i as f64 / denominator).collect();
+    let four_gpu_rank = ranks.iter().sum::<f64>() / ranks.len().max(1) as f64;
+    Fairness { ideal_s: gpu_seconds / f64::from(GPUS * SLOTS), makespan_s: s(last - first), classes, four_gpu_rank }
+}
+
+/// Starts `wrappers` wrappers at once, waits for all of them, and returns
+/// what their tests recorded.
+fn load(label: &str, wrappers: usize, sleep: &str, seed: u64) -> Vec<Run> {
+    let dir = TempDir::new(label);
+    let mut runfiles = Runfiles::new(&dir, "ws");
+    runfiles.add("ws/pkg/gpu_test", RECORDING_TEST, true);
+    let sysroot = Sysroot::new(&dir);
+    let lock_dir = dir.join("locks");
+    let bin = workspace_bin("parallel_gpu_execute");
+    let mut rng = XorShift64::new(seed);
+
+    let mut started: Vec<(u32, PathBuf, u128, Running)> = Vec::with_capacity(wrappers);
+    for i in 0..wrappers {
+        let needed = match rng.below(100) {
+            0..55 => 1,
+            55..80 => 2,
+            _ => 4,
+        };
+        let record = dir.join(format!("record-{i}"));
+        let mut c = Cmd::new(&bin);
+        runfiles.apply(&mut c);
+        c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &sysroot.root)
+            .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir)
+            .env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm")
+            .env("TF_GPU_COUNT", GPUS.to_string())
+            .env("TF_TESTS_PER_GPU", SLOTS.to_string())
+            .env("RECORD_FILE", &record)
+            .env("SLEEP", sleep)
+            .timeout(Duration::from_secs(600))
+            .arg("./pkg/gpu_test")
+            .args(request_args(needed, rng.next_u64()));
+        let spawned = now_ns();
+        started.push((needed, record, spawned, c.spawn()));
+    }
+
+    let mut runs = Vec::with_capacity(wrappers);
+    for (needed, record, spawned, running) in started {
+        let out = running.wait();
+        out.assert_success();
+        assert!(record.exists(), "the test did not run\n{}", out.explain());
+        let rec = parse_record(&read_to_string(&record));
+        let get = |k: &str| record_value(&rec, k).unwrap_or_else(|| panic!("no {k} in {rec:?}")).to_string();
+        let ids: Vec<u32> = get("ROCR_VISIBLE_DEVICES").split(',').map(|i| i.parse().unwrap()).collect();
+        let hip: Vec<String> = (0..ids.len()).map(|i| i.to_string()).collect();
+        assert_eq!(get("HIP_VISIBLE_DEVICES"), hip.join(","), "{}", out.explain());
+        let locks = get("locks")
+            .split_whitespace()
+            .map(|l| {
+                let (id, slot) = l.strip_prefix("gpulock").and_then(|l| l.split_once('_')).expect("lock file name");
+                (id.parse().unwrap(), slot.parse().unwrap())
+            })
+            .collect();
+        runs.push(Run {
+            needed,
+            ids,
+            locks,
+            spawned,
+            start: get("start").parse().unwrap(),
+            end: get("end").parse().unwrap(),
+        });
+    }
+    runs
+}
+
+fn load_and_check(label: &str, wrappers: usize, sleep: &str) {
+    let seed = env_or("STRESS_SEED", 4);
+    let started = std::time::Instant::now();
+    let runs = load(label, wrappers, sleep, seed);
+    let elapsed = started.elapsed();
+    if let Err(broken) = check(&runs) {
+        panic!("{broken} (seed {seed})\n{runs:#?}");
+    }
+    let f = fairness(&runs);
+    println!(
+        "load: {wrappers} wrappers over {GPUS} GPUs x {SLOTS} slots, {sleep} s tests, seed {seed}: all passed in {elapsed:.1?}"
+    );
+    println!("  ideal makespan (all GPU-seconds / 16 slots): {:.2} s; actual: {:.2} s", f.ideal_s, f.makespan_s);
+    for (gpus, n, mean, max) in &f.classes {
+        println!(
+            "  {gpus}-GPU requests: {n:3}, wait mean {mean:.2} s, longest {max:.2} s ({:.2} x ideal makespan)",
+            max / f.ideal_s
+        );
+    }
+    println!("  mean start rank of 4-GPU requests: {:.2} (0 first, 1 last)", f.four_gpu_rank);
+
+    // Starvation would leave a 4-GPU request waiting while the single-GPU
+    // requests behind it run: its wait would approach the whole run, and
+    // the 4-GPU requests would start last. Bounds are generous (a loaded
+    // CI machine starts processes slowly), yet far from what starvation gives.
+    let (_, n4, _, longest4) = f.classes[2];
+    assert!(n4 > 0, "the mix has no 4-GPU request; change STRESS_SEED");
+    let bound = 3.0 * f.ideal_s + 5.0;
+    assert!(longest4 <= bound, "a 4-GPU request waited {longest4:.2} s, over the bound of {bound:.2} s");
+    assert!(f.four_gpu_rank <= 0.8, "4-GPU requests were served last (mean start rank {:.2})", f.four_gpu_rank);
+}
+
+#[test]
+fn load_many_wrappers_at_once_share_8_gpus_fairly() {
+    let wrappers = env_or("STRESS_WRAPPERS", 48);
+    let sleep = std::env::var("STRESS_SLEEP").unwrap_or_else(|_| "0.2".into());
+    load_and_check("stress", wrappers, &sleep);
+}
+
+/// The full size: 200 wrappers at once, as `--local_test_jobs=200`.
+#[test]
+#[ignore = "about 20 s on 2 cores; run with --ignored (see the file's docs)"]
+fn load_200_wrappers_at_once() {
+    let wrappers = env_or("STRESS_WRAPPERS", 200);
+    let sleep = std::env::var("STRESS_SLEEP").unwrap_or_else(|_| "0.5".into());
+    load_and_check("stress200", wrappers, &sleep);
+}
+
+/// The checker itself must fail on a bad schedule, or the load test above
+/// proves nothing.
+#[test]
+fn the_checker_catches_shared_slots_split_blocks_and_overbooking() {
+    let run = |ids: &[u32], slot: u32, start: u128, end: u128| Run {
+        needed: ids.len() as u32,
+        ids: ids.to_vec(),
+        locks: ids.iter().map(|&id| (id, slot)).collect(),
+        spawned: 0,
+        start,
+        end,
+    };
+    let fine = [run(&[0, 1], 0, 10, 20), run(&[1], 1, 15, 25), run(&[0, 1, 2, 3], 0, 20, 30)];
+    assert_eq!(check(&fine), Ok(()));
+    let shared = [run(&[0], 0, 10, 20), run(&[0], 0, 19, 30)];
+    assert!(check(&shared).unwrap_err().contains("slot 0 of GPU 0 was held by 2"));
+    let overbooked = [run(&[2], 0, 0, 10), run(&[2], 1, 0, 10), {
+        let mut third = run(&[2], 1, 5, 6);
+        third.locks = vec![(2, 0)];
+        third
+    }];
+    assert!(check(&overbooked).is_err());
+    let split = [run(&[3, 5], 0, 0, 1)];
+    assert!(check(&split).unwrap_err().contains("not contiguous"));
+    let mut mismatched = run(&[4, 5], 0, 0, 1);
+    mismatched.locks = vec![(4, 0), (5, 1)];
+    assert!(check(&[mismatched]).unwrap_err().contains("do not match"));
+    let mut short = run(&[6], 0, 0, 1);
+    short.needed = 2;
+    assert!(check(&[short]).unwrap_err().contains("asked for 2"));
+    assert_eq!(max_overlap([(0, 10), (10, 20)]), 1, "a slot handed over at one instant is not shared");
+}
