@@ -126,19 +126,8 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::{CString, c_char};
 
-    /// Builds an Argv over leaked strings, as the C runtime would give it.
-    fn argv(words: &[&str]) -> Argv {
-        let ptrs: Vec<*const c_char> = words
-            .iter()
-            .map(|w| CString::new(*w).unwrap().into_raw() as *const c_char)
-            .chain(std::iter::once(std::ptr::null()))
-            .collect();
-        let ptrs = Box::leak(ptrs.into_boxed_slice());
-        // SAFETY: NULL-terminated array of leaked (hence 'static) C strings.
-        unsafe { Argv::from_main(words.len() as i32, ptrs.as_ptr()) }
-    }
+    use test_support::leaked_argv as argv;
 
     fn run(words: &[&str]) -> (Flags, usize) {
         match parse(&argv(words)).unwrap() {

@@ -936,3 +936,17 @@ impl GpuSandbox {
         self.lock_dir.join("gpulock.queue")
     }
 }
+
+/// An argv as a C `main` gets it, over `words` (leaked, so that the strings
+/// live for the rest of the test process as real argv strings do), for unit
+/// tests of the option parsers.
+pub fn leaked_argv(words: &[&str]) -> wrapper_common::argv::Argv {
+    let ptrs: Vec<*const std::ffi::c_char> = words
+        .iter()
+        .map(|w| std::ffi::CString::new(*w).expect("no NUL in a test word").into_raw() as *const std::ffi::c_char)
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let ptrs = Box::leak(ptrs.into_boxed_slice());
+    // SAFETY: a NULL-terminated array of leaked, hence 'static, C strings.
+    unsafe { wrapper_common::argv::Argv::from_main(words.len() as i32, ptrs.as_ptr()) }
+}
