@@ -5,10 +5,11 @@
 
 #![no_main]
 
-use gpu_ci_wrappers_fuzz::{MemFile, XorShift, ref_lines, ref_parse_u64, seed_and_rest};
+use gpu_ci_wrappers_fuzz::{MemFile, ref_lines, ref_parse_u64, seed_and_rest};
 use libfuzzer_sys::fuzz_target;
 use parallel_gpu_execute::sysfs::{NodeProperties, RenderMinor};
 use std::ops::ControlFlow;
+use test_support::XorShift64;
 use wrapper_common::lines::{Line, for_each_line_in_file};
 
 /// What a properties file says, the obvious way.
@@ -37,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
     // The wrapper reads the file through a 1024-byte buffer; try that and a
     // small random buffer, which makes every line "long".
     let file = MemFile::new(text);
-    for size in [1024, XorShift::new(seed).between_1_and(64)] {
+    for size in [1024, 1 + XorShift64::new(seed).below(64) as usize] {
         let mut buf = vec![0u8; size];
         let mut seen = Vec::new();
         let mut props = NodeProperties::default();

@@ -4,20 +4,21 @@
 
 #![no_main]
 
-use gpu_ci_wrappers_fuzz::{XorShift, ref_gfx_count, seed_and_rest};
+use gpu_ci_wrappers_fuzz::{ref_gfx_count, seed_and_rest};
 use libfuzzer_sys::fuzz_target;
 use parallel_gpu_execute::rocminfo::GfxLineCounter;
+use test_support::XorShift64;
 
 fuzz_target!(|data: &[u8]| {
     let (seed, output) = seed_and_rest(data);
     let want = ref_gfx_count(output);
     assert_eq!(GfxLineCounter::count(output), want, "whole output");
 
-    let mut rng = XorShift::new(seed);
+    let mut rng = XorShift64::new(seed);
     let mut counter = GfxLineCounter::default();
     let mut rest = output;
     while !rest.is_empty() {
-        let n = rng.between_1_and(rest.len().min(17));
+        let n = 1 + rng.below(rest.len().min(17) as u64) as usize;
         counter.feed(&rest[..n]);
         rest = &rest[n..];
     }

@@ -61,29 +61,6 @@ impl MemFile {
     }
 }
 
-/// xorshift64: reproducible split points from a seed taken from the input.
-pub struct XorShift(pub u64);
-
-impl XorShift {
-    pub fn new(seed: u64) -> XorShift {
-        XorShift(seed | 1)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// A value in `1..=max`.
-    pub fn between_1_and(&mut self, max: usize) -> usize {
-        1 + (self.next_u64() % max as u64) as usize
-    }
-}
-
 /// A `u64` seed from the first eight bytes (fewer are zero-padded), and
 /// the rest of the input.
 pub fn seed_and_rest(data: &[u8]) -> (u64, &[u8]) {

@@ -23,6 +23,11 @@ fn eventually_free(path: impl AsRef<std::path::Path>) -> bool {
     wait_until(Duration::from_secs(1), || lock_is_free(path.as_ref()))
 }
 
+/// Whether someone takes the lock at `path` within ten seconds.
+fn eventually_taken(path: impl AsRef<std::path::Path>) -> bool {
+    wait_until(Duration::from_secs(10), || !lock_is_free(path.as_ref()))
+}
+
 fn gpus(c: &mut Cmd, gpus: u32, slots: u32) -> &mut Cmd {
     c.env("TF_GPU_COUNT", gpus.to_string())
         .env("TF_TESTS_PER_GPU", slots.to_string())
@@ -115,7 +120,7 @@ fn the_test_holds_its_own_lock_and_no_wrapper_process_remains() {
     gpus(&mut c, 1, 1).env("SLEEP", "1").env("RECORD_FILE", &record).arg("./pkg/gpu_test");
     let running = c.spawn();
     let pid = running.pid();
-    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(f.lock("0", 0))), "lock never taken");
+    assert!(eventually_taken(f.lock("0", 0)), "lock never taken");
     let out = running.wait();
     out.assert_success();
     let r = parse_record(&read_to_string(&record));
@@ -180,7 +185,7 @@ fn sigkill_of_the_test_frees_its_slot_at_once() {
     let mut c = f.cmd();
     gpus(&mut c, 1, 1).arg(&script);
     let running = c.spawn();
-    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(f.lock("0", 0))), "lock never taken");
+    assert!(eventually_taken(f.lock("0", 0)), "lock never taken");
     running.signal(libc::SIGKILL);
     running.wait().assert_code(137);
     assert!(eventually_free(f.lock("0", 0)), "the kernel released the flock with the process");
@@ -194,7 +199,7 @@ fn sigkill_of_a_test_process_group_frees_its_slot() {
     let mut c = f.cmd();
     gpus(&mut c, 1, 1).env("SLEEP", "60").own_process_group().arg("./pkg/gpu_test");
     let running = c.spawn();
-    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(f.lock("0", 0))), "lock never taken");
+    assert!(eventually_taken(f.lock("0", 0)), "lock never taken");
     running.signal_group(libc::SIGKILL);
     running.wait().assert_code(137);
     assert!(eventually_free(f.lock("0", 0)), "slot not freed after SIGKILL");
@@ -212,7 +217,7 @@ fn a_wrapper_and_an_external_flock_holder_exclude_each_other() {
     let mut c = f.cmd();
     gpus(&mut c, 1, 1).env("SLEEP", "2").arg("./pkg/gpu_test");
     let running = c.spawn();
-    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(f.lock("0", 0))), "wrapper never locked");
+    assert!(eventually_taken(f.lock("0", 0)), "wrapper never locked");
     assert!(!lock_is_free(f.lock("0", 0)), "an outside flock is refused while the test runs");
     running.wait().assert_success();
 }
@@ -266,7 +271,7 @@ fn the_wait_limit_also_bounds_the_queue() {
     gpus(&mut head, 1, 1).arg("./pkg/gpu_test");
     let head = head.spawn();
     let queue = f.lock_dir.join("gpulock.queue");
-    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(&queue)), "the first waiter never queued");
+    assert!(eventually_taken(&queue), "the first waiter never queued");
     // The second waiter sleeps on the queue lock; its limit still holds.
     let start = Instant::now();
     let out =
@@ -285,7 +290,7 @@ fn sigterm_while_waiting_exits_143_and_holds_nothing() {
     let mut head = f.cmd();
     gpus(&mut head, 1, 1).arg("./pkg/gpu_test");
     let head = head.spawn();
-    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(&queue)), "head never queued");
+    assert!(eventually_taken(&queue), "head never queued");
     let mut second = f.cmd();
     gpus(&mut second, 1, 1).arg("./pkg/gpu_test");
     let second = second.spawn();
@@ -312,7 +317,7 @@ fn a_multi_gpu_request_is_not_overtaken_by_later_single_gpu_requests() {
     let mut a = f.cmd();
     gpus(&mut a, 2, 1).env("RECORD_FILE", &rec_a).env("SLEEP", "0.5").args(["./pkg/gpu_test", "--num_processes=2"]);
     let a = a.spawn();
-    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(&queue)), "A never queued");
+    assert!(eventually_taken(&queue), "A never queued");
     // GPU 1 is free, but B arrived after A, which waits for GPUs 0 and 1.
     let mut b = f.cmd();
     gpus(&mut b, 2, 1).env("RECORD_FILE", &rec_b);

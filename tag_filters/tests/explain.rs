@@ -1,26 +1,15 @@
 //! `--explain`: whether Bazel would select a target with the given tags
 //! under the resulting filter, which tag decided, and the exit code.
 
-use test_support::{Cmd, Output};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_tag_filters");
-
-fn run(args: &[&str]) -> Output {
-    Cmd::new(BIN).args(args).run()
-}
+use common::{assert_usage_error, run};
 
 #[track_caller]
 fn assert_verdict(args: &[&str], code: i32, line: &str) {
     let out = run(args);
     out.assert_code(code).assert_stdout_eq(&format!("{line}\n"));
     assert_eq!(out.stderr, "", "stderr should be empty\n{}", out.explain());
-}
-
-#[track_caller]
-fn assert_usage_error(args: &[&str], line: &str) {
-    let out = run(args);
-    out.assert_code(2).assert_stdout_eq("").assert_one_error_line(line);
-    assert_eq!(out.stderr, format!("{line}\n"), "{}", out.explain());
 }
 
 #[test]

@@ -5,9 +5,10 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
-use test_support::{Cmd, Output, TempDir};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_tag_filters");
+use common::{BIN, assert_usage_error, run};
+use test_support::{Cmd, Output, TempDir};
 
 /// The base list, written out: the bytes the shell helper printed.
 macro_rules! base {
@@ -22,22 +23,11 @@ macro_rules! base {
 
 const KNOWN: &str = "(known configs: ci_single_gpu, ci_multi_gpu, ci_rocm_cpu, asan, tsan)";
 
-fn run(args: &[&str]) -> Output {
-    Cmd::new(BIN).args(args).run()
-}
-
 #[track_caller]
 fn assert_prints(args: &[&str], expected: &str) {
     let out = run(args);
     out.assert_success().assert_stdout_eq(expected);
     assert_eq!(out.stderr, "", "stderr should be empty\n{}", out.explain());
-}
-
-#[track_caller]
-fn assert_usage_error(args: &[&str], line: &str) {
-    let out = run(args);
-    out.assert_code(2).assert_stdout_eq("").assert_one_error_line(line);
-    assert_eq!(out.stderr, format!("{line}\n"), "{}", out.explain());
 }
 
 #[test]
