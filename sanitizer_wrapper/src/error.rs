@@ -14,7 +14,7 @@
 use crate::cli::Opt;
 use std::fmt;
 use wrapper_common::StackPath;
-use wrapper_common::diag::Bytes;
+use wrapper_common::diag::Excerpt;
 use wrapper_common::exec::ExecFailure;
 
 /// Appended to usage errors, so that they stay one line.
@@ -86,22 +86,22 @@ impl Error {
     }
 }
 
-fn show(p: &StackPath) -> Bytes<'_> {
-    Bytes(p.as_bytes())
+fn show(p: &StackPath) -> Excerpt<'_> {
+    Excerpt(p.as_bytes())
 }
 
 impl fmt::Display for LineProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LineProblem::UnknownOption(word) => {
-                write!(f, "unknown option '{}' (expected --NAME=VALUE, see --help)", Bytes(word))
+                write!(f, "unknown option '{}' (expected --NAME=VALUE, see --help)", Excerpt(word))
             }
-            LineProblem::NotAnOption(line) => write!(f, "expected --NAME=VALUE, found '{}'", Bytes(line)),
+            LineProblem::NotAnOption(line) => write!(f, "expected --NAME=VALUE, found '{}'", Excerpt(line)),
             LineProblem::NeedsEquals(opt) => {
                 write!(f, "{0} needs its value on the same line, as {0}=VALUE", opt.name())
             }
             LineProblem::CommandLineOnly(word) => {
-                write!(f, "'{}' is not allowed in a configuration file", Bytes(word))
+                write!(f, "'{}' is not allowed in a configuration file", Excerpt(word))
             }
             LineProblem::TooLong(limit) => write!(f, "line longer than {limit} bytes"),
             LineProblem::Nul => write!(f, "line contains a NUL byte"),
@@ -112,7 +112,7 @@ impl fmt::Display for LineProblem {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::UnknownOption(o) => write!(f, "unknown option '{}'; {USAGE_HINT}", Bytes(o)),
+            Error::UnknownOption(o) => write!(f, "unknown option '{}'; {USAGE_HINT}", Excerpt(o)),
             Error::MissingValue(opt) => write!(f, "{} needs a value; {USAGE_HINT}", opt.name()),
             Error::NoCommand => write!(f, "no test command given; {USAGE_HINT}"),
             Error::ConfigRead { file, errno } => {

@@ -99,7 +99,9 @@ impl fmt::Debug for Bytes<'_> {
 pub struct Excerpt<'a>(pub &'a [u8]);
 
 impl Excerpt<'_> {
-    pub const MAX: usize = 256;
+    /// Long enough for any real path (Bazel's output paths run to a few
+    /// hundred bytes), short enough that a few of them fit one report line.
+    pub const MAX: usize = 1024;
 }
 
 impl fmt::Display for Excerpt<'_> {
@@ -147,7 +149,7 @@ pub fn write_stdout(bytes: &[u8]) -> Result<(), rustix::io::Errno> {
 
 /// Writes `<tool>: <message>\n` to stderr in one write.
 pub fn report(tool: &str, message: fmt::Arguments<'_>) {
-    let mut line = LineBuf::<1024>::new();
+    let mut line = LineBuf::<4096>::new();
     let _ = write!(line, "{tool}: {message}");
     write_stderr(line.finish_line());
 }
