@@ -14,7 +14,12 @@
 #         E2E_KEEP_OUTPUT=1   keep Bazel's output tree in .output/ afterwards
 #
 # Everything it writes goes to tests/bazel_e2e/.output/ (ignored by git and
-# Bazel), emptied at the start; the logs stay there for inspection.
+# Bazel), emptied at the start; the logs stay there for inspection. The
+# directories the tests share (locks, records, the sandbox probe) must lie
+# where Bazel's linux-sandbox would refuse writes without
+# --sandbox_writable_path: in .output/, unless the checkout is under /tmp or
+# /dev/shm (which the sandbox leaves writable); then in a fresh directory
+# under /var/tmp, removed at the end.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,6 +29,7 @@ binary_dir="${E2E_BINARY_DIR:-${repo}/target/x86_64-unknown-linux-gnu/release}"
 strategy="${E2E_SPAWN_STRATEGY:-linux-sandbox}"
 out="${here}/.output"
 output_root="${out}/bazel_root"
+shared="${out}/shared"
 binaries=(parallel_gpu_execute sanitizer_wrapper tag_filters)
 
 # The fake host: 2 GPUs (fake_rocm/bin/rocminfo) with 1 slot each, for 8 tests.
@@ -65,6 +71,10 @@ cleanup() {
       chmod -R u+w "${output_root}" 2>/dev/null || true
       rm -rf "${output_root}"
     fi
+  fi
+  if [[ "${shared}" != "${out}/shared" ]]; then
+    chmod -R u+w "${shared}" 2>/dev/null || true
+    rm -rf "${shared}"
   fi
   if [[ ${status} -ne 0 ]]; then
     printf 'e2e: FAILED after %ds; logs in %s\n' $((SECONDS - started)) "${out}/logs" >&2
@@ -108,9 +118,12 @@ if [[ -d "${output_root}" ]]; then
 fi
 chmod -R u+w "${out}" 2>/dev/null || true
 rm -rf "${out}"
-mkdir -p "${out}/binaries/bin" "${out}/sysroot" "${out}/locks" "${out}/records" \
-  "${out}/probe" "${out}/logs"
 trap cleanup EXIT
+case "${out}/" in
+  /tmp/* | /dev/shm/*) shared="$(mktemp -d /var/tmp/gpu_ci_wrappers_e2e.XXXXXX)" ;;
+esac
+mkdir -p "${out}/binaries/bin" "${out}/sysroot" "${shared}/locks" "${shared}/records" \
+  "${shared}/probe" "${out}/logs"
 
 for name in "${binaries[@]}"; do
   cp "${binary_dir}/${name}" "${out}/binaries/bin/${name}"
@@ -138,37 +151,37 @@ gpu_env=(
 # --- 1. The sandbox confines tests ------------------------------------------
 
 say "1. sandbox: a test may write outside its sandbox only through --sandbox_writable_path"
-case "${strategy}:${out}/" in
+case "${strategy}:${shared}/" in
   linux-sandbox:/tmp/* | linux-sandbox:/dev/shm/*)
-    say "  skipped the negative probe: ${out} is under a directory the sandbox leaves writable"
+    say "  skipped the negative probe: ${shared} is under a directory the sandbox leaves writable"
     ;;
   linux-sandbox:*)
     run_bazel probe_readonly 3 test "${flags[@]}" //sandbox_probe:probe_test \
-      "--test_env=E2E_PROBE_DIR=${out}/probe"
-    ok "without --sandbox_writable_path the test cannot write to ${out}/probe"
+      "--test_env=E2E_PROBE_DIR=${shared}/probe"
+    ok "without --sandbox_writable_path the test cannot write to ${shared}/probe"
     ;;
   *)
     say "  skipped the negative probe: ${strategy} does not confine writes"
     ;;
 esac
 run_bazel probe_writable 0 test "${flags[@]}" //sandbox_probe:probe_test \
-  "--test_env=E2E_PROBE_DIR=${out}/probe" "--sandbox_writable_path=${out}/probe"
+  "--test_env=E2E_PROBE_DIR=${shared}/probe" "--sandbox_writable_path=${shared}/probe"
 ok "with --sandbox_writable_path it can"
 
 # --- 2. parallel_gpu_execute: no GPU slot is ever shared --------------------
 
 say "2. ${gpu_tests} GPU tests under --run_under=//:pge, ${gpus} GPUs x ${slots_per_gpu} slot(s)"
-mkdir -p "${out}/records/gpu"
+mkdir -p "${shared}/records/gpu"
 run_bazel gpu_tests 0 test "${flags[@]}" "${gpu_env[@]}" //gpu:all \
-  "--run_under=//:pge --lock-dir=${out}/locks" \
-  "--test_env=E2E_RECORD_DIR=${out}/records/gpu" \
+  "--run_under=//:pge --lock-dir=${shared}/locks" \
+  "--test_env=E2E_RECORD_DIR=${shared}/records/gpu" \
   "--test_env=E2E_GPU_TEST_SECONDS=${test_seconds}" \
-  "--sandbox_writable_path=${out}/locks" \
-  "--sandbox_writable_path=${out}/records/gpu"
+  "--sandbox_writable_path=${shared}/locks" \
+  "--sandbox_writable_path=${shared}/records/gpu"
 ok "all ${gpu_tests} GPU tests passed"
 
-"${here}/check_gpu_records.sh" "${out}/records/gpu" "${gpu_tests}" "${gpus}" "${slots_per_gpu}" ||
-  die "the GPU slot check failed (records in ${out}/records/gpu)"
+"${here}/check_gpu_records.sh" "${shared}/records/gpu" "${gpu_tests}" "${gpus}" "${slots_per_gpu}" ||
+  die "the GPU slot check failed (records in ${shared}/records/gpu)"
 ok "no GPU slot was shared, and tests ran in parallel"
 
 testlogs="$(bazel_cmd info bazel-testlogs 2>/dev/null)"
@@ -195,14 +208,14 @@ done
 ok "${queued} of ${gpu_tests} tests were started by Bazel and waited in parallel_gpu_execute for a slot"
 
 expected_locks=""
-actual_locks="$(cd "${out}/locks" && ls | grep -E '^gpulock[0-9]+_[0-9]+$' | sort | tr '\n' ' ')"
+actual_locks="$(cd "${shared}/locks" && ls | grep -E '^gpulock[0-9]+_[0-9]+$' | sort | tr '\n' ' ')"
 for ((gpu = 0; gpu < gpus; gpu++)); do
   for ((slot = 0; slot < slots_per_gpu; slot++)); do
     expected_locks+="gpulock${gpu}_${slot} "
   done
 done
 [[ "${actual_locks}" == "${expected_locks}" ]] ||
-  die "lock files in ${out}/locks: '${actual_locks}', want '${expected_locks}'"
+  die "lock files in ${shared}/locks: '${actual_locks}', want '${expected_locks}'"
 ok "the slot locks are in the --lock-dir given with --run_under: ${actual_locks% }"
 
 # --- 3. sanitizer_wrapper: configured through its runfiles ------------------
@@ -223,8 +236,8 @@ ok "an option given with --run_under overrides the config's; the user's ASAN_OPT
 
 run_bazel sanitizer_gpu 0 test "${flags[@]}" "${gpu_env[@]}" //sanitizer:sanitizer_gpu_test \
   --run_under=//:asan_gpu_wrapper \
-  "--test_env=PARALLEL_GPU_EXECUTE_LOCK_DIR=${out}/locks" \
-  "--sandbox_writable_path=${out}/locks"
+  "--test_env=PARALLEL_GPU_EXECUTE_LOCK_DIR=${shared}/locks" \
+  "--sandbox_writable_path=${shared}/locks"
 ok "sanitizer_wrapper runs the test through its run_under, parallel_gpu_execute"
 
 run_bazel bad_config 1 build //bad_config:newline_in_options
