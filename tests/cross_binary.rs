@@ -1,1 +1,0 @@
-//! Cross-binary integration tests (filled in as the binaries land).
