@@ -15,7 +15,7 @@ use wrapper_common::argv::Argv;
 use wrapper_common::diag::{self, Bytes};
 use wrapper_common::env::{self, EnvBuilder};
 use wrapper_common::exec;
-use wrapper_common::runfiles::{Runfiles, rlocation_from_cwd};
+use wrapper_common::runfiles::{Runfiles, manifest_path, rlocation_from_cwd};
 
 /// Where the test binary is: an absolute path as is; else
 /// `$TEST_SRCDIR/$TEST_WORKSPACE/<test without ./>` when it exists (a
@@ -34,15 +34,8 @@ pub fn resolve_test(test: &CStr) -> Result<StackPath, Error> {
 fn runfiles_lookup(test: &[u8]) -> Option<StackPath> {
     let rlocation = rlocation_from_cwd(test, env::var_nonempty(b"TEST_WORKSPACE")?)?;
     let srcdir = env::var_nonempty(b"TEST_SRCDIR");
-    let manifest = match env::var_nonempty(b"RUNFILES_MANIFEST_FILE") {
-        Some(m) => StackPath::from_bytes(m).ok(),
-        None => srcdir.and_then(|d| {
-            let mut p = StackPath::from_bytes(d).ok()?;
-            p.push_path(b"MANIFEST").ok()?;
-            Some(p)
-        }),
-    };
-    let runfiles = Runfiles { dir: srcdir.and_then(|d| StackPath::from_bytes(d).ok()), manifest };
+    let runfiles =
+        Runfiles { dir: srcdir.and_then(|d| StackPath::from_bytes(d).ok()), manifest: manifest_path(srcdir) };
     runfiles.rlocation(rlocation.as_bytes())
 }
 

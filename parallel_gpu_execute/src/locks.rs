@@ -311,7 +311,11 @@ pub fn acquire(dir: &CStr, pool: &Pool, slots: u32, needed: usize, wait: Option<
 
         // Join the queue.
         let queue = open_lock_file(&dir_fd, dir, &StackPath::from_bytes(QUEUE_FILE).unwrap_or_default())?;
-        if !try_flock(&queue, || join(dir, QUEUE_FILE))? {
+        // Whether time passed since the directory was opened, in which it
+        // may have been removed: after waiting in the queue, and after each
+        // wait for a slot.
+        let mut waited = !try_flock(&queue, || join(dir, QUEUE_FILE))?;
+        if waited {
             let s = signals.get_or_insert_with(WaitingSignals::install);
             if let Some(d) = deadline {
                 s.arm_timer(d);
@@ -332,9 +336,7 @@ pub fn acquire(dir: &CStr, pool: &Pool, slots: u32, needed: usize, wait: Option<
         // At the head of the queue: take a block, or wait for one.
         let mut watch: Option<SlotWatch> = None;
         let outcome = loop {
-            // Also after joining the queue: the directory may have been
-            // removed while this wrapper slept behind the previous head.
-            if !dir_still_there(dir, &dir_fd) {
+            if waited && !dir_still_there(dir, &dir_fd) {
                 break None;
             }
             match table.scan(needed) {
@@ -353,6 +355,7 @@ pub fn acquire(dir: &CStr, pool: &Pool, slots: u32, needed: usize, wait: Option<
                     continue;
                 }
             };
+            waited = true;
             match w.wait(deadline) {
                 Wake::Rescan => {}
                 Wake::DirectoryGone => break None,

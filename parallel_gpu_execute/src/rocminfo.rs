@@ -14,7 +14,8 @@ use rustix::io::Errno;
 use std::ffi::{CStr, c_char};
 use std::ops::ControlFlow;
 use wrapper_common::StackPath;
-use wrapper_common::runfiles::{exists, scan_manifest};
+use wrapper_common::exec::check_executable;
+use wrapper_common::runfiles::{manifest_path, scan_manifest};
 use wrapper_common::{diag, env};
 
 /// Directory levels below the runfiles root that the walk descends.
@@ -103,25 +104,9 @@ impl GfxLineCounter {
     }
 }
 
-/// Is `path` a regular file we may execute?
-fn is_executable_file(path: &CStr) -> bool {
-    matches!(rustix::fs::stat(path), Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
-        && rustix::fs::access(path, rustix::fs::Access::EXEC_OK).is_ok()
-}
-
 /// Where the runfiles are: `TEST_SRCDIR`, else `RUNFILES_DIR`.
 fn runfiles_dir() -> Option<&'static [u8]> {
     env::var_nonempty(b"TEST_SRCDIR").or_else(|| env::var_nonempty(b"RUNFILES_DIR"))
-}
-
-/// `RUNFILES_MANIFEST_FILE`, else `<runfiles dir>/MANIFEST` when it exists.
-fn manifest_path(dir: Option<&[u8]>) -> Option<StackPath> {
-    if let Some(m) = env::var_nonempty(b"RUNFILES_MANIFEST_FILE") {
-        return StackPath::from_bytes(m).ok();
-    }
-    let mut p = StackPath::from_bytes(dir?).ok()?;
-    p.push_path(b"MANIFEST").ok()?;
-    exists(&p).then_some(p)
 }
 
 /// Finds `rocminfo` in the runfiles: a path ending in `/bin/rocminfo` that is
@@ -148,14 +133,14 @@ fn find_in_manifest(manifest: &CStr, dir: Option<&[u8]>) -> Option<StackPath> {
         // else the manifest's target.
         if let Some(dir) = dir {
             if let Ok(mut p) = StackPath::from_bytes(dir) {
-                if p.push_path(rlocation.as_bytes()).is_ok() && is_executable_file(p.as_cstr()) {
+                if p.push_path(rlocation.as_bytes()).is_ok() && check_executable(p.as_cstr()).is_ok() {
                     found = Some(p);
                     return ControlFlow::Break(());
                 }
             }
         }
         let mut target = StackPath::new();
-        if entry.target_into(&mut target).is_ok() && !target.is_empty() && is_executable_file(target.as_cstr()) {
+        if entry.target_into(&mut target).is_ok() && !target.is_empty() && check_executable(target.as_cstr()).is_ok() {
             found = Some(target);
             return ControlFlow::Break(());
         }
@@ -194,7 +179,7 @@ fn walk(
             }
             _ => false,
         };
-        let result = if in_bin && name_bytes == b"rocminfo" && !is_dir && is_executable_file(path.as_cstr()) {
+        let result = if in_bin && name_bytes == b"rocminfo" && !is_dir && check_executable(path.as_cstr()).is_ok() {
             Some(path.clone())
         } else if is_dir && depth < MAX_DEPTH {
             open_dir_at(dir, name).ok().and_then(|sub| walk(&sub, path, name_bytes == b"bin", ancestors, depth + 1))

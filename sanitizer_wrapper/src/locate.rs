@@ -17,7 +17,7 @@ use crate::error::{Error, Looked};
 use wrapper_common::StackPath;
 use wrapper_common::env;
 use wrapper_common::paths::absolute;
-use wrapper_common::runfiles::{Runfiles, exists};
+use wrapper_common::runfiles::{Runfiles, exists, manifest_path};
 
 /// `<argv0><suffix>`, when argv[0] names a path.
 pub fn beside_argv0(argv0: &[u8], suffix: &[u8]) -> Option<StackPath> {
@@ -45,15 +45,7 @@ pub fn is_directory(path: &StackPath) -> bool {
 
 /// The runfiles manifest to read, given the directory candidate.
 pub fn manifest(dir: Option<&StackPath>, argv0: &[u8]) -> Option<StackPath> {
-    if let Some(named) = env::var_nonempty(b"RUNFILES_MANIFEST_FILE") {
-        return StackPath::from_bytes(named).ok();
-    }
-    let in_dir = dir.and_then(|d| {
-        let mut m = d.clone();
-        m.push_path(b"MANIFEST").ok()?;
-        Some(m)
-    });
-    in_dir.filter(exists).or_else(|| beside_argv0(argv0, b".runfiles_manifest").filter(exists))
+    manifest_path(dir.map(StackPath::as_bytes)).or_else(|| beside_argv0(argv0, b".runfiles_manifest").filter(exists))
 }
 
 /// Both places to look, for a wrapper started as `argv0`.

@@ -91,7 +91,7 @@ pub fn resolve(name: &CStr) -> Result<StackPath, ExecFailure> {
 }
 
 /// Is `path` a regular file this process may execute?
-fn check_executable(path: &CStr) -> Result<(), ExecFailure> {
+pub fn check_executable(path: &CStr) -> Result<(), ExecFailure> {
     let fail = |e| Err(ExecFailure::new(path.to_bytes(), e));
     match rustix::fs::stat(path) {
         Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile => {

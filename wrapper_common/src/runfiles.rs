@@ -142,6 +142,17 @@ impl Runfiles {
     }
 }
 
+/// The runfiles manifest: `$RUNFILES_MANIFEST_FILE` when set, else
+/// `<dir>/MANIFEST` when that exists.
+pub fn manifest_path(dir: Option<&[u8]>) -> Option<StackPath> {
+    if let Some(named) = crate::env::var_nonempty(b"RUNFILES_MANIFEST_FILE") {
+        return StackPath::from_bytes(named).ok();
+    }
+    let mut in_dir = StackPath::from_bytes(dir?).ok()?;
+    in_dir.push_path(b"MANIFEST").ok()?;
+    exists(&in_dir).then_some(in_dir)
+}
+
 /// Does `path` exist (following symlinks)?
 pub fn exists(path: &StackPath) -> bool {
     rustix::fs::access(path.as_cstr(), rustix::fs::Access::EXISTS).is_ok()
