@@ -1,6 +1,6 @@
 """Macros that turn the GPU-CI wrappers into `bazel test --run_under` targets.
 
-    load("@gpu_ci_wrappers//:defs.bzl", "parallel_gpu_execute", "sanitizer_wrapper")
+    load("@gpu_ci_wrappers//:defs.bzl", "parallel_gpu_execute", "sanitizer_wrapper", "tag_filters")
 
 Bazel ignores the `args` and `env` attributes of a `--run_under` target, but it
 merges the target's runfiles into the test's. Everything a wrapper needs
@@ -10,6 +10,9 @@ therefore travels as runfiles:
   path ends in `/bin/rocminfo`) next to the wrapper.
 * `sanitizer_wrapper` writes its options to `<name>.sanitizer_wrapper.conf`
   beside the `<name>` executable; the binary reads `<argv[0]>.sanitizer_wrapper.conf`.
+* `tag_filters` writes the project's tag table to `<name>.tag_filters.conf`
+  beside the `<name>` executable; the binary reads `<argv[0]>.tag_filters.conf`,
+  so `bazel run //pkg:<name> -- --config=ci_single_gpu` prints that table's filter.
 
 Each wrapper target is a symlink named `<name>` to the static binary, so
 `argv[0]` is `<runfiles>/<workspace>/<package>/<name>`.
@@ -272,5 +275,81 @@ def sanitizer_wrapper(
         additional_data = additional_data,
         tags = tags,
         visibility = visibility,
+        **kwargs
+    )
+
+_TAG_TABLE_SUFFIX = ".tag_filters.conf"
+
+def _check_tag_word(owner, what, value):
+    """A tag or config name as the tag table file accepts it."""
+    bare = value[1:] if value.startswith("-") else value
+    if not bare or bare.startswith("-"):
+        fail("{}: bad {} {}".format(owner, what, repr(value)))
+    for bad in [",", "=", " ", "\t", "\n", "\r", "#"]:
+        if bad in value:
+            fail("{}: {} {} must not contain {}".format(owner, what, repr(value), repr(bad)))
+    return value
+
+def _tag_filters_impl(ctx):
+    executable = _link_binary(ctx)
+    owner = str(ctx.label)
+    lines = ["# tag_filters table for {}: 'base' first, then each config in order.".format(owner)]
+    lines.append("base = " + ",".join([_check_tag_word(owner, "tag", t) for t in ctx.attr.base_tags]))
+    for config in ctx.attr.config_names:
+        if config == "base":
+            fail("{}: 'base' cannot be a config name".format(owner))
+        tags = ctx.attr.config_tags.get(config, [])
+        _check_tag_word(owner, "config name", config)
+        lines.append("{} = {}".format(config, ",".join([_check_tag_word(owner, "tag", t) for t in tags])))
+    table = ctx.actions.declare_file(ctx.label.name + _TAG_TABLE_SUFFIX)
+    ctx.actions.write(output = table, content = "\n".join(lines) + "\n")
+    return [DefaultInfo(
+        executable = executable,
+        files = depset([executable, table]),
+        runfiles = _merge_runfiles(ctx, [executable, ctx.executable.binary, table], [ctx.attr.binary]),
+    )]
+
+_tag_filters = rule(
+    implementation = _tag_filters_impl,
+    executable = True,
+    attrs = {
+        "base_tags": attr.string_list(doc = "The base list, e.g. [\"-no_gpu\", \"-requires-gpu-nvidia\"]."),
+        "binary": attr.label(
+            default = Label("//:tag_filters"),
+            executable = True,
+            cfg = "target",
+            doc = "The tag_filters executable.",
+        ),
+        # A string_list_dict does not promise its order on every Bazel, so the
+        # order of the configs travels as a list of its own.
+        "config_names": attr.string_list(doc = "The config names, in order."),
+        "config_tags": attr.string_list_dict(doc = "The tags each config appends."),
+    },
+    doc = "A `bazel run` target printing the tag filter of the project's own tag table.",
+)
+
+def tag_filters(name, base_tags = [], configs = {}, binary = None, **kwargs):
+    """A `bazel run` target that prints the project's own tag filters.
+
+    `bazel run //pkg:<name> -- --config=ci_single_gpu` prints the base list
+    followed by that config's tags; `-- --format=bazelrc` prints a
+    `build:`/`test:` line per config; `-- --help` lists the table.
+
+    Args:
+        name: Name of the target.
+        base_tags: The tags every filter starts with, in order.
+        configs: A dict from config name to the tags it appends, in order;
+            e.g. {"ci_single_gpu": ["requires-gpu-amd", "-multi_gpu"]}.
+        binary: The tag_filters executable; defaults to the static build of
+            this module. Pass a prebuilt one to avoid rules_rust.
+        **kwargs: Common attributes (tags, visibility, testonly, ...).
+    """
+    if binary != None:
+        kwargs["binary"] = binary
+    _tag_filters(
+        name = name,
+        base_tags = base_tags,
+        config_names = list(configs.keys()),
+        config_tags = configs,
         **kwargs
     )

@@ -1,4 +1,5 @@
-//! tag_filters' command line (cli::parse, then the whole run into a buffer)
+//! tag_filters' command line (the table lookup and cli::parse, then the
+//! whole run into a buffer)
 //! over arguments made of the input split at NUL bytes (any bytes, not only
 //! UTF-8): never a panic, output in whole lines, errors on one line with
 //! exit code 2.
@@ -17,9 +18,10 @@ fuzz_target!(|data: &[u8]| {
     } else {
         data.split(|&b| b == 0).map(|w| std::ffi::OsStr::from_bytes(w).into()).collect()
     };
-    let parsed = parse(&args);
+    let table = tag_filters::load_table(None, &args);
+    let parsed = table.as_ref().map_err(|e| e.to_string()).and_then(|t| parse(&args, t).map_err(|e| e.to_string()));
     let mut out = Vec::new();
-    let run = tag_filters::run(&args, &mut out);
+    let run = tag_filters::run(None, &args, &mut out);
     match (parsed, run) {
         (Ok(request), Ok(code)) => {
             assert!(out.ends_with(b"\n"), "output not in whole lines: {out:?}");
@@ -27,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(code == ExitCode::SUCCESS || explain && code == ExitCode::FAILURE);
         }
         (Err(a), Err(b)) => {
-            assert_eq!(a.to_string(), b.to_string());
+            assert_eq!(a, b.to_string());
             let message = b.to_string();
             assert!(!message.contains('\n') && !message.contains('\r'), "{message:?}");
             assert_eq!(b.exit_code(), ExitCode::from(2));

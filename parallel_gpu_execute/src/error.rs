@@ -57,6 +57,8 @@ pub enum Error {
     NoFreeSlot {
         needed: u64,
         wait_ms: u64,
+        /// The test and its arguments, as the "Running test" line shows them.
+        test: String,
     },
     /// The lock directory is missing and cannot be created, or is unusable.
     LockDir {
@@ -122,12 +124,15 @@ impl fmt::Display for Error {
                     None => write!(f, " (all GPUs of this host)"),
                 }
             }
-            Error::NoFreeSlot { needed, wait_ms: 0 } => {
-                write!(f, "cannot find {needed} free GPU(s) to run the test on, and waiting is off (wait=0)")
-            }
-            Error::NoFreeSlot { needed, wait_ms } => write!(
+            Error::NoFreeSlot { needed, wait_ms: 0, test } => write!(
                 f,
-                "cannot find {needed} free GPU(s) to run the test on within the wait limit of {}.{:03}s",
+                "cannot find {needed} free GPU(s) to run the test {} on, and waiting is off (wait=0)",
+                Excerpt(test.as_bytes())
+            ),
+            Error::NoFreeSlot { needed, wait_ms, test } => write!(
+                f,
+                "cannot find {needed} free GPU(s) to run the test {} on within the wait limit of {}.{:03}s",
+                Excerpt(test.as_bytes()),
                 wait_ms / 1000,
                 wait_ms % 1000
             ),

@@ -39,6 +39,15 @@ fn runfiles_lookup(test: &[u8]) -> Option<StackPath> {
     runfiles.rlocation(rlocation.as_bytes())
 }
 
+/// The test and its arguments, space-separated, as messages show them.
+pub fn describe_test(test: &[u8], argv: &Argv, command: usize) -> String {
+    let mut line = format!("{}", Bytes(test));
+    for arg in argv.iter_from(command + 1) {
+        let _ = write!(line, " {}", Bytes(arg.to_bytes()));
+    }
+    line
+}
+
 /// `a,b,c`
 fn comma_list<'a>(items: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
     let mut out = Vec::new();
@@ -84,12 +93,7 @@ pub fn exec_test(test: &StackPath, argv: &Argv, command: usize, vendor: Vendor, 
     let ids = comma_list(block.iter().map(|id| &id[..]));
     let mut env = test_environment(vendor, &ids, block.len());
 
-    let mut line = String::new();
-    let _ = write!(line, "Running test {}", Bytes(test.as_bytes()));
-    for arg in argv.iter_from(command + 1) {
-        let _ = write!(line, " {}", Bytes(arg.to_bytes()));
-    }
-    let _ = write!(line, " on GPU(s) {}", Bytes(&ids));
+    let line = format!("Running test {} on GPU(s) {}", describe_test(test.as_bytes(), argv, command), Bytes(&ids));
     diag::say(format_args!("{line}"));
 
     // The locks are the only descriptors of ours that the test inherits.

@@ -69,7 +69,8 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
         return Err(Error::PoolTooSmall { needed, pool: pool.ids.len(), variable: pool.variable });
     }
     let wait = settings.wait_ms.map(Duration::from_millis);
-    let grant = locks::acquire(settings.lock_dir, &pool, settings.tests_per_gpu, needed as usize, wait)?;
+    let describe = || launch::describe_test(test_path.as_bytes(), &argv, command);
+    let grant = locks::acquire(settings.lock_dir, &pool, settings.tests_per_gpu, needed as usize, wait, &describe)?;
     Err(launch::exec_test(&test_path, &argv, command, vendor, &pool, grant))
 }
 

@@ -12,10 +12,12 @@
 //! devices at a lock path.
 //!
 //! Waiting, when every block is busy, is first come, first served: waiters
-//! queue on an exclusive flock of `<lockdir>/gpulock.queue`. Only its holder,
-//! the head of the queue, looks for slots; everyone else sleeps in the
-//! kernel. A wrapper that finds the queue empty and a block free takes it at
-//! once; one that finds the queue busy joins it, so a request for a block of
+//! queue on an exclusive flock of `<lockdir>/gpulock.queue`, which the first
+//! wrapper that has to wait creates. Only its holder, the head of the queue,
+//! looks for slots; everyone else sleeps in the kernel. A wrapper that finds
+//! the queue absent or empty and a block free takes it at once (so a lock
+//! directory it cannot write, with pre-created lock files, serves it as it
+//! served the classic script); one that finds the queue busy joins it, so a request for a block of
 //! several GPUs at the head is never overtaken by later single-GPU requests:
 //! while it waits, they wait behind it. `--wait=0` skips the queue entirely
 //! (the classic fail-fast behaviour).
@@ -28,7 +30,7 @@ use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 use std::ffi::CStr;
 use std::time::{Duration, Instant};
-use wrapper_common::StackPath;
+use wrapper_common::{StackPath, diag};
 
 /// The queue file. Its name cannot clash with `gpulock<id>_<slot>`, which
 /// always ends in `_<digits>`.
@@ -152,7 +154,9 @@ pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &StackPath) -> Result<
             dir_fd,
             name.as_cstr(),
             base | OFlags::CREATE | OFlags::EXCL,
-            Mode::from_raw_mode(0o644),
+            // As bash's `exec {fd}>file` creates it (0666 less the umask), so
+            // that a classic script run later by another user can open it.
+            Mode::from_raw_mode(0o666),
         ) {
             Ok(fd) => return Ok(fd),
             Err(Errno::EXIST) => {}
@@ -284,17 +288,85 @@ fn fd_budget() -> usize {
     usize::try_from(limit.saturating_sub(64)).unwrap_or(usize::MAX).min(MAX_CACHED_FDS)
 }
 
+/// Opens `gpulock.queue` if it exists (it is never created on the fast
+/// path, so a lock directory the wrapper cannot write still serves tests
+/// whose slot is free); refuses anything but a regular file there.
+fn open_existing_queue(dir_fd: &OwnedFd, dir: &CStr) -> Result<Option<OwnedFd>, Error> {
+    let name = queue_name();
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    match rustix::fs::openat(dir_fd, name.as_cstr(), flags, Mode::empty()) {
+        Err(Errno::NOENT) => Ok(None),
+        // Anything else (a symlink, a FIFO, an error) gets the same checks
+        // and messages as a lock file.
+        _ => open_lock_file(dir_fd, dir, &name).map(Some),
+    }
+}
+
+fn queue_name() -> StackPath {
+    StackPath::from_bytes(QUEUE_FILE).unwrap_or_default()
+}
+
+/// Creates (or opens) the queue file for a wrapper that has to wait; `None`
+/// when the lock directory does not let it create files.
+fn create_queue(dir_fd: &OwnedFd, dir: &CStr) -> Result<Option<OwnedFd>, Error> {
+    match open_lock_file(dir_fd, dir, &queue_name()) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(Error::LockFileCreate { errno: Errno::ACCESS | Errno::PERM | Errno::ROFS, .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Takes the queue: at once when nobody holds it, else by sleeping in
+/// `flock(2)` until the wrapper ahead leaves, at most until `deadline`.
+/// Returns whether it had to wait.
+fn take_queue(
+    queue: &OwnedFd,
+    dir: &CStr,
+    signals: &mut Option<WaitingSignals>,
+    deadline: Option<Instant>,
+    no_slot: &dyn Fn() -> Error,
+) -> Result<bool, Error> {
+    if try_flock(queue, || join(dir, QUEUE_FILE))? {
+        return Ok(false);
+    }
+    let s = signals.get_or_insert_with(WaitingSignals::install);
+    if let Some(d) = deadline {
+        s.arm_timer(d);
+    }
+    loop {
+        match rustix::fs::flock(queue, FlockOperation::LockExclusive) {
+            Ok(()) => break,
+            Err(Errno::INTR) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(no_slot()),
+            Err(Errno::INTR) => {}
+            Err(errno) => {
+                return Err(Error::System { what: "cannot flock", path: Some(join(dir, QUEUE_FILE)), errno });
+            }
+        }
+    }
+    s.disarm_timer();
+    Ok(true)
+}
+
 /// Takes a block of `needed` GPUs from `pool`, waiting up to `wait` (`None`:
-/// no limit; zero: fail at once).
-pub fn acquire(dir: &CStr, pool: &Pool, slots: u32, needed: usize, wait: Option<Duration>) -> Result<Grant, Error> {
+/// no limit; zero: fail at once). `test` describes the test for messages.
+pub fn acquire(
+    dir: &CStr,
+    pool: &Pool,
+    slots: u32,
+    needed: usize,
+    wait: Option<Duration>,
+    test: &dyn Fn() -> String,
+) -> Result<Grant, Error> {
     let started = Instant::now();
     let deadline = wait.map(|w| started + w);
     let no_slot = || Error::NoFreeSlot {
         needed: needed as u64,
         wait_ms: wait.map_or(0, |w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+        test: test(),
     };
     let cache = pool.ids.len().saturating_mul(slots as usize) <= fd_budget();
     let mut signals: Option<WaitingSignals> = None;
+    let mut said_no_queue = false;
     loop {
         let dir_fd = open_lock_dir(dir)?;
         let mut table = Slots::new(dir, &dir_fd, pool, slots, cache);
@@ -309,31 +381,44 @@ pub fn acquire(dir: &CStr, pool: &Pool, slots: u32, needed: usize, wait: Option<
             };
         }
 
-        // Join the queue.
-        let queue = open_lock_file(&dir_fd, dir, &StackPath::from_bytes(QUEUE_FILE).unwrap_or_default())?;
+        // Waiters queue on gpulock.queue. It exists only once someone had to
+        // wait; a wrapper that finds it absent, or finds it free, looks for
+        // a block at once.
+        let mut queue = open_existing_queue(&dir_fd, dir)?;
         // Whether time passed since the directory was opened, in which it
         // may have been removed: after waiting in the queue, and after each
         // wait for a slot.
-        let mut waited = !try_flock(&queue, || join(dir, QUEUE_FILE))?;
-        if waited {
-            let s = signals.get_or_insert_with(WaitingSignals::install);
-            if let Some(d) = deadline {
-                s.arm_timer(d);
+        let mut waited = match &queue {
+            Some(q) => take_queue(q, dir, &mut signals, deadline, &no_slot)?,
+            None => false,
+        };
+        if queue.is_none() {
+            match table.scan(needed) {
+                Ok(Some(grant)) if table.still_linked(&grant) => return Ok(grant),
+                Ok(Some(_)) => continue,
+                Ok(None) => {}
+                Err(_) if !dir_still_there(dir, &dir_fd) => continue,
+                Err(e) => return Err(e),
             }
-            loop {
-                match rustix::fs::flock(&queue, FlockOperation::LockExclusive) {
-                    Ok(()) => break,
-                    Err(Errno::INTR) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(no_slot()),
-                    Err(Errno::INTR) => {}
-                    Err(errno) => {
-                        return Err(Error::System { what: "cannot flock", path: Some(join(dir, QUEUE_FILE)), errno });
-                    }
+            // Every block is busy: take a place in the queue, creating it.
+            queue = create_queue(&dir_fd, dir)?;
+            match &queue {
+                Some(q) => waited |= take_queue(q, dir, &mut signals, deadline, &no_slot)?,
+                None if !said_no_queue => {
+                    said_no_queue = true;
+                    diag::report(
+                        crate::TOOL,
+                        format_args!(
+                            "warning: cannot create {} (the lock directory is not writable): waiting without the queue, so waiters are not served first come, first served",
+                            diag::Bytes(join(dir, QUEUE_FILE).as_bytes())
+                        ),
+                    );
                 }
+                None => {}
             }
-            s.disarm_timer();
         }
 
-        // At the head of the queue: take a block, or wait for one.
+        // At the head of the queue (or queueless): take a block, or wait.
         let mut watch: Option<SlotWatch> = None;
         let outcome = loop {
             if waited && !dir_still_there(dir, &dir_fd) {
@@ -370,6 +455,7 @@ pub fn acquire(dir: &CStr, pool: &Pool, slots: u32, needed: usize, wait: Option<
         };
         match outcome {
             Some(grant) if table.still_linked(&grant) => {
+                drop(queue);
                 drop(signals);
                 return Ok(grant);
             }

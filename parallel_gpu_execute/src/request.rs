@@ -14,24 +14,25 @@ pub const MAX_POOL: usize = 65_536;
 
 /// `--num_processes=N` times `--gpus_per_process=M` among the test's
 /// arguments (also as two words), 1 each by default; as in the classic
-/// script, a value that is not a positive integer counts as 1, and the last
-/// occurrence wins. The arguments themselves are not changed.
+/// script, a value that is not a decimal integer counts as 1, the last
+/// occurrence wins, and a product of 0 (`--num_processes=0`) is raised to 1.
+/// The arguments themselves are not changed.
 pub fn gpus_needed<'a>(test_args: impl Iterator<Item = &'a [u8]>) -> u64 {
     const NAMES: [&[u8]; 2] = [b"--num_processes", b"--gpus_per_process"];
     let mut values = [1u64; 2];
-    let positive_or_one = |v: &[u8]| parse_u64(v).filter(|&n| n > 0).unwrap_or(1);
+    let integer_or_one = |v: &[u8]| parse_u64(v).unwrap_or(1);
     // Index into NAMES of a two-word flag whose value comes next. The value
     // is not consumed, so a flag in its place is still seen as a flag.
     let mut pending: Option<usize> = None;
     for arg in test_args {
         if let Some(i) = pending.take() {
-            values[i] = positive_or_one(arg);
+            values[i] = integer_or_one(arg);
         }
         for (i, name) in NAMES.iter().enumerate() {
             if arg == *name {
                 pending = Some(i);
             } else if let Some(value) = arg.strip_prefix(*name).and_then(|r| r.strip_prefix(b"=")) {
-                values[i] = positive_or_one(value);
+                values[i] = integer_or_one(value);
             }
         }
     }
@@ -39,7 +40,7 @@ pub fn gpus_needed<'a>(test_args: impl Iterator<Item = &'a [u8]>) -> u64 {
         // A trailing flag without a value.
         values[i] = 1;
     }
-    values[0].saturating_mul(values[1])
+    values[0].saturating_mul(values[1]).max(1)
 }
 
 /// The physical GPU ids to choose from, in order.
@@ -137,7 +138,10 @@ mod tests {
 
     #[test]
     fn bad_values_count_as_one_and_last_wins() {
-        assert_eq!(needed(&["--num_processes=0", "--gpus_per_process=2"]), 2);
+        // The classic script takes 0 as given and raises a zero product to 1.
+        assert_eq!(needed(&["--num_processes=0", "--gpus_per_process=2"]), 1);
+        assert_eq!(needed(&["--num_processes=3", "--gpus_per_process=0"]), 1);
+        assert_eq!(needed(&["--num_processes", "0"]), 1);
         assert_eq!(needed(&["--num_processes=-4"]), 1);
         assert_eq!(needed(&["--num_processes=two"]), 1);
         assert_eq!(needed(&["--num_processes=4", "--num_processes=2"]), 2);

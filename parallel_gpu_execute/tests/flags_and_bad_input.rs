@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{BIN, Fixture, Record};
+use common::{BIN, Fixture, NOBODY, Record, shared_fixture};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use test_support::{Cmd, is_root, write_executable, write_file};
 
@@ -184,35 +184,20 @@ fn a_lock_directory_that_cannot_be_created_names_the_sandbox_flag() {
     ));
 }
 
-/// A directory tree that an unprivileged user can traverse.
-fn shared_fixture(label: &str) -> Fixture {
-    let f = Fixture::new(label);
-    let mut p = f.dir.path().to_path_buf();
-    loop {
-        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode | 0o755)).unwrap();
-        if !p.pop() || p.as_os_str() == "/" {
-            break;
-        }
-    }
-    f
-}
-
-const NOBODY: u32 = 65534;
-
 #[test]
 fn an_unwritable_lock_directory_is_a_clear_error() {
     if !is_root() {
         eprintln!("skipped: needs root to run the wrapper as another user");
         return;
     }
+    // No lock file exists yet, and nobody cannot create one.
     let f = shared_fixture("unwritable");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = f.cmd().env("TF_GPU_COUNT", "1").as_user(NOBODY, NOBODY).arg("./pkg/gpu_test").run();
     out.assert_code(2).assert_one_error_line(&format!(
         "cannot create lock file {}: Permission denied (os error 13) (under Bazel's sandbox, make its directory writable with --sandbox_writable_path)",
-        f.lock_dir.join("gpulock.queue").display()
+        f.lock_dir.join("gpulock0_0").display()
     ));
 }
 

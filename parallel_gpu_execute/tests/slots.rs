@@ -212,7 +212,8 @@ fn a_wrapper_and_an_external_flock_holder_exclude_each_other() {
         let _held = hold_lock(f.lock("0", 0));
         let out =
             f.cmd().args(["--wait=0", "./pkg/gpu_test"]).env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").run();
-        out.assert_code(1).assert_one_error_line("cannot find 1 free GPU(s) to run the test on, and waiting is off");
+        out.assert_code(1).assert_one_error_line("cannot find 1 free GPU(s) to run the test ");
+        out.assert_stderr_contains("pkg/gpu_test on, and waiting is off");
     }
     let mut c = f.cmd();
     gpus(&mut c, 1, 1).env("SLEEP", "2").arg("./pkg/gpu_test");

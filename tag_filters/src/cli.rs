@@ -6,22 +6,22 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
 use crate::error::{Error, Quoted};
-use crate::tables::{Config, find_config};
+use crate::tables::{Config, Table};
 
 /// What the command line asks for.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Request {
+pub enum Request<'t> {
     Help,
     Version,
     /// Print the filter built from `configs` in `format`.
     Print {
         format: Format,
-        configs: Vec<&'static Config>,
+        configs: Vec<&'t Config>,
     },
     /// Say whether the filter built from `configs` selects a target that
     /// carries `target_tags`.
     Explain {
-        configs: Vec<&'static Config>,
+        configs: Vec<&'t Config>,
         target_tags: Vec<String>,
     },
 }
@@ -42,6 +42,8 @@ const FORMAT: &str = "--format";
 /// Bazel has an `--explain=<logfile>` of its own: a driver that forwards its
 /// whole command line must drop that one, or it is read as target tags.
 const EXPLAIN: &str = "--explain";
+/// A tag table file replacing the compiled-in table.
+const TABLE: &str = "--table";
 
 /// Everything after this is a target pattern of the driver's Bazel command.
 const END_OF_OPTIONS: &[u8] = b"--";
@@ -53,11 +55,8 @@ const END_OF_OPTIONS: &[u8] = b"--";
 /// we do not know is skipped, as the shell loop did; `--strict` turns the
 /// first of them into an error. Everything after `--` is skipped in both
 /// modes: those are target patterns, not options.
-pub fn parse(args: &[OsString]) -> Result<Request, Error> {
-    let options = match args.iter().position(|arg| arg.as_bytes() == END_OF_OPTIONS) {
-        Some(end) => &args[..end],
-        None => args,
-    };
+pub fn parse<'t>(args: &[OsString], table: &'t Table) -> Result<Request<'t>, Error> {
+    let options = options(args);
     // --help and --version win wherever they are, so that asking for help
     // works even on a command line with a mistake in it. No value of ours
     // starts with `-`, so neither can be a value of another option.
@@ -82,20 +81,22 @@ pub fn parse(args: &[OsString]) -> Result<Request, Error> {
         if arg.as_bytes() == b"--strict" {
             strict = true;
         } else if let Some(value) = option_value(CONFIG, arg, &mut rest)? {
-            match value.to_str().and_then(find_config) {
+            match value.to_str().and_then(|name| table.find_config(name)) {
                 Some(config) => configs.push(config),
                 None => {
                     let name = value.to_string_lossy().into_owned();
-                    first_rejected.get_or_insert(Error::UnknownConfig { name });
+                    first_rejected.get_or_insert(Error::UnknownConfig { name, known: table.known_configs() });
                 }
             }
+        } else if option_value(TABLE, arg, &mut rest)?.is_some() {
+            // Read before parsing (see `table_file`).
         } else if let Some(value) = option_value(FORMAT, arg, &mut rest)? {
             format = Some(parse_format(value)?);
         } else if let Some(value) = option_value(EXPLAIN, arg, &mut rest)? {
             explain = Some(parse_target_tags(value)?);
         } else {
             let arg = arg.to_string_lossy().into_owned();
-            first_rejected.get_or_insert(Error::UnexpectedArgument { arg });
+            first_rejected.get_or_insert(Error::UnexpectedArgument { arg, known: table.known_configs() });
         }
     }
 
@@ -107,6 +108,32 @@ pub fn parse(args: &[OsString]) -> Result<Request, Error> {
         (Some(target_tags), None) => Ok(Request::Explain { configs, target_tags }),
         (None, format) => Ok(Request::Print { format: format.unwrap_or(Format::List), configs }),
     }
+}
+
+/// The arguments before `--`: ours and the driver's; the rest are target
+/// patterns.
+fn options(args: &[OsString]) -> &[OsString] {
+    match args.iter().position(|arg| arg.as_bytes() == END_OF_OPTIONS) {
+        Some(end) => &args[..end],
+        None => args,
+    }
+}
+
+/// The file of the last `--table=FILE` (or `--table FILE`) before `--`, if
+/// any: the table must be read before the configs can be looked up in it,
+/// and before `--help` can list them.
+pub fn table_file(args: &[OsString]) -> Result<Option<&OsStr>, Error> {
+    let mut file = None;
+    let mut rest = options(args).iter();
+    while let Some(arg) = rest.next() {
+        if let Some(value) = option_value(TABLE, arg, &mut rest)? {
+            if value.is_empty() {
+                return Err(Error::MissingValue { flag: TABLE });
+            }
+            file = Some(value);
+        }
+    }
+    Ok(file)
 }
 
 /// The value of option `name` if `arg` is that option: the text after `=`,
@@ -178,17 +205,23 @@ fn parse_target_tags(value: &OsStr) -> Result<Vec<String>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tables::CONFIGS;
+    use std::sync::LazyLock;
 
-    fn parse_strs(args: &[&str]) -> Result<Request, Error> {
+    static TABLE: LazyLock<Table> = LazyLock::new(Table::builtin);
+
+    fn parse(args: &[OsString]) -> Result<Request<'static>, Error> {
+        super::parse(args, &TABLE)
+    }
+
+    fn parse_strs(args: &[&str]) -> Result<Request<'static>, Error> {
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
         parse(&args)
     }
 
-    fn config_names(request: &Request) -> Vec<&'static str> {
+    fn config_names(request: &Request) -> Vec<String> {
         match request {
             Request::Print { configs, .. } | Request::Explain { configs, .. } => {
-                configs.iter().map(|c| c.name).collect()
+                configs.iter().map(|c| c.name.clone()).collect()
             }
             _ => panic!("no configs in {request:?}"),
         }
@@ -284,10 +317,21 @@ mod tests {
 
     #[test]
     fn every_config_is_reachable_by_name() {
-        for config in CONFIGS {
+        for config in &TABLE.configs {
             let request = parse_strs(&[&format!("--config={}", config.name)]).unwrap();
-            assert_eq!(config_names(&request), [config.name]);
+            assert_eq!(config_names(&request), std::slice::from_ref(&config.name));
         }
+    }
+
+    #[test]
+    fn the_table_option_is_found_before_the_end_of_options_only() {
+        let args = |words: &[&str]| words.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(table_file(&args(&["--table=a", "--config=x", "--table", "b"])).unwrap(), Some(OsStr::new("b")));
+        assert_eq!(table_file(&args(&["--config=x", "--", "--table=a"])).unwrap(), None);
+        assert_eq!(table_file(&args(&["--table"])).unwrap_err().to_string(), "--table: missing value");
+        assert_eq!(table_file(&args(&["--table="])).unwrap_err().to_string(), "--table: missing value");
+        // parse() skips it and its value, also under --strict.
+        assert!(parse_strs(&["--strict", "--table", "t.conf", "--config=asan"]).is_ok());
     }
 
     #[test]

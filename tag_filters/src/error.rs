@@ -3,9 +3,8 @@
 
 use std::fmt;
 use std::io;
+use std::path::PathBuf;
 use std::process::ExitCode;
-
-use crate::tables::CONFIGS;
 
 #[derive(Debug)]
 pub enum Error {
@@ -18,10 +17,17 @@ pub enum Error {
     BadExplainTag { value: String, problem: String },
     /// `--explain` together with `--format`, which it would silently ignore.
     ExplainWithFormat,
-    /// Under `--strict`: `--config=` names a config this binary does not know.
-    UnknownConfig { name: String },
+    /// Under `--strict`: `--config=` names a config the table does not
+    /// have; `known` lists the table's configs.
+    UnknownConfig { name: String, known: String },
     /// Under `--strict`: an argument that is not an option of tag_filters.
-    UnexpectedArgument { arg: String },
+    UnexpectedArgument { arg: String, known: String },
+    /// The table file cannot be read.
+    TableUnreadable { file: PathBuf, error: io::Error },
+    /// A line of the table file is not a definition (1-based `line`).
+    TableLine { file: PathBuf, line: usize, problem: String },
+    /// The table file has no `base = ...` line.
+    TableNoBase { file: PathBuf },
     /// stdout could not be written; a closed pipe is reported by the exit
     /// code alone (see `main`).
     Stdout(io::Error),
@@ -57,11 +63,20 @@ impl fmt::Display for Error {
             Error::ExplainWithFormat => {
                 f.write_str("--explain: cannot be combined with --format (it prints a verdict)")
             }
-            Error::UnknownConfig { name } => {
-                write!(f, "--config: unknown config {} under --strict (known configs: {})", Quoted(name), KnownConfigs)
+            Error::UnknownConfig { name, known } => {
+                write!(f, "--config: unknown config {} under --strict (known configs: {known})", Quoted(name))
             }
-            Error::UnexpectedArgument { arg } => {
-                write!(f, "--strict: unexpected argument {} (known configs: {})", Quoted(arg), KnownConfigs)
+            Error::UnexpectedArgument { arg, known } => {
+                write!(f, "--strict: unexpected argument {} (known configs: {known})", Quoted(arg))
+            }
+            Error::TableUnreadable { file, error } => {
+                write!(f, "{}: cannot read the tag table: {error}", OneLine(&file.to_string_lossy()))
+            }
+            Error::TableLine { file, line, problem } => {
+                write!(f, "{}:{line}: {problem}", OneLine(&file.to_string_lossy()))
+            }
+            Error::TableNoBase { file } => {
+                write!(f, "{}: no 'base = TAG,TAG,...' line", OneLine(&file.to_string_lossy()))
             }
             Error::Stdout(e) => write!(f, "cannot write to stdout: {e}"),
         }
@@ -94,21 +109,6 @@ impl fmt::Display for OneLine<'_> {
     }
 }
 
-/// The known config names, comma-separated, from the table.
-struct KnownConfigs;
-
-impl fmt::Display for KnownConfigs {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, config) in CONFIGS.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            f.write_str(config.name)?;
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn strict_messages_list_the_known_configs() {
-        let e = Error::UnexpectedArgument { arg: "-c".into() };
+        let e = Error::UnexpectedArgument { arg: "-c".into(), known: crate::tables::Table::builtin().known_configs() };
         assert_eq!(
             e.to_string(),
             "--strict: unexpected argument '-c' (known configs: ci_single_gpu, ci_multi_gpu, ci_rocm_cpu, asan, tsan)"

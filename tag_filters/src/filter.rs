@@ -1,31 +1,32 @@
 //! Composing the filter (base list, then each config's tags, each tag once)
 //! and Bazel's rule for whether a filter selects a target.
 
-use crate::tables::{BASE_TAGS, Config};
+use crate::tables::{Config, Table};
 
 /// A tag filter as Bazel's `--test_tag_filters` takes it: an ordered list of
 /// entries, `-tag` to exclude, `tag` to include.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TagFilter {
-    entries: Vec<&'static str>,
+pub struct TagFilter<'t> {
+    entries: Vec<&'t str>,
 }
 
-impl TagFilter {
-    /// The base list followed by the tags of `configs`, in the order given.
-    /// An entry already present is not repeated, so a config given twice (or
-    /// a later config sharing tags with an earlier one) adds nothing new.
-    pub fn compose<'c>(configs: impl IntoIterator<Item = &'c Config>) -> TagFilter {
+impl<'t> TagFilter<'t> {
+    /// The table's base list followed by the tags of `configs`, in the order
+    /// given. An entry already present is not repeated, so a config given
+    /// twice (or a later config sharing tags with an earlier one) adds
+    /// nothing new.
+    pub fn compose(table: &'t Table, configs: impl IntoIterator<Item = &'t Config>) -> TagFilter<'t> {
         let mut filter = TagFilter { entries: Vec::new() };
-        filter.append(BASE_TAGS);
+        filter.append(&table.base);
         for config in configs {
-            filter.append(config.tags);
+            filter.append(&config.tags);
         }
         filter
     }
 
-    fn append(&mut self, tags: &[&'static str]) {
-        for &tag in tags {
-            if !self.entries.contains(&tag) {
+    fn append(&mut self, tags: &'t [String]) {
+        for tag in tags {
+            if !self.entries.contains(&tag.as_str()) {
                 self.entries.push(tag);
             }
         }
@@ -37,12 +38,12 @@ impl TagFilter {
     }
 
     /// Tags a target must carry one of (when there are any).
-    pub fn included(&self) -> impl Iterator<Item = &'static str> + '_ {
+    pub fn included(&self) -> impl Iterator<Item = &'t str> + '_ {
         self.entries.iter().copied().filter(|entry| !entry.starts_with('-'))
     }
 
     /// Tags that rule a target out, without their `-`.
-    pub fn excluded(&self) -> impl Iterator<Item = &'static str> + '_ {
+    pub fn excluded(&self) -> impl Iterator<Item = &'t str> + '_ {
         self.entries.iter().filter_map(|entry| entry.strip_prefix('-'))
     }
 
@@ -50,13 +51,13 @@ impl TagFilter {
     /// rules it out (exclusion wins even over an included tag); otherwise, if
     /// the filter includes any tags, the target needs at least one of them.
     /// The deciding tag is the first of the target's own tags, in its order.
-    pub fn explain<'t>(&self, target_tags: &'t [String]) -> Verdict<'t> {
+    pub fn explain<'a>(&self, target_tags: &'a [String]) -> Verdict<'a, 't> {
         let first_target_tag_in = |set: &[&str]| target_tags.iter().map(String::as_str).find(|tag| set.contains(tag));
-        let excluded: Vec<&'static str> = self.excluded().collect();
+        let excluded: Vec<&'t str> = self.excluded().collect();
         if let Some(tag) = first_target_tag_in(&excluded) {
             return Verdict::Excluded { tag };
         }
-        let included: Vec<&'static str> = self.included().collect();
+        let included: Vec<&'t str> = self.included().collect();
         if included.is_empty() {
             return Verdict::NothingIncluded;
         }
@@ -69,20 +70,20 @@ impl TagFilter {
 
 /// Whether a filter selects a target, and why.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Verdict<'t> {
+pub enum Verdict<'a, 't> {
     /// Not selected: the target carries `tag`, which the filter excludes.
-    Excluded { tag: &'t str },
+    Excluded { tag: &'a str },
     /// Selected: the target carries `tag`, which the filter includes.
-    Included { tag: &'t str },
+    Included { tag: &'a str },
     /// Selected: nothing excluded, and the filter includes no tags at all, so
     /// every target passes the include check.
     NothingIncluded,
     /// Not selected: nothing excluded, but the target carries none of the
     /// filter's `included` tags.
-    MissingIncluded { included: Vec<&'static str> },
+    MissingIncluded { included: Vec<&'t str> },
 }
 
-impl Verdict<'_> {
+impl Verdict<'_, '_> {
     pub fn is_selected(&self) -> bool {
         matches!(self, Verdict::Included { .. } | Verdict::NothingIncluded)
     }
@@ -91,10 +92,12 @@ impl Verdict<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tables::find_config;
+    use std::sync::LazyLock;
 
-    fn compose(names: &[&str]) -> TagFilter {
-        TagFilter::compose(names.iter().map(|name| find_config(name).expect(name)))
+    static TABLE: LazyLock<Table> = LazyLock::new(Table::builtin);
+
+    fn compose(names: &[&str]) -> TagFilter<'static> {
+        TagFilter::compose(&TABLE, names.iter().map(|name| TABLE.find_config(name).expect(name)))
     }
 
     fn tags(list: &[&str]) -> Vec<String> {
@@ -103,14 +106,14 @@ mod tests {
 
     #[test]
     fn base_only_is_the_base_list() {
-        assert_eq!(compose(&[]).entries, BASE_TAGS);
+        assert_eq!(compose(&[]).entries, TABLE.base);
     }
 
     #[test]
     fn configs_append_in_order_without_repeats() {
         let filter = compose(&["asan", "ci_single_gpu", "asan", "ci_multi_gpu"]);
         assert_eq!(
-            filter.entries[BASE_TAGS.len()..],
+            filter.entries[TABLE.base.len()..],
             ["-noasan", "requires-gpu-rocm", "requires-gpu-amd", "-multi_gpu", "multi_gpu"]
         );
     }

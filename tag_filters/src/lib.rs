@@ -1,14 +1,16 @@
 //! tag_filters: prints the Bazel tag filter of ROCm CI.
 //!
-//! Usage: `tag_filters [--config=NAME]... [--format=list|flags|bazelrc]
-//! [--strict] [ARGS...] [-- TARGETS...]`, or `... --explain=TAG,TAG,...` to
+//! Usage: `tag_filters [--table=FILE] [--config=NAME]...
+//! [--format=list|flags|bazelrc] [--strict] [ARGS...] [-- TARGETS...]`, or `... --explain=TAG,TAG,...` to
 //! ask whether the filter selects a target with those tags (exit 0 when it
 //! does, 1 when not). Exit 2 is bad usage; 3 is a failed write to stdout.
 //!
 //! It replaces a shell helper that echoed the tags ROCm CI must never attempt
 //! and a driver loop that appended tags per `--config=`. Design goals:
 //! - the same bytes as the shell helper for the same configs, with the tags
-//!   kept as data in one place (`tables`), never in code or help text;
+//!   kept as data in one place (`tables`), never in code or help text; a
+//!   table file (`--table=FILE`, or `<argv0>.tag_filters.conf`) replaces
+//!   the compiled-in table, so maintainers edit data, not Rust;
 //! - a driver can pass its whole Bazel command line: what is not ours is
 //!   ignored, as the loop did, unless `--strict` asks for an error;
 //! - one clear stderr line per mistake, never a panic, even for non-UTF-8
@@ -25,25 +27,54 @@ pub mod filter;
 pub mod output;
 pub mod tables;
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use cli::Request;
 use error::Error;
 use filter::TagFilter;
+use tables::Table;
 
-/// Does what `args` (without argv[0]) ask, writing to `stdout`. Returns
-/// the exit code of a run that went as asked: 0, or 1 when `--explain`
-/// finds the target not selected.
-pub fn run(args: &[OsString], stdout: &mut impl Write) -> Result<ExitCode, Error> {
+/// `<argv0>.tag_filters.conf`, when argv[0] names a path (not a bare name
+/// found through `PATH`) and that file exists.
+pub fn conf_beside(argv0: &OsStr) -> Option<PathBuf> {
+    if !argv0.as_bytes().contains(&b'/') {
+        return None;
+    }
+    let mut path = argv0.to_os_string();
+    path.push(tables::CONF_SUFFIX);
+    let path = PathBuf::from(path);
+    path.exists().then_some(path)
+}
+
+/// The table in force: `--table=FILE`, else `<argv0>.tag_filters.conf`
+/// when present, else the compiled-in one.
+pub fn load_table(argv0: Option<&OsStr>, args: &[OsString]) -> Result<Table, Error> {
+    if let Some(file) = cli::table_file(args)? {
+        return Table::read(Path::new(file));
+    }
+    match argv0.and_then(conf_beside) {
+        Some(file) => Table::read(&file),
+        None => Ok(Table::builtin()),
+    }
+}
+
+/// Does what `args` (without argv[0]) ask, writing to `stdout`; `argv0`
+/// locates the table file beside the executable. Returns the exit code of
+/// a run that went as asked: 0, or 1 when `--explain` finds the target not
+/// selected.
+pub fn run(argv0: Option<&OsStr>, args: &[OsString], stdout: &mut impl Write) -> Result<ExitCode, Error> {
+    let table = load_table(argv0, args)?;
     let mut code = ExitCode::SUCCESS;
-    let text = match cli::parse(args)? {
-        Request::Help => output::help(),
+    let text = match cli::parse(args, &table)? {
+        Request::Help => output::help(&table),
         Request::Version => output::version(),
-        Request::Print { format, configs } => output::filter(format, &TagFilter::compose(configs)),
+        Request::Print { format, configs } => output::filter(format, &table, &TagFilter::compose(&table, configs)),
         Request::Explain { configs, target_tags } => {
-            let verdict = TagFilter::compose(configs).explain(&target_tags);
+            let verdict = TagFilter::compose(&table, configs).explain(&target_tags);
             if !verdict.is_selected() {
                 code = ExitCode::FAILURE;
             }

@@ -6,8 +6,10 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    match tag_filters::run(&args, &mut io::stdout().lock()) {
+    let mut args = std::env::args_os();
+    let argv0 = args.next();
+    let args: Vec<OsString> = args.collect();
+    match tag_filters::run(argv0.as_deref(), &args, &mut io::stdout().lock()) {
         Ok(code) => code,
         Err(error) => {
             if !error.is_quiet() {

@@ -7,27 +7,27 @@ use std::fmt::Write as _;
 use crate::cli::Format;
 use crate::error::{OneLine, Quoted};
 use crate::filter::{TagFilter, Verdict};
-use crate::tables::{BASE_TAGS, CONFIGS};
+use crate::tables::{Origin, Table};
 
 /// The filter in `format`. `--format=bazelrc` does not depend on the given
 /// configs: see [`bazelrc`].
-pub fn filter(format: Format, filter: &TagFilter) -> String {
+pub fn filter(format: Format, table: &Table, filter: &TagFilter) -> String {
     let list = filter.joined();
     match format {
         Format::List => format!("{list}\n"),
         Format::Flags => format!("--build_tag_filters={list} --test_tag_filters={list}\n"),
-        Format::Bazelrc => bazelrc(),
+        Format::Bazelrc => bazelrc(table),
     }
 }
 
 /// A `build:<config>` and a `test:<config>` line for every known config, in
 /// table order, each filter being the base list plus that one config, ready
 /// to paste into a `.bazelrc`.
-fn bazelrc() -> String {
+fn bazelrc(table: &Table) -> String {
     let mut text = String::new();
-    for config in CONFIGS {
-        let list = TagFilter::compose([config]).joined();
-        let name = config.name;
+    for config in &table.configs {
+        let list = TagFilter::compose(table, [config]).joined();
+        let name = &config.name;
         let _ = writeln!(text, "build:{name} --build_tag_filters={list}");
         let _ = writeln!(text, "test:{name} --test_tag_filters={list}");
     }
@@ -35,7 +35,7 @@ fn bazelrc() -> String {
 }
 
 /// The `--explain` answer: selected or not, and the tag that decided.
-pub fn verdict(verdict: &Verdict<'_>, target_tags: &[String]) -> String {
+pub fn verdict(verdict: &Verdict<'_, '_>, target_tags: &[String]) -> String {
     match verdict {
         Verdict::Excluded { tag } => {
             format!("not selected: tag {} is excluded (-{})\n", Quoted(tag), OneLine(tag))
@@ -65,8 +65,9 @@ pub fn version() -> String {
 }
 
 const USAGE: &str = "\
-Usage: tag_filters [--config=NAME]... [--format=FORMAT] [--strict] [ARGS...]
-       tag_filters [--config=NAME]... --explain=TAG[,TAG...]
+Usage: tag_filters [--table=FILE] [--config=NAME]... [--format=FORMAT]
+                   [--strict] [ARGS...]
+       tag_filters [--table=FILE] [--config=NAME]... --explain=TAG[,TAG...]
 
 Prints the tags ROCm CI never attempts (the base list), followed by the tags
 of each known --config given, in order; a tag already listed is not repeated.
@@ -80,14 +81,18 @@ Options:
                     config alone (--config arguments do not change it)
   --explain=TAGS    the comma-separated tags of one target: say whether the
                     filter selects it and which tag decided
+  --table=FILE      read the tag table from FILE instead of the compiled-in
+                    one (also: <executable>.tag_filters.conf when present);
+                    lines 'base = TAG,...' and 'CONFIG = TAG,...', '#' comments
   --strict          reject unknown configs and other arguments (exit 2)
   -h, --help        print this help
   --version         print the version
   --                ignore every later argument (target patterns)
 
---config, --format and --explain also take their value as the next argument
-(--config NAME). Other arguments (a driver's Bazel command line: test, -c opt,
---jobs=8, //xla/..., unknown configs) are ignored unless --strict is given.
+--config, --format, --explain and --table also take their value as the next
+argument (--config NAME). Other arguments (a driver's Bazel command line: test,
+-c opt, --jobs=8, //xla/..., unknown configs) are ignored unless --strict is
+given.
 ";
 
 const EXIT_STATUS: &str = "\
@@ -98,15 +103,21 @@ Exit status: 0 printed (--explain: selected), 1 --explain: not selected,
 /// Wraps help lines at this width, so the base list reads in a terminal.
 const HELP_WIDTH: usize = 80;
 
-pub fn help() -> String {
+pub fn help(table: &Table) -> String {
     let mut text =
         String::from(concat!("tag_filters ", env!("CARGO_PKG_VERSION"), ": the Bazel tag filters of ROCm CI\n\n"));
     text.push_str(USAGE);
+    match &table.origin {
+        Origin::Builtin => text.push_str("\nTable: compiled in (openxla/xla main)\n"),
+        Origin::File(file) => {
+            let _ = writeln!(text, "\nTable: {}", OneLine(&file.to_string_lossy()));
+        }
+    }
     text.push_str("\nBase list:\n");
-    push_wrapped_list(&mut text, BASE_TAGS);
+    push_wrapped_list(&mut text, &table.base);
     text.push_str("\nConfigs:\n");
-    let name_width = CONFIGS.iter().map(|c| c.name.len()).max().unwrap_or(0);
-    for config in CONFIGS {
+    let name_width = table.configs.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    for config in &table.configs {
         let _ = writeln!(text, "  {:name_width$}  {}", config.name, config.tags.join(","));
     }
     text.push('\n');
@@ -116,7 +127,7 @@ pub fn help() -> String {
 
 /// Writes `tags` comma-joined, indented by two spaces, breaking lines after
 /// a comma so that a line stays within [`HELP_WIDTH`].
-fn push_wrapped_list(text: &mut String, tags: &[&str]) {
+fn push_wrapped_list(text: &mut String, tags: &[String]) {
     let mut line_len = 0;
     for (i, tag) in tags.iter().enumerate() {
         let comma = if i + 1 < tags.len() { "," } else { "" };
@@ -142,7 +153,7 @@ mod tests {
 
     #[test]
     fn help_lines_fit_the_width() {
-        for line in help().lines() {
+        for line in help(&Table::builtin()).lines() {
             assert!(line.len() <= HELP_WIDTH, "{line:?} is too long");
         }
     }
@@ -150,10 +161,11 @@ mod tests {
     #[test]
     fn wrapped_list_joins_back_to_the_list() {
         let mut text = String::new();
-        push_wrapped_list(&mut text, BASE_TAGS);
+        let base = Table::builtin().base;
+        push_wrapped_list(&mut text, &base);
         assert!(text.lines().count() > 1);
         let joined: String = text.lines().map(str::trim_start).collect();
-        assert_eq!(joined, BASE_TAGS.join(","));
+        assert_eq!(joined, base.join(","));
     }
 
     #[test]

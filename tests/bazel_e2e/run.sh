@@ -270,5 +270,15 @@ check_tag_filters() {
 check_tag_filters tag_filters "${base}" //:tag_filters
 check_tag_filters tag_filters_single_gpu "${base},requires-gpu-rocm,requires-gpu-amd,-multi_gpu" \
   //:tag_filters -- --config=ci_single_gpu
+check_tag_filters tag_filters_multi_gpu "${base},multi_gpu" //:tag_filters -- --config=ci_multi_gpu
+# The tag_filters macro: the project's table, found beside the executable.
+check_tag_filters project_tags "-no_gpu,-requires-gpu-nvidia,requires-gpu-amd,-multi_gpu" \
+  //:project_tags -- --config=ci_single_gpu
+check_tag_filters project_tags_bazelrc "$(printf '%s\n' \
+  "build:ci_single_gpu --build_tag_filters=-no_gpu,-requires-gpu-nvidia,requires-gpu-amd,-multi_gpu" \
+  "test:ci_single_gpu --test_tag_filters=-no_gpu,-requires-gpu-nvidia,requires-gpu-amd,-multi_gpu" \
+  "build:nightly --build_tag_filters=-no_gpu,-requires-gpu-nvidia,-flaky" \
+  "test:nightly --test_tag_filters=-no_gpu,-requires-gpu-nvidia,-flaky")" \
+  //:project_tags -- --format=bazelrc
 
 say "all ${checks} checks passed in $((SECONDS - started))s"

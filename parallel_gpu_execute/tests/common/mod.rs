@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use test_support::{Cmd, Output, RECORDING_TEST, Runfiles, Sysroot, TempDir, parse_record, record_value};
 
@@ -83,4 +84,21 @@ impl Record {
         locks.sort();
         locks
     }
+}
+
+/// The uid and gid of `nobody`, for runs as an unprivileged user.
+pub const NOBODY: u32 = 65534;
+
+/// A fixture whose directory tree an unprivileged user can traverse.
+pub fn shared_fixture(label: &str) -> Fixture {
+    let f = Fixture::new(label);
+    let mut p = f.dir.path().to_path_buf();
+    loop {
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode | 0o755)).unwrap();
+        if !p.pop() || p.as_os_str() == "/" {
+            break;
+        }
+    }
+    f
 }

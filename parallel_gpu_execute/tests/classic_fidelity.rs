@@ -1,0 +1,175 @@
+//! Where parallel_gpu_execute is a drop-in for the classic script, it
+//! behaves like it: lock files another user's classic script can open, lock
+//! directories it cannot write, the GPUs a `--num_processes=0` test needs,
+//! and the test named in the "no slot" line.
+
+mod common;
+
+use common::{BIN, Fixture, NOBODY, Record, shared_fixture};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::time::Duration;
+use test_support::{Cmd, hold_lock, is_root, lock_is_free, wait_until, write_file};
+
+/// A lock file ours creates is 0666 less the umask, as bash's
+/// `exec {fd}>file` makes it: under `umask 000` a classic script run later
+/// by another user opens it for writing and locks it.
+#[test]
+fn a_lock_file_we_create_can_be_locked_by_another_users_classic_script() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run the classic script as another user");
+        return;
+    }
+    let f = shared_fixture("classic-mode");
+    // `umask 000` for the wrapper only, through a shell that execs it.
+    let mut c = Cmd::new("/bin/sh");
+    f.runfiles.apply(&mut c);
+    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root)
+        .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir)
+        .env("TF_GPU_COUNT", "1")
+        .args(["-c", "umask 000; exec \"$0\" ./pkg/gpu_test", BIN]);
+    let out = c.run();
+    Record::of(out.assert_success());
+    let mode = std::fs::metadata(f.lock("0", 0)).unwrap().mode() & 0o777;
+    assert_eq!(mode, 0o666, "lock file mode {mode:o}, want 0666 (0666 less umask 000)");
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+
+    // The classic script's own open and lock, as nobody.
+    let classic = Cmd::new("/bin/bash")
+        .args(["-c", "exec {fd}>\"$1\" || exit 11; flock -n \"$fd\" || exit 12; echo locked", "classic"])
+        .arg(f.lock("0", 0))
+        .as_user(NOBODY, NOBODY)
+        .run();
+    classic.assert_success().assert_stdout_eq("locked\n");
+
+    // And under the default umask 022 the same file is 0644, like bash's.
+    let g = Fixture::new("classic-mode-022");
+    let mut c = Cmd::new("/bin/sh");
+    g.runfiles.apply(&mut c);
+    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &g.sysroot.root)
+        .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &g.lock_dir)
+        .env("TF_GPU_COUNT", "1")
+        .args(["-c", "umask 022; exec \"$0\" ./pkg/gpu_test", BIN]);
+    c.run().assert_success();
+    assert_eq!(std::fs::metadata(g.lock("0", 0)).unwrap().mode() & 0o777, 0o644);
+}
+
+/// A read-only lock directory (0755, owned by root) with lock files an
+/// administrator pre-created (0644) and no queue file: every user gets a
+/// slot, as with the classic script, and nothing is created there.
+#[test]
+fn a_read_only_lock_directory_with_precreated_lock_files_serves_every_user() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run the wrapper as other users");
+        return;
+    }
+    let f = shared_fixture("readonly-dir");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    for gpu in 0..2 {
+        for slot in 0..2 {
+            let p = f.lock(&gpu.to_string(), slot);
+            write_file(&p, "");
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+    }
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before: Vec<_> = std::fs::read_dir(&f.lock_dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    for (uid, gid) in [(NOBODY, NOBODY), (1000, 1000), (0, 0)] {
+        let mut c = f.cmd();
+        c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "2").arg("./pkg/gpu_test");
+        if uid != 0 {
+            c.as_user(uid, gid);
+        }
+        let out = c.run();
+        let r = Record::of(out.assert_success());
+        assert_eq!(r.locks(), ["gpulock0_0"], "uid {uid}\n{}", out.explain());
+        assert_eq!(out.stderr.lines().count(), 1, "only the 'Running test' line\n{}", out.explain());
+    }
+    let mut after: Vec<_> = std::fs::read_dir(&f.lock_dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    after.sort();
+    let mut before = before;
+    before.sort();
+    assert_eq!(after, before, "nothing created in the lock directory (no gpulock.queue)");
+}
+
+/// A wrapper that must wait in a lock directory where it cannot create the
+/// queue file waits without it, says so in one line, and runs its test when
+/// the slot frees, instead of failing.
+#[test]
+fn without_a_queue_file_a_waiter_waits_and_says_so() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run the wrapper as another user");
+        return;
+    }
+    let f = shared_fixture("readonly-wait");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let lock = f.lock("0", 0);
+    write_file(&lock, "");
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let held = hold_lock(&lock);
+    let records = f.dir.join("records");
+    std::fs::create_dir_all(&records).unwrap();
+    std::fs::set_permissions(&records, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let record = records.join("record");
+    let mut c = f.cmd();
+    c.env("TF_GPU_COUNT", "1")
+        .env("TF_TESTS_PER_GPU", "1")
+        .env("RECORD_FILE", &record)
+        .as_user(NOBODY, NOBODY)
+        .arg("./pkg/gpu_test");
+    let waiter = c.spawn();
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(!record.exists(), "the test ran on a busy slot");
+    drop(held);
+    let out = waiter.wait();
+    out.assert_success();
+    assert!(record.exists(), "the test never ran\n{}", out.explain());
+    let warning = format!(
+        "parallel_gpu_execute: warning: cannot create {} (the lock directory is not writable): waiting without the queue, so waiters are not served first come, first served",
+        f.lock_dir.join("gpulock.queue").display()
+    );
+    assert_eq!(out.stderr.lines().filter(|l| *l == warning).count(), 1, "{}", out.explain());
+    assert!(!f.lock_dir.join("gpulock.queue").exists());
+    assert!(wait_until(Duration::from_secs(2), || lock_is_free(&lock)));
+}
+
+/// The classic script reads `--num_processes=0` as 0 and raises a zero
+/// product to 1: such a test needs one GPU, not two.
+#[test]
+fn a_zero_process_count_needs_one_gpu() {
+    let f = Fixture::new("zero-processes");
+    for args in [&["--num_processes=0", "--gpus_per_process=2"][..], &["--gpus_per_process=0"]] {
+        let out = f.run_test(
+            |c| {
+                c.env("TF_GPU_COUNT", "1");
+            },
+            args,
+        );
+        let r = Record::of(out.assert_success());
+        assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), None);
+        assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "classic mode, one GPU\n{}", out.explain());
+        assert_eq!(r.args(), args, "arguments unchanged");
+    }
+}
+
+/// The "no slot" line names the test and its arguments, as upstream's
+/// "Cannot find N free GPU(s) to run the test ... on" does; still one line.
+#[test]
+fn the_no_slot_line_names_the_test_and_its_arguments() {
+    let f = Fixture::new("noslot-line");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let _held = hold_lock(f.lock("0", 0));
+    let test = f.test_path();
+    for (wait, tail) in [("0", ", and waiting is off (wait=0)"), ("0.2", " within the wait limit of 0.200s")] {
+        let out = f.run_test(
+            |c| {
+                c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").env("PARALLEL_GPU_EXECUTE_WAIT", wait);
+            },
+            &["--gtest_filter=Foo.*", "two words"],
+        );
+        out.assert_code(1).assert_one_error_line(&format!(
+            "parallel_gpu_execute: cannot find 1 free GPU(s) to run the test {} --gtest_filter=Foo.* two words on{tail}",
+            test.display()
+        ));
+    }
+}

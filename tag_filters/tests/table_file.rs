@@ -1,0 +1,136 @@
+//! The tag table as data: `--table=FILE`, `<argv0>.tag_filters.conf` beside
+//! the executable, their precedence, every output using the table in force,
+//! and one `tag_filters: FILE:LINE: ...` line (exit 2) for a bad table.
+
+mod common;
+
+use common::{BIN, run};
+use std::os::unix::fs::symlink;
+use test_support::{Cmd, TempDir, write_file};
+
+const TABLE: &str = "\
+# the project's own table
+base = -no_gpu, -requires-gpu-nvidia
+
+ci_single_gpu = requires-gpu-amd,-multi_gpu
+  ci_multi_gpu=multi_gpu
+nightly = -flaky
+";
+
+fn table_dir(label: &str, contents: &str) -> (TempDir, String) {
+    let dir = TempDir::new(label);
+    let file = dir.join("tags.conf");
+    write_file(&file, contents);
+    let file = file.to_str().unwrap().to_string();
+    (dir, file)
+}
+
+#[test]
+fn a_table_file_replaces_the_compiled_in_table() {
+    let (_dir, file) = table_dir("tf-table", TABLE);
+    let table = format!("--table={file}");
+    let out = run(&[&table, "--config=nightly", "--config=ci_multi_gpu"]);
+    out.assert_success().assert_stdout_eq("-no_gpu,-requires-gpu-nvidia,-flaky,multi_gpu\n");
+    // Both spellings; the compiled-in configs are gone with the table.
+    let out = run(&["--table", &file, "--config=asan", "--strict"]);
+    out.assert_code(2).assert_one_error_line(
+        "tag_filters: --config: unknown config 'asan' under --strict (known configs: ci_single_gpu, ci_multi_gpu, nightly)",
+    );
+    let out = run(&[&table, "--format=flags", "--config=ci_single_gpu"]);
+    out.assert_success().assert_stdout_eq(
+        "--build_tag_filters=-no_gpu,-requires-gpu-nvidia,requires-gpu-amd,-multi_gpu \
+         --test_tag_filters=-no_gpu,-requires-gpu-nvidia,requires-gpu-amd,-multi_gpu\n",
+    );
+}
+
+#[test]
+fn bazelrc_and_help_use_the_table_in_force() {
+    let (_dir, file) = table_dir("tf-table-help", TABLE);
+    let table = format!("--table={file}");
+    run(&[&table, "--format=bazelrc"]).assert_success().assert_stdout_eq(
+        "build:ci_single_gpu --build_tag_filters=-no_gpu,-requires-gpu-nvidia,requires-gpu-amd,-multi_gpu\n\
+         test:ci_single_gpu --test_tag_filters=-no_gpu,-requires-gpu-nvidia,requires-gpu-amd,-multi_gpu\n\
+         build:ci_multi_gpu --build_tag_filters=-no_gpu,-requires-gpu-nvidia,multi_gpu\n\
+         test:ci_multi_gpu --test_tag_filters=-no_gpu,-requires-gpu-nvidia,multi_gpu\n\
+         build:nightly --build_tag_filters=-no_gpu,-requires-gpu-nvidia,-flaky\n\
+         test:nightly --test_tag_filters=-no_gpu,-requires-gpu-nvidia,-flaky\n",
+    );
+    let out = run(&["--help", &table]);
+    out.assert_success()
+        .assert_stdout_contains(&format!("\nTable: {file}\n"))
+        .assert_stdout_contains("\nBase list:\n  -no_gpu,-requires-gpu-nvidia\n")
+        .assert_stdout_contains("\n  nightly        -flaky\n");
+    assert!(!out.stdout.contains("-noasan"), "the compiled-in configs are not listed\n{}", out.explain());
+    run(&["--help"]).assert_success().assert_stdout_contains("\nTable: compiled in (openxla/xla main)\n");
+}
+
+#[test]
+fn the_file_beside_the_executable_is_used_and_the_flag_wins_over_it() {
+    let dir = TempDir::new("tf-beside");
+    let exe = dir.join("rocm_tags");
+    symlink(BIN, &exe).unwrap();
+    write_file(dir.join("rocm_tags.tag_filters.conf"), TABLE);
+    let out = Cmd::new(&exe).arg("--config=nightly").run();
+    out.assert_success().assert_stdout_eq("-no_gpu,-requires-gpu-nvidia,-flaky\n");
+
+    let other = dir.join("other.conf");
+    write_file(&other, "base = -x\nnightly = -y\n");
+    let out = Cmd::new(&exe).arg(format!("--table={}", other.display())).arg("--config=nightly").run();
+    out.assert_success().assert_stdout_eq("-x,-y\n");
+
+    // The same binary under a name with no table beside it: compiled in.
+    let plain = dir.join("plain_tags");
+    symlink(BIN, &plain).unwrap();
+    let out = Cmd::new(&plain).arg("--config=ci_multi_gpu").run();
+    out.assert_success().assert_stdout_contains(",-oss_serial,multi_gpu\n");
+}
+
+#[test]
+fn a_bad_table_is_one_line_naming_file_and_line() {
+    let cases = [
+        ("base = a\nci_x a,b\n", ":2: expected NAME = TAG,TAG,... but found 'ci_x a,b'"),
+        ("# c\n\nbase = a,,b\n", ":3: empty tag in 'a,,b'"),
+        ("base = a\nx = b\nx = c\n", ":3: config 'x' is defined twice"),
+        ("x = b\n", ": no 'base = TAG,TAG,...' line"),
+    ];
+    for (contents, tail) in cases {
+        let (_dir, file) = table_dir("tf-bad-table", contents);
+        // A bad table fails every request, --help included: it is the table
+        // a CI job would run with.
+        for extra in [&[][..], &["--help"], &["--format=bazelrc"]] {
+            let mut args = vec!["--table".to_string(), file.clone()];
+            args.extend(extra.iter().map(|s| s.to_string()));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = run(&args);
+            out.assert_code(2).assert_stdout_eq("");
+            assert_eq!(out.stderr, format!("tag_filters: {file}{tail}\n"), "{}", out.explain());
+        }
+    }
+    let missing = "/nonexistent/tags.conf";
+    let out = run(&["--table", missing]);
+    out.assert_code(2).assert_stdout_eq("");
+    assert_eq!(
+        out.stderr,
+        format!("tag_filters: {missing}: cannot read the tag table: No such file or directory (os error 2)\n"),
+        "{}",
+        out.explain()
+    );
+    run(&["--table"]).assert_code(2).assert_one_error_line("tag_filters: --table: missing value");
+}
+
+#[test]
+fn a_bad_table_beside_the_executable_is_reported_too() {
+    let dir = TempDir::new("tf-beside-bad");
+    let exe = dir.join("t");
+    symlink(BIN, &exe).unwrap();
+    let conf = dir.join("t.tag_filters.conf");
+    write_file(&conf, "base = ok\nbad line\n");
+    let out = Cmd::new(&exe).run();
+    out.assert_code(2);
+    assert_eq!(
+        out.stderr,
+        format!("tag_filters: {}:2: expected NAME = TAG,TAG,... but found 'bad line'\n", conf.display()),
+        "{}",
+        out.explain()
+    );
+}
