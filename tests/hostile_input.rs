@@ -163,17 +163,20 @@ fn huge_and_negative_numbers_in_every_variable_and_flag() {
 fn huge_and_negative_numbers_in_kfd_properties() {
     let s = GpuSandbox::new("hostile-kfd-numbers");
     let cases: &[(&str, &str)] = &[
-        // A GPU whatever its version number, as long as it is not 0 and is a number.
-        ("gfx_target_version 18446744073709551615\n", "on GPU(s) 0\n"),
-        ("gfx_target_version 00000000000000000000000000000000090402\n", "on GPU(s) 0\n"),
-        ("gfx_target_version 18446744073709551616\n", "Execute with no GPU support"),
-        ("gfx_target_version -90402\n", "Execute with no GPU support"),
-        ("gfx_target_version 99999999999999999999999999999\n", "Execute with no GPU support"),
+        // A GPU whatever its SIMD count, as long as it is a number above 0;
+        // gfx_target_version, garbled or not, does not decide.
+        ("simd_count 18446744073709551615\n", "on GPU(s) 0\n"),
+        ("simd_count 00000000000000000000000000000000000304\n", "on GPU(s) 0\n"),
+        ("simd_count 304\ngfx_target_version -90402\n", "on GPU(s) 0\n"),
+        ("simd_count 18446744073709551616\n", "Execute with no GPU support"),
+        ("simd_count -304\n", "Execute with no GPU support"),
+        ("simd_count 99999999999999999999999999999\n", "Execute with no GPU support"),
+        ("simd_count 0\ngfx_target_version 90402\n", "Execute with no GPU support"),
         // A render minor that is no number or names no device: not usable.
-        ("gfx_target_version 90402\ndrm_render_minor -5\n", "Execute with no GPU support"),
-        ("gfx_target_version 90402\ndrm_render_minor 18446744073709551615\n", "Execute with no GPU support"),
-        ("gfx_target_version 90402\ndrm_render_minor 18446744073709551616\n", "Execute with no GPU support"),
-        ("gfx_target_version 90402\ndrm_render_minor 4294967424\n", "Execute with no GPU support"),
+        ("simd_count 304\ndrm_render_minor -5\n", "Execute with no GPU support"),
+        ("simd_count 304\ndrm_render_minor 18446744073709551615\n", "Execute with no GPU support"),
+        ("simd_count 304\ndrm_render_minor 18446744073709551616\n", "Execute with no GPU support"),
+        ("simd_count 304\ndrm_render_minor 4294967424\n", "Execute with no GPU support"),
     ];
     for (properties, needle) in cases {
         write_file(kfd_properties(&s, 0), properties);

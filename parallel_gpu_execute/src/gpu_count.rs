@@ -1,13 +1,25 @@
-//! How many GPUs this host gives the wrapper, from the first source that
-//! answers: `TF_GPU_COUNT`, the AMD KFD topology, the NVIDIA driver, a
-//! `rocminfo` in the runfiles; otherwise none.
+//! How many GPUs this host gives the test, and from which source:
+//! `TF_GPU_COUNT`; else the AMD KFD topology and the NVIDIA driver, both
+//! looked at; else a `rocminfo` in the runfiles; otherwise none.
 //!
-//! The first three cost a few system calls and no allocation; rocminfo is
-//! only searched for (and run) when none of them answered.
+//! **Mixed hosts** (usable AMD and NVIDIA GPUs at once, e.g. a Ryzen 7000
+//! desktop, whose CPU has an integrated GPU, with an RTX card): without a
+//! chosen vendor the NVIDIA GPUs win, in cuda mode. On every such host
+//! published so far the AMD GPU is the CPU's integrated display chip, and a
+//! test that wants it says so with `--vendor=rocm`, which takes the AMD GPUs
+//! (in rocm mode); `--vendor=cuda` takes the NVIDIA ones. A source whose
+//! GPUs this process cannot use does not hide the other: a container given
+//! only the NVIDIA devices of such a desktop gets its NVIDIA GPU. With one
+//! vendor only, a source that sees GPUs but may use none of them still
+//! answers (zero: the test runs without a GPU, `rocminfo` is not run).
+//!
+//! The sysfs sources cost a few system calls and no allocation; rocminfo is
+//! only searched for (and run) when neither saw any GPU.
 
-use crate::rocminfo;
+use crate::devnode::owner_group;
 use crate::settings::{MAX_GPU_COUNT, Settings, Vendor};
-use crate::sysfs;
+use crate::{kfd, nvidia, rocminfo};
+use wrapper_common::diag;
 
 /// Where the count came from; it also picks the default vendor mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,23 +38,144 @@ impl Source {
             Source::TfGpuCount => Vendor::Classic,
         }
     }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::TfGpuCount => "TF_GPU_COUNT",
+            Source::Kfd => "kfd",
+            Source::Nvidia => "nvidia",
+            Source::Rocminfo => "rocminfo",
+        }
+    }
+}
+
+/// What the two sysfs sources saw.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    pub kfd: Option<kfd::Census>,
+    pub nvidia: Option<nvidia::Census>,
+}
+
+/// The mixed-host rule (see the module documentation): which sysfs source
+/// answers, with its usable count; `None` when neither saw a GPU.
+pub fn choose(vendor: Option<Vendor>, seen: &Seen) -> Option<(u32, Source)> {
+    let kfd = seen.kfd.map(|c| (c.usable, Source::Kfd));
+    let nvidia = seen.nvidia.map(|c| (c.usable, Source::Nvidia));
+    let preferred = match vendor {
+        Some(Vendor::Rocm) => kfd,
+        Some(Vendor::Cuda) => nvidia,
+        _ => None,
+    };
+    let usable = |s: Option<(u32, Source)>| s.filter(|&(n, _)| n > 0);
+    preferred.or(usable(nvidia)).or(usable(kfd)).or(kfd).or(nvidia)
 }
 
 /// The GPU count and its source (`None` when nothing answered: zero GPUs).
+/// Warns (one line) when GPUs were left out because this user may not open
+/// their device nodes.
 pub fn count(settings: &Settings) -> (u32, Option<Source>) {
     if let Some(n) = settings.tf_gpu_count {
         return (n, Some(Source::TfGpuCount));
     }
-    if let Some(n) = sysfs::kfd_gpu_count(settings.sysroot) {
-        return (n, Some(Source::Kfd));
+    let seen = Seen {
+        kfd: kfd::census(settings.sysroot, |_| {}),
+        nvidia: nvidia::census(settings.sysroot, |_| {}),
+    };
+    if let Some((n, source)) = choose(settings.vendor, &seen) {
+        warn_denied(settings.sysroot, source, &seen);
+        return (n, Some(source));
     }
-    if let Some(n) = sysfs::nvidia_gpu_count(settings.sysroot) {
-        return (n, Some(Source::Nvidia));
-    }
-    if let Some(n) = rocminfo::count_gpus() {
+    if let Some(n) = rocminfo::count_gpus(|_| {}) {
         // Hostile output cannot make the pool absurdly large.
         let n = u32::try_from(n).unwrap_or(u32::MAX).min(MAX_GPU_COUNT);
         return (n, Some(Source::Rocminfo));
     }
     (0, None)
+}
+
+/// One warning line for the chosen source's GPUs whose device node exists
+/// but refused this user: which node, the error, and the group it needs.
+fn warn_denied(sysroot: &[u8], source: Source, seen: &Seen) {
+    let (denied, first, path) = match source {
+        Source::Kfd => {
+            let Some(c) = seen.kfd else { return };
+            (c.denied, c.first_denied, c.first_denied.and_then(|(m, _)| kfd::render_node_path(sysroot, m)))
+        }
+        Source::Nvidia => {
+            let Some(c) = seen.nvidia else { return };
+            (c.denied, c.first_denied, c.first_denied.and_then(|(m, _)| nvidia::device_node_path(sysroot, m)))
+        }
+        _ => return,
+    };
+    let (Some((_, errno)), Some(path)) = (first, path) else { return };
+    if denied == 0 {
+        return;
+    }
+    let more = denied - 1;
+    match owner_group(sysroot, path.as_cstr()) {
+        Some((gid, Some(name))) => diag::report(
+            crate::TOOL,
+            format_args!(
+                "warning: cannot open {}: {errno}: this user is not allowed to use it (add the user to group '{}', gid {gid}, that owns it); {more} more GPU(s) likewise; not counting them",
+                diag::Bytes(path.as_bytes()),
+                diag::Bytes(name.as_bytes())
+            ),
+        ),
+        Some((gid, None)) => diag::report(
+            crate::TOOL,
+            format_args!(
+                "warning: cannot open {}: {errno}: this user is not allowed to use it (add the user to the group with gid {gid}, usually 'render' or 'video'); {more} more GPU(s) likewise; not counting them",
+                diag::Bytes(path.as_bytes())
+            ),
+        ),
+        None => diag::report(
+            crate::TOOL,
+            format_args!(
+                "warning: cannot open {}: {errno}: this user is not allowed to use it (usually: not in group 'render' or 'video'); {more} more GPU(s) likewise; not counting them",
+                diag::Bytes(path.as_bytes())
+            ),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kfd(usable: u32) -> Option<kfd::Census> {
+        Some(kfd::Census { seen: usable.max(1), usable, ..Default::default() })
+    }
+
+    fn nv(usable: u32) -> Option<nvidia::Census> {
+        Some(nvidia::Census { seen: usable.max(1), usable, ..Default::default() })
+    }
+
+    #[test]
+    fn one_vendor_hosts_are_unchanged() {
+        assert_eq!(choose(None, &Seen { kfd: kfd(8), nvidia: None }), Some((8, Source::Kfd)));
+        assert_eq!(choose(None, &Seen { kfd: None, nvidia: nv(2) }), Some((2, Source::Nvidia)));
+        // Seen but not usable: still answers, with zero.
+        assert_eq!(choose(None, &Seen { kfd: kfd(0), nvidia: None }), Some((0, Source::Kfd)));
+        assert_eq!(choose(None, &Seen { kfd: None, nvidia: nv(0) }), Some((0, Source::Nvidia)));
+        assert_eq!(choose(None, &Seen::default()), None);
+        // A vendor whose hardware is absent does not hide the other.
+        assert_eq!(choose(Some(Vendor::Cuda), &Seen { kfd: kfd(4), nvidia: None }), Some((4, Source::Kfd)));
+    }
+
+    #[test]
+    fn mixed_hosts() {
+        let desktop = Seen { kfd: kfd(1), nvidia: nv(1) };
+        assert_eq!(choose(None, &desktop), Some((1, Source::Nvidia)));
+        assert_eq!(choose(Some(Vendor::Classic), &desktop), Some((1, Source::Nvidia)));
+        assert_eq!(choose(Some(Vendor::Rocm), &desktop), Some((1, Source::Kfd)));
+        assert_eq!(choose(Some(Vendor::Cuda), &desktop), Some((1, Source::Nvidia)));
+        // A container given only the NVIDIA devices: the iGPU is seen, not usable.
+        let container = Seen { kfd: kfd(0), nvidia: nv(1) };
+        assert_eq!(choose(None, &container), Some((1, Source::Nvidia)));
+        // And one given only the AMD devices.
+        let amd_only = Seen { kfd: kfd(1), nvidia: nv(0) };
+        assert_eq!(choose(None, &amd_only), Some((1, Source::Kfd)));
+        // --vendor=rocm on a host whose AMD GPU is not usable: zero, in rocm mode.
+        assert_eq!(choose(Some(Vendor::Rocm), &container), Some((0, Source::Kfd)));
+    }
 }

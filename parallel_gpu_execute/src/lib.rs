@@ -19,15 +19,17 @@
 //! failing when every slot is busy, first come first served.
 
 pub mod cli;
+pub mod devnode;
 pub mod dirs;
 pub mod error;
 pub mod gpu_count;
+pub mod kfd;
 pub mod launch;
 pub mod locks;
+pub mod nvidia;
 pub mod request;
 pub mod rocminfo;
 pub mod settings;
-pub mod sysfs;
 pub mod wait;
 
 use cli::Invocation;

@@ -1,11 +1,17 @@
 //! The last hardware source: a `rocminfo` shipped in the test's runfiles.
 //!
+//! Counting: the GPU agents, that is the agents whose `Device Type:` is
+//! `GPU`, when the output has `Device Type:` lines (every rocminfo since
+//! ROCm 1.x prints one per agent). Only an output without any falls back to
+//! the classic `grep 'Name: *gfx*'`, which also matches a
+//! `Marketing Name: gfx...` line and so can count an agent twice.
+//!
 //! Finding it: the runfiles manifest names every runfile, so when there is one
 //! a single read of it finds any entry ending in `/bin/rocminfo`; only when
 //! there is no manifest is the tree walked (following symlinks, as the
 //! classic `find -L` did, with loops detected). Running it: fork and exec
-//! with its stdout on a pipe, counting the lines that match the classic
-//! `grep 'Name: *gfx*'` as they stream by. None of this allocates.
+//! with its stdout on a pipe, counting as the output streams by. None of
+//! this allocates.
 
 use crate::dirs::{for_each_entry, open_dir, open_dir_at};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
@@ -101,6 +107,99 @@ impl GfxLineCounter {
         let mut c = GfxLineCounter::default();
         c.feed(output);
         c.finish()
+    }
+}
+
+/// Longest line the agent scanner looks at; longer ones are cut (the keys
+/// it needs are near the start).
+const SCAN_LINE: usize = 256;
+
+/// Counts GPU agents (`Device Type: GPU`) in rocminfo output fed in
+/// arbitrary chunks, and reports each one's `Name:` (its gfx target, e.g.
+/// `gfx942`; with `HSA_OVERRIDE_GFX_VERSION` the overridden one).
+pub struct AgentScanner {
+    line: [u8; SCAN_LINE],
+    len: usize,
+    /// The current agent's own `Name:` (the first one after `Agent N`;
+    /// later ones belong to its ISA list).
+    name: [u8; 64],
+    name_len: Option<usize>,
+    typed: bool,
+    saw_device_type: bool,
+    gpus: u64,
+    classic: GfxLineCounter,
+}
+
+impl Default for AgentScanner {
+    fn default() -> Self {
+        AgentScanner {
+            line: [0; SCAN_LINE],
+            len: 0,
+            name: [0; 64],
+            name_len: None,
+            typed: false,
+            saw_device_type: false,
+            gpus: 0,
+            classic: GfxLineCounter::default(),
+        }
+    }
+}
+
+/// `Key:` at the start of `line` (after blanks), and the trimmed value.
+fn field<'a>(line: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    line.trim_ascii_start().strip_prefix(key).and_then(|r| r.strip_prefix(b":")).map(<[u8]>::trim_ascii)
+}
+
+impl AgentScanner {
+    pub fn feed(&mut self, chunk: &[u8], on_gpu: &mut impl FnMut(&[u8])) {
+        self.classic.feed(chunk);
+        for &b in chunk {
+            if b == b'\n' {
+                self.end_line(on_gpu);
+            } else if self.len < SCAN_LINE {
+                self.line[self.len] = b;
+                self.len += 1;
+            }
+        }
+    }
+
+    fn end_line(&mut self, on_gpu: &mut impl FnMut(&[u8])) {
+        let line = &self.line[..self.len];
+        let trimmed = line.trim_ascii();
+        if trimmed.strip_prefix(b"Agent ").is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit)) {
+            self.name_len = None;
+            self.typed = false;
+        } else if let Some(value) = field(line, b"Name") {
+            if self.name_len.is_none() && !self.typed {
+                let n = value.len().min(self.name.len());
+                self.name[..n].copy_from_slice(&value[..n]);
+                self.name_len = Some(n);
+            }
+        } else if let Some(value) = field(line, b"Device Type") {
+            self.saw_device_type = true;
+            if !self.typed && value == b"GPU" {
+                self.gpus += 1;
+                on_gpu(&self.name[..self.name_len.unwrap_or(0)]);
+            }
+            self.typed = true;
+        }
+        self.len = 0;
+    }
+
+    /// The GPU count: agents typed GPU, or the classic count for an output
+    /// without `Device Type:` lines.
+    pub fn finish(mut self, on_gpu: &mut impl FnMut(&[u8])) -> u64 {
+        if self.len > 0 {
+            self.end_line(on_gpu);
+        }
+        if self.saw_device_type { self.gpus } else { self.classic.finish() }
+    }
+
+    /// Counts a whole output held in memory.
+    pub fn count(output: &[u8]) -> u64 {
+        let mut s = AgentScanner::default();
+        s.feed(output, &mut |_| {});
+        s.finish(&mut |_| {})
     }
 }
 
@@ -203,9 +302,10 @@ pub struct Report {
     pub wait_status: i32,
 }
 
-/// Runs `rocminfo` with its stdout on a pipe and counts GPU agent lines.
-/// stderr and stdin are the wrapper's own.
-pub fn run(path: &StackPath) -> Result<Report, Errno> {
+/// Runs `rocminfo` with its stdout on a pipe and counts GPU agents,
+/// calling `on_gpu` with each one's name. stderr and stdin are the
+/// wrapper's own.
+pub fn run(path: &StackPath, mut on_gpu: impl FnMut(&[u8])) -> Result<Report, Errno> {
     let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let argv: [*const c_char; 2] = [path.as_cstr().as_ptr(), std::ptr::null()];
     let envp = env::environ_ptr();
@@ -230,12 +330,12 @@ pub fn run(path: &StackPath) -> Result<Report, Errno> {
         }
     }
     drop(write_end);
-    let mut counter = GfxLineCounter::default();
+    let mut counter = AgentScanner::default();
     let mut buf = [0u8; 4096];
     loop {
         match rustix::io::read(read_end.as_fd(), &mut buf) {
             Ok(0) => break,
-            Ok(n) => counter.feed(&buf[..n]),
+            Ok(n) => counter.feed(&buf[..n], &mut on_gpu),
             Err(Errno::INTR) => {}
             Err(_) => break,
         }
@@ -249,13 +349,14 @@ pub fn run(path: &StackPath) -> Result<Report, Errno> {
             break;
         }
     }
-    Ok(Report { gpus: counter.finish(), wait_status: status })
+    Ok(Report { gpus: counter.finish(&mut on_gpu), wait_status: status })
 }
 
-/// Finds and runs rocminfo; `None` when there is none to run.
-pub fn count_gpus() -> Option<u64> {
+/// Finds and runs rocminfo; `None` when there is none to run. `on_gpu`
+/// gets each GPU agent's name.
+pub fn count_gpus(on_gpu: impl FnMut(&[u8])) -> Option<u64> {
     let path = find()?;
-    match run(&path) {
+    match run(&path, on_gpu) {
         Ok(report) => {
             if report.gpus == 0 && report.wait_status != 0 {
                 let (what, n) = if libc::WIFSIGNALED(report.wait_status) {
@@ -309,6 +410,28 @@ mod tests {
             c.feed(&out[split..]);
             assert_eq!(c.finish(), whole, "split at {split}");
         }
+    }
+
+    #[test]
+    fn gpu_agents_are_counted_by_device_type() {
+        let out = b"*******\nAgent 1\n*******\n  Name:                    AMD EPYC 9474F\n  Marketing Name:          AMD EPYC 9474F\n  Device Type:             CPU   \n*******\nAgent 2\n*******\n  Name:                    gfx942   \n  Marketing Name:          gfx942 prototype\n  Device Type:             GPU   \n  ISA Info:\n    ISA 1\n      Name:                    amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-\n*******\nAgent 3\n*******\n  Name:                    gfx1036\n  Device Type:             GPU";
+        // The classic pattern counts the Marketing Name line as well.
+        assert_eq!(GfxLineCounter::count(out), 3);
+        assert_eq!(AgentScanner::count(out), 2);
+        let mut names = Vec::new();
+        let mut s = AgentScanner::default();
+        for chunk in out.chunks(7) {
+            s.feed(chunk, &mut |n| names.push(String::from_utf8_lossy(n).into_owned()));
+        }
+        assert_eq!(s.finish(&mut |n| names.push(String::from_utf8_lossy(n).into_owned())), 2);
+        assert_eq!(names, ["gfx942", "gfx1036"]);
+    }
+
+    #[test]
+    fn outputs_without_device_type_use_the_classic_pattern() {
+        let out = b"  Name:                    gfx900\n  Name:                    gfx900\n  Name:     AMD Ryzen\n";
+        assert_eq!(AgentScanner::count(out), 2);
+        assert_eq!(AgentScanner::count(b""), 0);
     }
 
     #[test]

@@ -78,7 +78,7 @@ fn kfd_skips_gpus_whose_render_node_cannot_be_opened() {
     f.sysroot.add_kfd_gpu_raw(131, false);
     std::fs::create_dir_all(f.sysroot.root.join("dev/dri/renderD131")).unwrap();
     // A node without drm_render_minor (old kernels) counts unchecked.
-    f.sysroot.add_kfd_properties(b"gfx_target_version 90010\n");
+    f.sysroot.add_kfd_properties(b"simd_count 120\ngfx_target_version 90010\n");
     assert_eq!(observed_count(&f, |_| {}), "3");
 }
 

@@ -18,6 +18,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+pub mod hardware;
+pub use hardware::Sysroot;
+
 /// Locates a binary of this workspace for tests outside its own crate: cargo
 /// puts test executables in `<target>/<profile>/deps/` and binaries one level
 /// up. Crate-local tests should prefer `env!("CARGO_BIN_EXE_<name>")`.
@@ -246,92 +249,6 @@ impl Runfiles {
             .env("RUNFILES_DIR", &self.srcdir)
             .env("TEST_WORKSPACE", &self.workspace)
             .current_dir(self.cwd());
-    }
-}
-
-/// A fake hardware root for `PARALLEL_GPU_EXECUTE_SYSROOT`.
-pub struct Sysroot {
-    pub root: PathBuf,
-    next_node: usize,
-}
-
-impl Sysroot {
-    pub fn new(dir: &TempDir) -> Sysroot {
-        let root = dir.join("sysroot");
-        fs::create_dir_all(&root).unwrap();
-        Sysroot { root, next_node: 0 }
-    }
-
-    fn kfd_node_dir(&mut self) -> PathBuf {
-        let dir = self.root.join(format!("sys/class/kfd/kfd/topology/nodes/{}", self.next_node));
-        self.next_node += 1;
-        fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    /// A CPU node: `gfx_target_version 0`.
-    pub fn add_kfd_cpu(&mut self) {
-        let dir = self.kfd_node_dir();
-        write_file(
-            dir.join("properties"),
-            "cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\ndrm_render_minor 0\n",
-        );
-    }
-
-    /// A GPU node with a render node that can be opened read-write.
-    pub fn add_kfd_gpu(&mut self, render_minor: u32) {
-        self.add_kfd_gpu_raw(render_minor, true);
-    }
-
-    /// A GPU node; `accessible` false leaves its render node out, as in a
-    /// container that was not given that GPU.
-    pub fn add_kfd_gpu_raw(&mut self, render_minor: u32, accessible: bool) {
-        let dir = self.kfd_node_dir();
-        write_file(
-            dir.join("properties"),
-            format!(
-                "cpu_cores_count 0\nsimd_count 304\ngfx_target_version 90402\nvendor_id 4098\ndrm_render_minor {render_minor}\n"
-            ),
-        );
-        if accessible && render_minor != 0 {
-            let node = self.root.join(format!("dev/dri/renderD{render_minor}"));
-            write_file(&node, "");
-            fs::set_permissions(&node, fs::Permissions::from_mode(0o666)).unwrap();
-        }
-    }
-
-    /// Raw `properties` contents for one more node.
-    pub fn add_kfd_properties(&mut self, contents: &[u8]) {
-        let dir = self.kfd_node_dir();
-        write_file(dir.join("properties"), contents);
-    }
-
-    /// A CPU node and `count` AMD GPUs with render minors 128, 129, ...
-    pub fn add_kfd_gpus(&mut self, count: u32) {
-        self.add_kfd_cpu();
-        for i in 0..count {
-            self.add_kfd_gpu(128 + i);
-        }
-    }
-
-    /// `count` entries under `/proc/driver/nvidia/gpus/`.
-    pub fn add_nvidia_proc_gpus(&self, count: u32) {
-        for i in 0..count {
-            let dir = self.root.join(format!("proc/driver/nvidia/gpus/0000:{:02x}:00.0", i + 1));
-            fs::create_dir_all(&dir).unwrap();
-            write_file(dir.join("information"), "Model: Fake GPU\n");
-        }
-    }
-
-    /// `/dev/nvidia<N>` nodes (plain files here), plus the control nodes a
-    /// real host has, which must not be counted.
-    pub fn add_nvidia_dev_nodes(&self, minors: &[u32]) {
-        for m in minors {
-            write_file(self.root.join(format!("dev/nvidia{m}")), "");
-        }
-        write_file(self.root.join("dev/nvidiactl"), "");
-        write_file(self.root.join("dev/nvidia-uvm"), "");
-        write_file(self.root.join("dev/nvidia-modeset"), "");
     }
 }
 

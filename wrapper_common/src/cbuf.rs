@@ -27,6 +27,14 @@ pub struct CBuf<const N: usize> {
 /// Room for any path the kernel accepts (`PATH_MAX` includes the NUL).
 pub type StackPath = CBuf<4096>;
 
+impl<const N: usize> PartialEq for CBuf<N> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl<const N: usize> Eq for CBuf<N> {}
+
 impl<const N: usize> Default for CBuf<N> {
     fn default() -> Self {
         Self::new()

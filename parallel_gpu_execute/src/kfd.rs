@@ -1,0 +1,257 @@
+//! AMD GPUs from the KFD topology (`/sys/class/kfd/kfd/topology/nodes/*/properties`),
+//! counted the way the ROCm runtime enumerates them, without running anything.
+//!
+//! - A node is a GPU when its `simd_count` is greater than 0. That is ROCR's
+//!   own rule (it makes a GPU agent of every node with SIMDs), and the AMD
+//!   Kubernetes device plugin counts the same way. It covers kernels that
+//!   predate `gfx_target_version` (MI25/Vega hosts, a Raven APU with a Fiji
+//!   card: no such line at all), APUs whose CPU cores and GPU share one node
+//!   (Raven: `cpu_cores_count 8`, `simd_count 44`), and leaves out nodes
+//!   with a `gfx_target_version` but no SIMDs.
+//! - A GPU counts only when `/dev/dri/renderD<drm_render_minor>` opens
+//!   read-write, as ROCR requires: a container that was not given a GPU sees
+//!   its node but has no render node for it (Kubernetes pods, `--device`
+//!   lists). A `drm_render_minor` of 0 (or none: old kernels) names no render
+//!   node; such a GPU counts unchecked, as ROCR takes it. A garbled minor
+//!   cannot be checked and does not count.
+//! - A render node that exists but cannot be opened (`EACCES`/`EPERM`: the
+//!   user is not in the `render`/`video` group) does not count either; the
+//!   caller warns about it (see [`Census::denied`]).
+//!
+//! Indices follow node order, among usable GPUs: that is how ROCR numbers
+//! its GPU agents, which `ROCR_VISIBLE_DEVICES` selects.
+
+use crate::dirs::{for_each_entry, host_path, open_dir};
+use crate::devnode::{Access, open_device};
+use rustix::fs::{Mode, OFlags};
+use std::ops::ControlFlow;
+use wrapper_common::StackPath;
+use wrapper_common::lines::{Line, for_each_line};
+use wrapper_common::numbers::parse_u64;
+
+/// What one KFD node's `properties` file says, as far as counting and
+/// naming go. Numbers that are missing or garbled read as 0.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct NodeProperties {
+    pub simd_count: u64,
+    pub cpu_cores_count: u64,
+    /// `None` on kernels that do not report it.
+    pub gfx_target_version: Option<u64>,
+    pub drm_render_minor: RenderMinor,
+    pub location_id: u64,
+    pub domain: u64,
+    pub unique_id: u64,
+    pub vendor_id: u64,
+    pub device_id: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum RenderMinor {
+    /// Not reported (older kernels), or 0: no render node to check.
+    #[default]
+    Missing,
+    /// Not a number: the node cannot be checked, and is not counted.
+    Invalid,
+    Value(u64),
+}
+
+impl NodeProperties {
+    /// Takes one `key value` line into account.
+    pub fn apply_line(&mut self, line: &[u8]) {
+        let Some(space) = line.iter().position(|&b| b == b' ') else { return };
+        let (key, value) = (&line[..space], line[space + 1..].trim_ascii());
+        let number = || parse_u64(value).unwrap_or(0);
+        match key {
+            b"simd_count" => self.simd_count = number(),
+            b"cpu_cores_count" => self.cpu_cores_count = number(),
+            b"gfx_target_version" => self.gfx_target_version = Some(number()),
+            b"drm_render_minor" => {
+                self.drm_render_minor = match parse_u64(value) {
+                    Some(0) => RenderMinor::Missing,
+                    Some(n) => RenderMinor::Value(n),
+                    None => RenderMinor::Invalid,
+                }
+            }
+            b"location_id" => self.location_id = number(),
+            b"domain" => self.domain = number(),
+            b"unique_id" => self.unique_id = number(),
+            b"vendor_id" => self.vendor_id = number(),
+            b"device_id" => self.device_id = number(),
+            _ => {}
+        }
+    }
+
+    /// Parses a whole `properties` file held in memory.
+    pub fn parse(bytes: &[u8]) -> NodeProperties {
+        let mut p = NodeProperties::default();
+        for line in bytes.split(|&b| b == b'\n') {
+            p.apply_line(line);
+        }
+        p
+    }
+
+    /// ROCR's rule: a node with SIMDs is a GPU agent.
+    pub fn is_gpu(&self) -> bool {
+        self.simd_count > 0
+    }
+
+    /// The gfx target (`gfx942`, `gfx90a`, `gfx1100`) from
+    /// `gfx_target_version` (major * 10000 + minor * 100 + stepping, the last
+    /// two written in hex), when the kernel reports one.
+    pub fn gfx_target(&self) -> Option<GfxTarget> {
+        match self.gfx_target_version {
+            Some(v) if v > 0 => Some(GfxTarget(v)),
+            _ => None,
+        }
+    }
+}
+
+/// A gfx target version, shown as its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GfxTarget(pub u64);
+
+impl std::fmt::Display for GfxTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.0;
+        write!(f, "gfx{}{:x}{:x}", v / 10000, (v / 100) % 100, v % 100)
+    }
+}
+
+/// One node, as the scan saw it.
+#[derive(Debug, Clone, Copy)]
+pub struct Node<'a> {
+    /// The node's directory name (its number).
+    pub name: &'a [u8],
+    pub props: NodeProperties,
+    /// Whether this process can use it (for GPU nodes).
+    pub access: Access,
+}
+
+/// What the KFD topology says about this host's AMD GPUs.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Census {
+    /// GPU nodes seen.
+    pub seen: u32,
+    /// Those this process may use.
+    pub usable: u32,
+    /// Those whose render node exists but refused this user.
+    pub denied: u32,
+    /// The render minor and error of the first refused one.
+    pub first_denied: Option<(u64, rustix::io::Errno)>,
+}
+
+/// Reads `<node>/properties` relative to the nodes directory.
+fn read_node(nodes: &rustix::fd::OwnedFd, node: &[u8]) -> Option<NodeProperties> {
+    let mut rel = StackPath::from_bytes(node).ok()?;
+    rel.push_path(b"properties").ok()?;
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let fd = rustix::fs::openat(nodes, rel.as_cstr(), flags, Mode::empty()).ok()?;
+    let mut props = NodeProperties::default();
+    let mut buf = [0u8; 1024];
+    for_each_line(&fd, &mut buf, |Line { bytes, complete }| {
+        if complete {
+            props.apply_line(bytes);
+        }
+        ControlFlow::Continue(())
+    })
+    .ok()?;
+    Some(props)
+}
+
+/// Can this process use the GPU behind `props`?
+pub fn render_access(sysroot: &[u8], props: &NodeProperties) -> Access {
+    match props.drm_render_minor {
+        RenderMinor::Missing => Access::Unchecked,
+        RenderMinor::Invalid => Access::Invalid,
+        RenderMinor::Value(minor) => match render_node_path(sysroot, minor) {
+            Some(path) => open_device(&path),
+            None => Access::Invalid,
+        },
+    }
+}
+
+/// `<sysroot>/dev/dri/renderD<minor>`.
+pub fn render_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
+    let mut path = host_path(sysroot, b"/dev/dri/renderD")?;
+    path.push_u64(minor).ok()?;
+    Some(path)
+}
+
+/// Scans the topology, calling `visit` for every node (GPU or not, in
+/// directory order); `None` when there is no topology or it shows no GPU.
+/// Allocates nothing.
+pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Node<'_>)) -> Option<Census> {
+    let nodes_path = host_path(sysroot, b"/sys/class/kfd/kfd/topology/nodes")?;
+    let nodes = open_dir(nodes_path.as_cstr()).ok()?;
+    let mut census = Census::default();
+    for_each_entry(&nodes, |name, _| {
+        if let Some(props) = read_node(&nodes, name.to_bytes()) {
+            let access = if props.is_gpu() { render_access(sysroot, &props) } else { Access::Unchecked };
+            if props.is_gpu() {
+                census.seen = census.seen.saturating_add(1);
+                if access.usable() {
+                    census.usable = census.usable.saturating_add(1);
+                }
+                if let (Access::Denied(errno), RenderMinor::Value(minor)) = (access, props.drm_render_minor) {
+                    census.denied = census.denied.saturating_add(1);
+                    census.first_denied.get_or_insert((minor, errno));
+                }
+            }
+            visit(&Node { name: name.to_bytes(), props, access });
+        }
+        ControlFlow::<()>::Continue(())
+    })
+    .ok()?;
+    (census.seen > 0).then_some(census)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_real_properties() {
+        let text = b"cpu_cores_count 0\nsimd_count 440\ngfx_target_version 90402\nvendor_id 4098\ndevice_id 29856\nlocation_id 512\ndomain 0\ndrm_render_minor 136\nunique_id 7843934696581995200\n";
+        let p = NodeProperties::parse(text);
+        assert_eq!(p.simd_count, 440);
+        assert_eq!(p.gfx_target_version, Some(90402));
+        assert_eq!(p.drm_render_minor, RenderMinor::Value(136));
+        assert_eq!((p.location_id, p.unique_id, p.vendor_id, p.device_id), (512, 7843934696581995200, 4098, 29856));
+        assert!(p.is_gpu());
+    }
+
+    #[test]
+    fn simd_count_decides_not_gfx_target_version() {
+        // An old kernel's GPU node: no gfx_target_version line at all.
+        let old = NodeProperties::parse(b"cpu_cores_count 0\nsimd_count 256\ndrm_render_minor 128\n");
+        assert!(old.is_gpu());
+        assert_eq!(old.gfx_target(), None);
+        // An APU: CPU cores and SIMDs in one node.
+        assert!(NodeProperties::parse(b"cpu_cores_count 8\nsimd_count 44\n").is_gpu());
+        // A target version but no SIMDs: ROCR makes no GPU agent of it.
+        assert!(!NodeProperties::parse(b"simd_count 0\ngfx_target_version 90402\n").is_gpu());
+        assert!(!NodeProperties::parse(b"gfx_target_version 90402\n").is_gpu());
+    }
+
+    #[test]
+    fn cpu_and_garbage_nodes_are_not_gpus() {
+        assert!(!NodeProperties::parse(b"simd_count 0\ngfx_target_version 0\ndrm_render_minor 0\n").is_gpu());
+        assert!(!NodeProperties::parse(b"simd_count banana\n").is_gpu());
+        assert!(!NodeProperties::parse(b"simd_count -4\n").is_gpu());
+        assert!(!NodeProperties::parse(b"").is_gpu());
+        assert!(!NodeProperties::parse(b"\xff\xfe simd_count 5").is_gpu());
+        let p = NodeProperties::parse(b"simd_count 1\ndrm_render_minor -3\n");
+        assert_eq!(p.drm_render_minor, RenderMinor::Invalid);
+        let p = NodeProperties::parse(b"simd_count 1\ndrm_render_minor 0\n");
+        assert_eq!(p.drm_render_minor, RenderMinor::Missing, "0 names no render node");
+        let p = NodeProperties::parse(b"simd_count 1\r\n");
+        assert_eq!(p.simd_count, 1, "trailing whitespace tolerated");
+    }
+
+    #[test]
+    fn gfx_target_names() {
+        for (v, name) in [(90402, "gfx942"), (90010, "gfx90a"), (110000, "gfx1100"), (100306, "gfx1036"), (90008, "gfx908"), (110501, "gfx1151"), (90000, "gfx900"), (90006, "gfx906")] {
+            assert_eq!(GfxTarget(v).to_string(), name);
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! NVIDIA GPUs from the driver's `/proc/driver/nvidia/gpus/<bus>/information`
+//! and the `/dev/nvidia<N>` device nodes, counted the way CUDA enumerates
+//! them: the GPUs whose device node this process can open.
+//!
+//! - A `/proc/driver/nvidia/gpus/<bus>/` entry counts only when its
+//!   `information` does not say `GPU Excluded: Yes` and
+//!   `/dev/nvidia<Device Minor>` exists and opens read-write. Under
+//!   Kubernetes CDI and nvidia-docker 1, `/proc` shows every GPU of the node
+//!   while the container holds only its own device nodes (an H100 pod sees 8
+//!   entries and one `/dev/nvidia6`); CUDA sees only those it can open.
+//! - Where `/proc` lists no GPU that can be read (hidden or emptied by the
+//!   runtime: LXD's `nvidia.runtime` puts a tmpfs there), the `/dev/nvidia<N>`
+//!   nodes that open are the GPUs. They are looked for only when the host has
+//!   NVIDIA devices at all (`/dev/nvidiactl` or `/proc/driver/nvidia`), so
+//!   that an AMD host pays two failed lookups, not a scan of `/dev`.
+//! - A MIG-partitioned GPU is one GPU here: its instances are
+//!   `/dev/nvidia-caps/*`, which name no CUDA device by number.
+//!
+//! `information` is `Key: value` lines whose separators are tabs and spaces
+//! in any mix (`Model: \t\t Tesla P100`, `GPU Excluded:\t No`).
+
+use crate::devnode::{Access, open_device};
+use crate::dirs::{for_each_entry, host_path, open_dir};
+use rustix::fs::{Mode, OFlags};
+use std::ops::ControlFlow;
+use wrapper_common::lines::{Line, for_each_line};
+use wrapper_common::numbers::parse_u64;
+use wrapper_common::{CBuf, StackPath};
+
+/// What one GPU's `information` file says.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Information {
+    pub model: CBuf<128>,
+    pub uuid: CBuf<96>,
+    pub bus_location: CBuf<32>,
+    pub device_minor: Option<u64>,
+    pub excluded: bool,
+}
+
+impl Information {
+    /// Takes one `Key: value` line into account.
+    pub fn apply_line(&mut self, line: &[u8]) {
+        let Some(colon) = line.iter().position(|&b| b == b':') else { return };
+        let key = line[..colon].trim_ascii();
+        let value = line[colon + 1..].trim_ascii();
+        match key {
+            b"Model" => self.model = clipped(value),
+            b"GPU UUID" => self.uuid = clipped(value),
+            b"Bus Location" => self.bus_location = clipped(value),
+            b"Device Minor" => self.device_minor = parse_u64(value),
+            b"GPU Excluded" => self.excluded = value.eq_ignore_ascii_case(b"yes"),
+            _ => {}
+        }
+    }
+
+    pub fn parse(bytes: &[u8]) -> Information {
+        let mut info = Information::default();
+        for line in bytes.split(|&b| b == b'\n') {
+            info.apply_line(line);
+        }
+        info
+    }
+}
+
+/// As much of `value` as fits (a NUL ends it).
+fn clipped<const N: usize>(value: &[u8]) -> CBuf<N> {
+    let value = value.split(|&b| b == 0).next().unwrap_or(b"");
+    CBuf::from_bytes(&value[..value.len().min(N - 1)]).unwrap_or_default()
+}
+
+/// One GPU as the scan saw it.
+#[derive(Debug, Clone)]
+pub struct Gpu<'a> {
+    /// The `/proc/driver/nvidia/gpus/` entry (its PCI bus id); `None` for a
+    /// GPU found by its device node alone.
+    pub entry: Option<&'a [u8]>,
+    /// `None` when the entry's `information` could not be read.
+    pub info: Option<&'a Information>,
+    /// The `/dev/nvidia<N>` minor, when known.
+    pub minor: Option<u64>,
+    /// `None` when not checked (excluded, or no minor to check).
+    pub access: Option<Access>,
+}
+
+impl Gpu<'_> {
+    pub fn excluded(&self) -> bool {
+        self.info.is_some_and(|i| i.excluded)
+    }
+
+    pub fn usable(&self) -> bool {
+        !self.excluded() && self.access.is_some_and(Access::usable)
+    }
+}
+
+/// What the NVIDIA driver shows of this host's GPUs.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Census {
+    pub seen: u32,
+    pub usable: u32,
+    pub denied: u32,
+    pub first_denied: Option<(u64, rustix::io::Errno)>,
+    /// Counted from `/dev/nvidia<N>` (no readable `/proc` entry).
+    pub from_dev: bool,
+}
+
+impl Census {
+    fn add(&mut self, gpu: &Gpu<'_>) {
+        self.seen = self.seen.saturating_add(1);
+        if gpu.usable() {
+            self.usable = self.usable.saturating_add(1);
+        }
+        if let (Some(Access::Denied(errno)), Some(minor)) = (gpu.access, gpu.minor) {
+            self.denied = self.denied.saturating_add(1);
+            self.first_denied.get_or_insert((minor, errno));
+        }
+    }
+}
+
+/// `nvidia<digits>`: a GPU device node (not `nvidiactl`, `nvidia-uvm`, ...).
+pub fn is_gpu_node(name: &[u8]) -> bool {
+    name.strip_prefix(b"nvidia").is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit))
+}
+
+/// `<sysroot>/dev/nvidia<minor>`.
+pub fn device_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
+    let mut path = host_path(sysroot, b"/dev/nvidia")?;
+    path.push_u64(minor).ok()?;
+    Some(path)
+}
+
+fn read_information(dir: &rustix::fd::OwnedFd, entry: &[u8]) -> Option<Information> {
+    let mut rel = StackPath::from_bytes(entry).ok()?;
+    rel.push_path(b"information").ok()?;
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let fd = rustix::fs::openat(dir, rel.as_cstr(), flags, Mode::empty()).ok()?;
+    let mut info = Information::default();
+    let mut buf = [0u8; 512];
+    for_each_line(&fd, &mut buf, |Line { bytes, complete }| {
+        if complete {
+            info.apply_line(bytes);
+        }
+        ControlFlow::Continue(())
+    })
+    .ok()?;
+    Some(info)
+}
+
+fn exists(path: Option<StackPath>) -> bool {
+    path.is_some_and(|p| rustix::fs::access(p.as_cstr(), rustix::fs::Access::EXISTS).is_ok())
+}
+
+/// Scans `/proc` and, where it shows no readable GPU, `/dev`; calls `visit`
+/// for every GPU seen (directory order). `None` when there is none to see.
+/// Allocates nothing.
+pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Gpu<'_>)) -> Option<Census> {
+    let mut census = Census::default();
+    let mut proc_entries = 0u32;
+    if let Some(dir) = host_path(sysroot, b"/proc/driver/nvidia/gpus").and_then(|p| open_dir(p.as_cstr()).ok()) {
+        let _ = for_each_entry(&dir, |name, _| {
+            proc_entries = proc_entries.saturating_add(1);
+            let entry = name.to_bytes();
+            let info = read_information(&dir, entry);
+            let Some(info) = info.as_ref().filter(|i| i.device_minor.is_some()) else {
+                // Seen, but nothing says which device node is its own.
+                visit(&Gpu { entry: Some(entry), info: info.as_ref(), minor: None, access: None });
+                return ControlFlow::<()>::Continue(());
+            };
+            let minor = info.device_minor;
+            let access = if info.excluded {
+                None
+            } else {
+                Some(minor.and_then(|m| device_node_path(sysroot, m)).map_or(Access::Invalid, |p| open_device(&p)))
+            };
+            let gpu = Gpu { entry: Some(entry), info: Some(info), minor, access };
+            census.add(&gpu);
+            visit(&gpu);
+            ControlFlow::Continue(())
+        });
+    }
+    if census.seen > 0 {
+        return Some(census);
+    }
+    // No entry with a device minor: fall back to the device nodes, where the
+    // host has NVIDIA devices at all.
+    let has_nvidia = proc_entries > 0
+        || exists(host_path(sysroot, b"/dev/nvidiactl"))
+        || exists(host_path(sysroot, b"/proc/driver/nvidia"));
+    if !has_nvidia {
+        return None;
+    }
+    let dev = host_path(sysroot, b"/dev")?;
+    let dev = open_dir(dev.as_cstr()).ok()?;
+    census.from_dev = true;
+    let _ = for_each_entry(&dev, |name, _| {
+        let name = name.to_bytes();
+        if is_gpu_node(name) {
+            let minor = parse_u64(&name[b"nvidia".len()..]);
+            let access = minor.and_then(|m| device_node_path(sysroot, m)).map_or(Access::Invalid, |p| open_device(&p));
+            let gpu = Gpu { entry: None, info: None, minor, access: Some(access) };
+            census.add(&gpu);
+            visit(&gpu);
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    (census.seen > 0).then_some(census)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_information_with_tabs_and_spaces() {
+        let text = b"Model: \t\t Tesla P100-SXM2-16GB\nIRQ:   \t\t 47\nGPU UUID: \t GPU-1b2c3d4e-0000-1111-2222-333344445555\nBus Location: \t 0000:08:00.0\nDevice Minor: \t 2\nGPU Excluded:\t Yes\n";
+        let info = Information::parse(text);
+        assert_eq!(info.model.as_bytes(), b"Tesla P100-SXM2-16GB");
+        assert_eq!(info.uuid.as_bytes(), b"GPU-1b2c3d4e-0000-1111-2222-333344445555");
+        assert_eq!(info.bus_location.as_bytes(), b"0000:08:00.0");
+        assert_eq!(info.device_minor, Some(2));
+        assert!(info.excluded);
+        let plain = Information::parse(b"Model:  NVIDIA GeForce RTX 4090\nDevice Minor: 0\nGPU Excluded: No\n");
+        assert_eq!((plain.device_minor, plain.excluded), (Some(0), false));
+        assert_eq!(plain.model.as_bytes(), b"NVIDIA GeForce RTX 4090");
+    }
+
+    #[test]
+    fn garbage_information() {
+        let info = Information::parse(b"Device Minor: -1\nGPU Excluded: maybe\n\xff:\xfe\nno colon\n");
+        assert_eq!((info.device_minor, info.excluded), (None, false));
+        assert_eq!(Information::parse(b""), Information::default());
+    }
+
+    #[test]
+    fn node_names() {
+        assert!(is_gpu_node(b"nvidia0"));
+        assert!(is_gpu_node(b"nvidia15"));
+        for name in [&b"nvidia"[..], b"nvidiactl", b"nvidia-uvm", b"nvidia-modeset", b"nvidia0a", b"xnvidia0", b"nvidia-caps"] {
+            assert!(!is_gpu_node(name), "{name:?}");
+        }
+    }
+}
