@@ -14,6 +14,8 @@ use parallel_gpu_execute::request::gpus_needed;
 #[derive(Debug, PartialEq, Eq)]
 enum Parsed {
     Run { lock_dir: Option<Vec<u8>>, vendor: Option<Vec<u8>>, wait: Option<Vec<u8>>, command: usize },
+    List,
+    ListWithCommand,
     Help,
     Version,
     Unknown(Vec<u8>),
@@ -26,8 +28,22 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
     let names: [&[u8]; 3] = [b"--lock-dir", b"--vendor", b"--wait"];
     let mut values: [Option<Vec<u8>>; 3] = [None, None, None];
     let mut i = 1;
+    let mut list = false;
     while i < words.len() {
         let w = &words[i][..];
+        if w == b"--list" {
+            list = true;
+            i += 1;
+            continue;
+        }
+        if let Some(format) = w.strip_prefix(b"--list=") {
+            if ![&b"text"[..], b"json", b"count", b"gfx-targets"].contains(&format) {
+                return Parsed::Other;
+            }
+            list = true;
+            i += 1;
+            continue;
+        }
         if w == b"--" {
             i += 1;
             break;
@@ -60,6 +76,9 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
         }
         i += 1;
     }
+    if list {
+        return if i < words.len() { Parsed::ListWithCommand } else { Parsed::List };
+    }
     if i >= words.len() {
         return Parsed::NoCommand;
     }
@@ -68,7 +87,8 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
 }
 
 fn ref_needed(args: &[Vec<u8>]) -> u64 {
-    let positive_or_one = |v: &[u8]| ref_parse_u64(v).filter(|&n| n > 0).unwrap_or(1);
+    // Not a decimal integer: 1; a zero product is raised to 1.
+    let positive_or_one = |v: &[u8]| ref_parse_u64(v).unwrap_or(1);
     let mut values = [1u64; 2];
     for (j, arg) in args.iter().enumerate() {
         for (k, name) in [&b"--num_processes"[..], b"--gpus_per_process"].into_iter().enumerate() {
@@ -79,7 +99,7 @@ fn ref_needed(args: &[Vec<u8>]) -> u64 {
             }
         }
     }
-    values[0].saturating_mul(values[1])
+    values[0].saturating_mul(values[1]).max(1)
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -96,6 +116,7 @@ fuzz_target!(|data: &[u8]| {
                 let own = |v: Option<&std::ffi::CStr>| v.map(|v| v.to_bytes().to_vec());
                 Parsed::Run { lock_dir: own(flags.lock_dir), vendor: own(flags.vendor), wait: own(flags.wait), command }
             }
+            Ok(Invocation::List { .. }) => Parsed::List,
             Ok(Invocation::Help) => Parsed::Help,
             Ok(Invocation::Version) => Parsed::Version,
             Err(e) => {
@@ -106,6 +127,7 @@ fuzz_target!(|data: &[u8]| {
                     Error::UnknownOption(o) => Parsed::Unknown(o.to_vec()),
                     Error::MissingValue(flag) => Parsed::Missing(flag.name()),
                     Error::NoCommand => Parsed::NoCommand,
+                    Error::ListWithCommand(_) => Parsed::ListWithCommand,
                     _ => Parsed::Other,
                 }
             }

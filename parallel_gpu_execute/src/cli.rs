@@ -8,6 +8,7 @@
 //! passed on byte for byte. Parsing borrows from argv and never allocates.
 
 use crate::error::Error;
+use crate::list;
 use std::ffi::CStr;
 use wrapper_common::argv::Argv;
 
@@ -24,6 +25,9 @@ options (each wins over its environment variable):
                    default: from where the GPU count came)
   --wait=SECONDS   how long to wait for a free slot; 0 fails at once
                    (PARALLEL_GPU_EXECUTE_WAIT, default: no limit)
+  --list[=FORMAT]  print what the wrapper sees and would do, and exit; no
+                   lock, no test. FORMAT: text (default), json, count,
+                   gfx-targets
   --help, -h       this text
   --version        the version
 
@@ -69,6 +73,11 @@ pub enum Invocation {
         flags: Flags,
         command: usize,
     },
+    /// `--list[=FORMAT]`: print the survey, run nothing.
+    List {
+        flags: Flags,
+        format: list::Format,
+    },
     Help,
     Version,
 }
@@ -82,6 +91,7 @@ fn value_after(arg: &'static CStr, prefix_len: usize) -> &'static CStr {
 
 pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
     let mut flags = Flags::default();
+    let mut listing: Option<list::Format> = None;
     let mut i = 1;
     while let Some(arg) = argv.get(i) {
         let bytes = arg.to_bytes();
@@ -92,6 +102,21 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
             }
             b"--help" | b"-h" => return Ok(Invocation::Help),
             b"--version" => return Ok(Invocation::Version),
+            b"--list" => {
+                listing = Some(list::Format::Text);
+                i += 1;
+                continue;
+            }
+            _ if bytes.starts_with(b"--list=") => {
+                let value = &bytes[b"--list=".len()..];
+                listing = Some(list::Format::parse(value).ok_or(Error::BadValue {
+                    name: "--list",
+                    value,
+                    expected: "text, json, count or gfx-targets",
+                })?);
+                i += 1;
+                continue;
+            }
             _ if bytes.len() < 2 || bytes[0] != b'-' => break,
             _ => {}
         }
@@ -116,6 +141,12 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
         };
         *slot = Some(value);
         i += 1;
+    }
+    if let Some(format) = listing {
+        return match argv.get(i) {
+            Some(word) => Err(Error::ListWithCommand(word.to_bytes())),
+            None => Ok(Invocation::List { flags, format }),
+        };
     }
     if i >= argv.len() {
         return Err(Error::NoCommand);
@@ -176,6 +207,23 @@ mod tests {
         assert!(matches!(parse(&argv(&["pge", "--version"])), Ok(Invocation::Version)));
         // After the command, --help belongs to the test.
         assert!(matches!(parse(&argv(&["pge", "t", "--help"])), Ok(Invocation::Run { command: 1, .. })));
+    }
+
+    #[test]
+    fn list() {
+        let parsed = parse(&argv(&["pge", "--vendor=cuda", "--list"])).unwrap();
+        assert!(matches!(parsed, Invocation::List { format: list::Format::Text, flags } if flags.vendor == Some(c"cuda")));
+        let parsed = parse(&argv(&["pge", "--list=json", "--lock-dir=/l"])).unwrap();
+        assert!(matches!(parsed, Invocation::List { format: list::Format::Json, flags } if flags.lock_dir == Some(c"/l")));
+        for (word, format) in [("count", list::Format::Count), ("gfx-targets", list::Format::GfxTargets)] {
+            let parsed = parse(&argv(&["pge", &format!("--list={word}")])).unwrap();
+            assert!(matches!(parsed, Invocation::List { format: f, .. } if f == format));
+        }
+        assert!(matches!(parse(&argv(&["pge", "--list=yaml"])), Err(Error::BadValue { name: "--list", .. })));
+        assert!(matches!(parse(&argv(&["pge", "--list", "./t"])), Err(Error::ListWithCommand(b"./t"))));
+        assert!(matches!(parse(&argv(&["pge", "--list", "--", "./t"])), Err(Error::ListWithCommand(b"./t"))));
+        // After the command, --list belongs to the test.
+        assert!(matches!(parse(&argv(&["pge", "t", "--list"])), Ok(Invocation::Run { command: 1, .. })));
     }
 
     #[test]

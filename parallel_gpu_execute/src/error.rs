@@ -32,6 +32,8 @@ pub enum Error {
     MissingValue(Flag),
     /// No test command after the options.
     NoCommand,
+    /// `--list` with a test command after it.
+    ListWithCommand(&'static [u8]),
     /// A flag or variable with a value out of its domain.
     BadValue {
         name: &'static str,
@@ -106,6 +108,9 @@ impl fmt::Display for Error {
             Error::UnknownOption(o) => write!(f, "unknown option '{}'; {USAGE_HINT}", Excerpt(o)),
             Error::MissingValue(flag) => write!(f, "{} needs a value; {USAGE_HINT}", flag.name()),
             Error::NoCommand => write!(f, "no test command given; {USAGE_HINT}"),
+            Error::ListWithCommand(word) => {
+                write!(f, "--list runs no test, but '{}' follows it; {USAGE_HINT}", Excerpt(word))
+            }
             Error::BadValue { name, value, expected } => {
                 write!(f, "{name}: invalid value '{}' (expected {expected})", Excerpt(value))
             }

@@ -95,6 +95,11 @@ impl NodeProperties {
         self.simd_count > 0
     }
 
+    /// `unique_id` as text, when the kernel reports a non-zero one.
+    pub fn unique_id_text(&self) -> Option<String> {
+        (self.unique_id != 0).then(|| self.unique_id.to_string())
+    }
+
     /// The gfx target (`gfx942`, `gfx90a`, `gfx1100`) from
     /// `gfx_target_version` (major * 10000 + minor * 100 + stepping, the last
     /// two written in hex), when the kernel reports one.

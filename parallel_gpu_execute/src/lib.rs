@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! parallel_gpu_execute [--lock-dir=DIR] [--vendor=rocm|cuda|classic] [--wait=SECONDS] [--] TEST [ARGS...]
+//! parallel_gpu_execute [flags] --list[=text|json|count|gfx-targets]
 //! ```
 //!
 //! Counts the host's GPUs, takes a slot with `flock` on
@@ -24,12 +25,15 @@ pub mod dirs;
 pub mod error;
 pub mod gpu_count;
 pub mod kfd;
+pub mod json;
 pub mod launch;
+pub mod list;
 pub mod locks;
 pub mod nvidia;
 pub mod request;
 pub mod rocminfo;
 pub mod settings;
+pub mod survey;
 pub mod wait;
 
 use cli::Invocation;
@@ -51,6 +55,10 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
         Invocation::Help => return print(cli::USAGE.as_bytes()),
         Invocation::Version => {
             return print(concat!("parallel_gpu_execute ", env!("CARGO_PKG_VERSION"), "\n").as_bytes());
+        }
+        Invocation::List { flags, format } => {
+            let settings = Settings::load(&flags)?;
+            return print(list::render(&settings, format)?.as_bytes());
         }
         Invocation::Run { flags, command } => (flags, command),
     };

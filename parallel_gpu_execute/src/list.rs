@@ -1,0 +1,272 @@
+//! `--list[=FORMAT]`: what the wrapper sees and would do, without taking a
+//! lock or running a test. What a CI job prints at its top instead of
+//! `rocminfo` ("is the GPU actually visible to this container?"), and what
+//! driver scripts read instead of `rocm-smi`/`nvidia-smi` to size
+//! `--local_test_jobs`.
+//!
+//! - `text` (default): one line per device seen, usable or not and why,
+//!   then the source, count, mode, pool and slots per GPU.
+//! - `json`: the same as one object (keys documented in the README).
+//! - `count`: the number of usable GPUs.
+//! - `gfx-targets`: the distinct gfx targets of the usable AMD GPUs,
+//!   comma-separated, for `TF_ROCM_AMDGPU_TARGETS`.
+
+use crate::devnode::Access;
+use crate::error::Error;
+use crate::gpu_count::Source;
+use crate::json;
+use crate::request::Pool;
+use crate::settings::{Settings, Vendor};
+use crate::survey::{KfdGpu, NvidiaGpu, Survey};
+use std::fmt::Write as _;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+    Count,
+    GfxTargets,
+}
+
+impl Format {
+    pub fn parse(value: &[u8]) -> Option<Format> {
+        match value {
+            b"text" => Some(Format::Text),
+            b"json" => Some(Format::Json),
+            b"count" => Some(Format::Count),
+            b"gfx-targets" => Some(Format::GfxTargets),
+            _ => None,
+        }
+    }
+}
+
+/// What the wrapper would do with what it sees.
+struct Plan {
+    survey: Survey,
+    vendor: Option<Vendor>,
+    pool: Option<Pool>,
+    slots: u32,
+}
+
+fn vendor_name(v: Vendor) -> &'static str {
+    match v {
+        Vendor::Rocm => "rocm",
+        Vendor::Cuda => "cuda",
+        Vendor::Classic => "classic",
+    }
+}
+
+fn plan(settings: &Settings) -> Result<Plan, Error> {
+    let survey = Survey::take(settings);
+    let (vendor, pool) = match survey.source() {
+        Some(source) => {
+            let vendor = settings.vendor.unwrap_or(source.default_vendor());
+            (Some(vendor), Some(Pool::for_vendor(vendor, survey.count())?))
+        }
+        None => (None, None),
+    };
+    Ok(Plan { survey, vendor, pool, slots: settings.tests_per_gpu })
+}
+
+/// The index each usable device of the chosen source gets.
+fn index_of(usable: bool, chosen: bool, next: &mut u32) -> Option<u32> {
+    if usable && chosen {
+        *next += 1;
+        Some(*next - 1)
+    } else {
+        None
+    }
+}
+
+fn kfd_state(g: &KfdGpu) -> (Option<String>, Access) {
+    let path = match g.props.drm_render_minor {
+        crate::kfd::RenderMinor::Value(m) => Some(format!("/dev/dri/renderD{m}")),
+        _ => None,
+    };
+    (path, g.access)
+}
+
+fn nvidia_state(g: &NvidiaGpu) -> (Option<String>, String, &'static str) {
+    let path = g.minor.map(|m| format!("/dev/nvidia{m}"));
+    if g.excluded() {
+        return (path, "excluded by the driver (GPU Excluded: Yes)".to_string(), "excluded");
+    }
+    match g.access {
+        Some(a) => (path, a.describe(), a.key()),
+        None => (path, "no readable information (its device node is unknown)".to_string(), "unknown"),
+    }
+}
+
+/// Why a usable device gets no index.
+fn not_chosen(chosen: Option<Source>, mine: Source) -> &'static str {
+    match chosen {
+        Some(Source::Nvidia) if mine == Source::Kfd => "usable, but the NVIDIA GPUs are used (mixed host; --vendor=rocm takes these)",
+        Some(Source::Kfd) if mine == Source::Nvidia => "usable, but the AMD GPUs are used (--vendor=rocm)",
+        _ => "usable, not used",
+    }
+}
+
+/// The text for `--list=FORMAT`.
+pub fn render(settings: &Settings, format: Format) -> Result<String, Error> {
+    let plan = plan(settings)?;
+    let survey = &plan.survey;
+    Ok(match format {
+        Format::Count => format!("{}\n", survey.count()),
+        Format::GfxTargets => format!("{}\n", survey.gfx_targets().join(",")),
+        Format::Text => text(&plan, settings),
+        Format::Json => json_object(&plan, settings),
+    })
+}
+
+fn text(plan: &Plan, settings: &Settings) -> String {
+    let survey = &plan.survey;
+    let chosen = survey.source();
+    let mut out = String::new();
+    let mut next = 0;
+    for g in &survey.kfd {
+        let (path, access) = kfd_state(g);
+        let index = index_of(access.usable(), chosen == Some(Source::Kfd), &mut next);
+        let target = g.props.gfx_target().map_or("gfx target unknown (no gfx_target_version)".to_string(), |t| {
+            format!("{t} (gfx_target_version {})", g.props.gfx_target_version.unwrap_or(0))
+        });
+        let _ = write!(out, "kfd node {}: {target}, {} SIMDs, PCI {}", g.node, g.props.simd_count, g.pci());
+        match path {
+            Some(p) => {
+                let _ = write!(out, ", {p} {}", access.describe());
+            }
+            None => out.push_str(", no render node named (counted unchecked)"),
+        }
+        line_end(&mut out, index, access.usable(), chosen, Source::Kfd);
+    }
+    let mut next = 0;
+    for g in &survey.nvidia {
+        let (path, state, _) = nvidia_state(g);
+        let index = index_of(g.usable(), chosen == Some(Source::Nvidia), &mut next);
+        let model = g.info.as_ref().map(|i| String::from_utf8_lossy(i.model.as_bytes()).into_owned());
+        match &g.entry {
+            Some(bus) => {
+                let _ = write!(out, "nvidia {bus}: {}", model.filter(|m| !m.is_empty()).unwrap_or("model unknown".into()));
+            }
+            None => out.push_str("nvidia device node"),
+        }
+        if let Some(uuid) = g.info.as_ref().map(|i| i.uuid.as_bytes()).filter(|u| !u.is_empty()) {
+            let _ = write!(out, ", {}", String::from_utf8_lossy(uuid));
+        }
+        match (g.minor, path) {
+            (Some(m), Some(p)) => {
+                let _ = write!(out, ", minor {m}, {p} {state}");
+            }
+            _ => {
+                let _ = write!(out, ", {state}");
+            }
+        }
+        line_end(&mut out, index, g.usable(), chosen, Source::Nvidia);
+    }
+    if let Some(names) = &survey.rocminfo {
+        for (i, name) in names.iter().enumerate() {
+            let _ = writeln!(out, "rocminfo agent: {name} -> GPU {i}");
+        }
+    }
+    let source = match survey.chosen {
+        Some((_, s)) => s.name(),
+        None => "none",
+    };
+    let _ = writeln!(out, "source: {source}");
+    let _ = writeln!(out, "count: {}", survey.count());
+    match (plan.vendor, &plan.pool) {
+        (Some(v), Some(pool)) => {
+            let vars = match v {
+                Vendor::Rocm => "ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES",
+                Vendor::Cuda => "CUDA_VISIBLE_DEVICES",
+                Vendor::Classic => "CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES",
+            };
+            let _ = writeln!(out, "mode: {} ({vars})", vendor_name(v));
+            let ids: Vec<String> = pool.ids.iter().map(|id| String::from_utf8_lossy(id).into_owned()).collect();
+            let from = pool.variable.map_or(String::new(), |v| format!(" (from {v})"));
+            let _ = writeln!(out, "pool: {}{from}", ids.join(","));
+            let _ = writeln!(out, "slots per GPU: {}", plan.slots);
+            let _ = writeln!(out, "lock dir: {}", String::from_utf8_lossy(settings.lock_dir.to_bytes()));
+        }
+        _ => out.push_str("mode: none (the test runs without a GPU: 'Execute with no GPU support')\n"),
+    }
+    out
+}
+
+fn line_end(out: &mut String, index: Option<u32>, usable: bool, chosen: Option<Source>, mine: Source) {
+    match index {
+        Some(i) => {
+            let _ = writeln!(out, " -> GPU {i}");
+        }
+        None if usable => {
+            let _ = writeln!(out, " -> {}", not_chosen(chosen, mine));
+        }
+        None => out.push_str(" -> not usable\n"),
+    }
+}
+
+fn json_object(plan: &Plan, settings: &Settings) -> String {
+    let survey = &plan.survey;
+    let chosen = survey.source();
+    let mut devices = Vec::new();
+    let mut next = 0;
+    for g in &survey.kfd {
+        let (path, access) = kfd_state(g);
+        let index = index_of(access.usable(), chosen == Some(Source::Kfd), &mut next);
+        devices.push(json::object(&[
+            ("source", json::string(b"kfd")),
+            ("index", json::opt_number(index.map(u64::from))),
+            ("usable", access.usable().to_string()),
+            ("node", g.node.to_string()),
+            ("gfx_target", json::opt_string(g.props.gfx_target().map(|t| t.to_string()).as_deref().map(str::as_bytes))),
+            ("gfx_target_version", json::opt_number(g.props.gfx_target_version)),
+            ("simd_count", g.props.simd_count.to_string()),
+            ("pci", json::string(g.pci().as_bytes())),
+            ("unique_id", json::opt_string(g.props.unique_id_text().as_deref().map(str::as_bytes))),
+            ("device_node", json::opt_string(path.as_deref().map(str::as_bytes))),
+            ("device_node_state", json::string(access.key().as_bytes())),
+            ("reason", json::string(access.describe().as_bytes())),
+        ]));
+    }
+    let mut next = 0;
+    for g in &survey.nvidia {
+        let (path, state, key) = nvidia_state(g);
+        let index = index_of(g.usable(), chosen == Some(Source::Nvidia), &mut next);
+        let info = g.info.as_ref();
+        devices.push(json::object(&[
+            ("source", json::string(b"nvidia")),
+            ("index", json::opt_number(index.map(u64::from))),
+            ("usable", g.usable().to_string()),
+            ("bus", json::opt_string(g.entry.as_deref().map(str::as_bytes))),
+            ("model", json::opt_string(info.map(|i| i.model.as_bytes()))),
+            ("uuid", json::opt_string(info.map(|i| i.uuid.as_bytes()).filter(|u| !u.is_empty()))),
+            ("minor", json::opt_number(g.minor)),
+            ("excluded", g.excluded().to_string()),
+            ("device_node", json::opt_string(path.as_deref().map(str::as_bytes))),
+            ("device_node_state", json::string(key.as_bytes())),
+            ("reason", json::string(state.as_bytes())),
+        ]));
+    }
+    for (i, name) in survey.rocminfo.iter().flatten().enumerate() {
+        devices.push(json::object(&[
+            ("source", json::string(b"rocminfo")),
+            ("index", i.to_string()),
+            ("usable", "true".to_string()),
+            ("gfx_target", json::string(name.as_bytes())),
+        ]));
+    }
+    let pool = plan.pool.as_ref();
+    json::object(&[
+        ("source", json::opt_string(survey.chosen.map(|(_, s)| s.name().as_bytes()))),
+        ("count", survey.count().to_string()),
+        ("mode", json::opt_string(plan.vendor.map(|v| vendor_name(v).as_bytes()))),
+        (
+            "pool",
+            json::array(&pool.map_or(Vec::new(), |p| p.ids.iter().map(|id| json::string(id)).collect::<Vec<_>>())),
+        ),
+        ("pool_variable", json::opt_string(pool.and_then(|p| p.variable).map(str::as_bytes))),
+        ("slots_per_gpu", plan.slots.to_string()),
+        ("lock_dir", json::string(settings.lock_dir.to_bytes())),
+        ("gfx_targets", json::array(&survey.gfx_targets().iter().map(|t| json::string(t.as_bytes())).collect::<Vec<_>>())),
+        ("devices", json::array(&devices)),
+    ]) + "\n"
+}
