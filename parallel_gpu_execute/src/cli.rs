@@ -212,9 +212,13 @@ mod tests {
     #[test]
     fn list() {
         let parsed = parse(&argv(&["pge", "--vendor=cuda", "--list"])).unwrap();
-        assert!(matches!(parsed, Invocation::List { format: list::Format::Text, flags } if flags.vendor == Some(c"cuda")));
+        assert!(
+            matches!(parsed, Invocation::List { format: list::Format::Text, flags } if flags.vendor == Some(c"cuda"))
+        );
         let parsed = parse(&argv(&["pge", "--list=json", "--lock-dir=/l"])).unwrap();
-        assert!(matches!(parsed, Invocation::List { format: list::Format::Json, flags } if flags.lock_dir == Some(c"/l")));
+        assert!(
+            matches!(parsed, Invocation::List { format: list::Format::Json, flags } if flags.lock_dir == Some(c"/l"))
+        );
         for (word, format) in [("count", list::Format::Count), ("gfx-targets", list::Format::GfxTargets)] {
             let parsed = parse(&argv(&["pge", &format!("--list={word}")])).unwrap();
             assert!(matches!(parsed, Invocation::List { format: f, .. } if f == format));

@@ -77,10 +77,7 @@ pub fn count(settings: &Settings) -> (u32, Option<Source>) {
     if let Some(n) = settings.tf_gpu_count {
         return (n, Some(Source::TfGpuCount));
     }
-    let seen = Seen {
-        kfd: kfd::census(settings.sysroot, |_| {}),
-        nvidia: nvidia::census(settings.sysroot, |_| {}),
-    };
+    let seen = Seen { kfd: kfd::census(settings.sysroot, |_| {}), nvidia: nvidia::census(settings.sysroot, |_| {}) };
     if let Some((n, source)) = choose(settings.vendor, &seen) {
         warn_denied(settings.sysroot, source, &seen);
         return (n, Some(source));

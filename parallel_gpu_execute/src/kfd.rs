@@ -21,8 +21,8 @@
 //! Indices follow node order, among usable GPUs: that is how ROCR numbers
 //! its GPU agents, which `ROCR_VISIBLE_DEVICES` selects.
 
-use crate::dirs::{for_each_entry, host_path, open_dir};
 use crate::devnode::{Access, open_device};
+use crate::dirs::{for_each_entry, host_path, open_dir};
 use rustix::fs::{Mode, OFlags};
 use std::ops::ControlFlow;
 use wrapper_common::StackPath;
@@ -255,7 +255,16 @@ mod tests {
 
     #[test]
     fn gfx_target_names() {
-        for (v, name) in [(90402, "gfx942"), (90010, "gfx90a"), (110000, "gfx1100"), (100306, "gfx1036"), (90008, "gfx908"), (110501, "gfx1151"), (90000, "gfx900"), (90006, "gfx906")] {
+        for (v, name) in [
+            (90402, "gfx942"),
+            (90010, "gfx90a"),
+            (110000, "gfx1100"),
+            (100306, "gfx1036"),
+            (90008, "gfx908"),
+            (110501, "gfx1151"),
+            (90000, "gfx900"),
+            (90006, "gfx906"),
+        ] {
             assert_eq!(GfxTarget(v).to_string(), name);
         }
     }

@@ -100,7 +100,9 @@ fn nvidia_state(g: &NvidiaGpu) -> (Option<String>, String, &'static str) {
 /// Why a usable device gets no index.
 fn not_chosen(chosen: Option<Source>, mine: Source) -> &'static str {
     match chosen {
-        Some(Source::Nvidia) if mine == Source::Kfd => "usable, but the NVIDIA GPUs are used (mixed host; --vendor=rocm takes these)",
+        Some(Source::Nvidia) if mine == Source::Kfd => {
+            "usable, but the NVIDIA GPUs are used (mixed host; --vendor=rocm takes these)"
+        }
         Some(Source::Kfd) if mine == Source::Nvidia => "usable, but the AMD GPUs are used (--vendor=rocm)",
         _ => "usable, not used",
     }
@@ -145,7 +147,8 @@ fn text(plan: &Plan, settings: &Settings) -> String {
         let model = g.info.as_ref().map(|i| String::from_utf8_lossy(i.model.as_bytes()).into_owned());
         match &g.entry {
             Some(bus) => {
-                let _ = write!(out, "nvidia {bus}: {}", model.filter(|m| !m.is_empty()).unwrap_or("model unknown".into()));
+                let _ =
+                    write!(out, "nvidia {bus}: {}", model.filter(|m| !m.is_empty()).unwrap_or("model unknown".into()));
             }
             None => out.push_str("nvidia device node"),
         }
@@ -266,7 +269,10 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
         ("pool_variable", json::opt_string(pool.and_then(|p| p.variable).map(str::as_bytes))),
         ("slots_per_gpu", plan.slots.to_string()),
         ("lock_dir", json::string(settings.lock_dir.to_bytes())),
-        ("gfx_targets", json::array(&survey.gfx_targets().iter().map(|t| json::string(t.as_bytes())).collect::<Vec<_>>())),
+        (
+            "gfx_targets",
+            json::array(&survey.gfx_targets().iter().map(|t| json::string(t.as_bytes())).collect::<Vec<_>>()),
+        ),
         ("devices", json::array(&devices)),
     ]) + "\n"
 }

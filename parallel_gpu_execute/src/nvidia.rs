@@ -1,6 +1,7 @@
 //! NVIDIA GPUs from the driver's `/proc/driver/nvidia/gpus/<bus>/information`
 //! and the `/dev/nvidia<N>` device nodes, counted the way CUDA enumerates
-//! them: the GPUs whose device node this process can open.
+//! them: the GPUs whose device node this process can open, less those the
+//! driver excludes.
 //!
 //! - A `/proc/driver/nvidia/gpus/<bus>/` entry counts only when its
 //!   `information` does not say `GPU Excluded: Yes` and
@@ -8,11 +9,14 @@
 //!   Kubernetes CDI and nvidia-docker 1, `/proc` shows every GPU of the node
 //!   while the container holds only its own device nodes (an H100 pod sees 8
 //!   entries and one `/dev/nvidia6`); CUDA sees only those it can open.
-//! - Where `/proc` lists no GPU that can be read (hidden or emptied by the
-//!   runtime: LXD's `nvidia.runtime` puts a tmpfs there), the `/dev/nvidia<N>`
-//!   nodes that open are the GPUs. They are looked for only when the host has
-//!   NVIDIA devices at all (`/dev/nvidiactl` or `/proc/driver/nvidia`), so
-//!   that an AMD host pays two failed lookups, not a scan of `/dev`.
+//! - A `/dev/nvidia<N>` that opens and that no readable `/proc` entry names
+//!   counts too: where `/proc` is hidden, emptied by the runtime (LXD's
+//!   `nvidia.runtime` puts a tmpfs there), shows entries without their
+//!   `information` (nvidia-docker 1), or lists other GPUs than the
+//!   container's own, the device nodes are what CUDA opens. `/dev` is looked
+//!   at only when the host has NVIDIA devices at all (`/dev/nvidiactl`,
+//!   `/proc/driver/nvidia`, or a `/proc` entry), so that an AMD host pays two
+//!   failed lookups, not a scan of `/dev`.
 //! - A MIG-partitioned GPU is one GPU here: its instances are
 //!   `/dev/nvidia-caps/*`, which name no CUDA device by number.
 //!
@@ -99,8 +103,8 @@ pub struct Census {
     pub usable: u32,
     pub denied: u32,
     pub first_denied: Option<(u64, rustix::io::Errno)>,
-    /// Counted from `/dev/nvidia<N>` (no readable `/proc` entry).
-    pub from_dev: bool,
+    /// GPUs counted from `/dev/nvidia<N>` alone (no readable `/proc` entry).
+    pub from_dev: u32,
 }
 
 impl Census {
@@ -149,59 +153,65 @@ fn exists(path: Option<StackPath>) -> bool {
     path.is_some_and(|p| rustix::fs::access(p.as_cstr(), rustix::fs::Access::EXISTS).is_ok())
 }
 
-/// Scans `/proc` and, where it shows no readable GPU, `/dev`; calls `visit`
-/// for every GPU seen (directory order). `None` when there is none to see.
-/// Allocates nothing.
+/// Minors below this are remembered (on the stack) when `/proc` names
+/// them, so that `/dev` does not count them twice; NVIDIA GPU minors are
+/// 0-254 (255 is `nvidiactl`).
+const MINOR_BITS: u64 = 256;
+
+/// Scans `/proc`, then the `/dev/nvidia<N>` nodes `/proc` did not name;
+/// calls `visit` for every GPU seen (directory order). `None` when there is
+/// none to see. Allocates nothing.
 pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Gpu<'_>)) -> Option<Census> {
     let mut census = Census::default();
+    let mut named = [0u64; (MINOR_BITS / 64) as usize];
     let mut proc_entries = 0u32;
     if let Some(dir) = host_path(sysroot, b"/proc/driver/nvidia/gpus").and_then(|p| open_dir(p.as_cstr()).ok()) {
         let _ = for_each_entry(&dir, |name, _| {
             proc_entries = proc_entries.saturating_add(1);
             let entry = name.to_bytes();
             let info = read_information(&dir, entry);
-            let Some(info) = info.as_ref().filter(|i| i.device_minor.is_some()) else {
+            let Some((info, minor)) = info.as_ref().and_then(|i| i.device_minor.map(|m| (i, m))) else {
                 // Seen, but nothing says which device node is its own.
                 visit(&Gpu { entry: Some(entry), info: info.as_ref(), minor: None, access: None });
                 return ControlFlow::<()>::Continue(());
             };
-            let minor = info.device_minor;
+            if minor < MINOR_BITS {
+                named[(minor / 64) as usize] |= 1 << (minor % 64);
+            }
             let access = if info.excluded {
                 None
             } else {
-                Some(minor.and_then(|m| device_node_path(sysroot, m)).map_or(Access::Invalid, |p| open_device(&p)))
+                Some(device_node_path(sysroot, minor).map_or(Access::Invalid, |p| open_device(&p)))
             };
-            let gpu = Gpu { entry: Some(entry), info: Some(info), minor, access };
+            let gpu = Gpu { entry: Some(entry), info: Some(info), minor: Some(minor), access };
             census.add(&gpu);
             visit(&gpu);
             ControlFlow::Continue(())
         });
     }
-    if census.seen > 0 {
-        return Some(census);
-    }
-    // No entry with a device minor: fall back to the device nodes, where the
-    // host has NVIDIA devices at all.
     let has_nvidia = proc_entries > 0
         || exists(host_path(sysroot, b"/dev/nvidiactl"))
         || exists(host_path(sysroot, b"/proc/driver/nvidia"));
-    if !has_nvidia {
-        return None;
-    }
-    let dev = host_path(sysroot, b"/dev")?;
-    let dev = open_dir(dev.as_cstr()).ok()?;
-    census.from_dev = true;
-    let _ = for_each_entry(&dev, |name, _| {
-        let name = name.to_bytes();
-        if is_gpu_node(name) {
-            let minor = parse_u64(&name[b"nvidia".len()..]);
-            let access = minor.and_then(|m| device_node_path(sysroot, m)).map_or(Access::Invalid, |p| open_device(&p));
-            let gpu = Gpu { entry: None, info: None, minor, access: Some(access) };
-            census.add(&gpu);
-            visit(&gpu);
+    if has_nvidia {
+        if let Some(dev) = host_path(sysroot, b"/dev").and_then(|p| open_dir(p.as_cstr()).ok()) {
+            let _ = for_each_entry(&dev, |name, _| {
+                let name = name.to_bytes();
+                let minor = if is_gpu_node(name) { parse_u64(&name[b"nvidia".len()..]) } else { None };
+                let Some(minor) = minor else { return ControlFlow::<()>::Continue(()) };
+                if minor < MINOR_BITS && named[(minor / 64) as usize] & (1 << (minor % 64)) != 0 {
+                    return ControlFlow::Continue(());
+                }
+                let access = device_node_path(sysroot, minor).map_or(Access::Invalid, |p| open_device(&p));
+                let gpu = Gpu { entry: None, info: None, minor: Some(minor), access: Some(access) };
+                census.add(&gpu);
+                if gpu.usable() {
+                    census.from_dev = census.from_dev.saturating_add(1);
+                }
+                visit(&gpu);
+                ControlFlow::Continue(())
+            });
         }
-        ControlFlow::<()>::Continue(())
-    });
+    }
     (census.seen > 0).then_some(census)
 }
 
@@ -234,7 +244,9 @@ mod tests {
     fn node_names() {
         assert!(is_gpu_node(b"nvidia0"));
         assert!(is_gpu_node(b"nvidia15"));
-        for name in [&b"nvidia"[..], b"nvidiactl", b"nvidia-uvm", b"nvidia-modeset", b"nvidia0a", b"xnvidia0", b"nvidia-caps"] {
+        for name in
+            [&b"nvidia"[..], b"nvidiactl", b"nvidia-uvm", b"nvidia-modeset", b"nvidia0a", b"xnvidia0", b"nvidia-caps"]
+        {
             assert!(!is_gpu_node(name), "{name:?}");
         }
     }

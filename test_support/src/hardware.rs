@@ -368,7 +368,11 @@ pub mod hosts {
     /// the pod holds only `/dev/nvidia6`. CUDA: 1.
     pub fn h100_cdi_pod(s: &mut Sysroot) -> u32 {
         for minor in 0..8u64 {
-            s.add_nvidia_proc_entry(&NvidiaGpu::new(&format!("0000:{:02x}:00.0", 0x18 + minor * 0x10), "NVIDIA H100 80GB HBM3", minor));
+            s.add_nvidia_proc_entry(&NvidiaGpu::new(
+                &format!("0000:{:02x}:00.0", 0x18 + minor * 0x10),
+                "NVIDIA H100 80GB HBM3",
+                minor,
+            ));
         }
         s.add_dev_entry("nvidia6");
         for control in ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"] {
