@@ -13,8 +13,15 @@ use parallel_gpu_execute::request::gpus_needed;
 
 #[derive(Debug, PartialEq, Eq)]
 enum Parsed {
-    Run { lock_dir: Option<Vec<u8>>, vendor: Option<Vec<u8>>, wait: Option<Vec<u8>>, command: usize },
+    Run {
+        lock_dir: Option<Vec<u8>>,
+        vendor: Option<Vec<u8>>,
+        wait: Option<Vec<u8>>,
+        lock_names: Option<Vec<u8>>,
+        command: usize,
+    },
     List,
+    Status,
     ListWithCommand,
     Help,
     Version,
@@ -25,10 +32,11 @@ enum Parsed {
 }
 
 fn reference(words: &[Vec<u8>]) -> Parsed {
-    let names: [&[u8]; 3] = [b"--lock-dir", b"--vendor", b"--wait"];
-    let mut values: [Option<Vec<u8>>; 3] = [None, None, None];
+    let names: [&[u8]; 4] = [b"--lock-dir", b"--vendor", b"--wait", b"--lock-names"];
+    let mut values: [Option<Vec<u8>>; 4] = [None, None, None, None];
     let mut i = 1;
     let mut list = false;
+    let mut status = false;
     while i < words.len() {
         let w = &words[i][..];
         if w == b"--list" {
@@ -41,6 +49,19 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
                 return Parsed::Other;
             }
             list = true;
+            i += 1;
+            continue;
+        }
+        if w == b"--status" {
+            status = true;
+            i += 1;
+            continue;
+        }
+        if let Some(format) = w.strip_prefix(b"--status=") {
+            if ![&b"text"[..], b"json"].contains(&format) {
+                return Parsed::Other;
+            }
+            status = true;
             i += 1;
             continue;
         }
@@ -61,7 +82,7 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
         for (k, name) in names.iter().enumerate() {
             if w == *name {
                 let Some(v) = words.get(i + 1) else {
-                    return Parsed::Missing(["--lock-dir", "--vendor", "--wait"][k]);
+                    return Parsed::Missing(["--lock-dir", "--vendor", "--wait", "--lock-names"][k]);
                 };
                 values[k] = Some(v.clone());
                 i += 1;
@@ -76,14 +97,19 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
         }
         i += 1;
     }
-    if list {
-        return if i < words.len() { Parsed::ListWithCommand } else { Parsed::List };
+    if list || status {
+        return match (i < words.len(), list, status) {
+            (true, _, _) => Parsed::ListWithCommand,
+            (false, true, true) => Parsed::Other,
+            (false, true, false) => Parsed::List,
+            _ => Parsed::Status,
+        };
     }
     if i >= words.len() {
         return Parsed::NoCommand;
     }
-    let [lock_dir, vendor, wait] = values;
-    Parsed::Run { lock_dir, vendor, wait, command: i }
+    let [lock_dir, vendor, wait, lock_names] = values;
+    Parsed::Run { lock_dir, vendor, wait, lock_names, command: i }
 }
 
 fn ref_needed(args: &[Vec<u8>]) -> u64 {
@@ -114,9 +140,16 @@ fuzz_target!(|data: &[u8]| {
                 assert!(needed >= 1);
                 assert_eq!(needed, ref_needed(&raw[command + 1..]));
                 let own = |v: Option<&std::ffi::CStr>| v.map(|v| v.to_bytes().to_vec());
-                Parsed::Run { lock_dir: own(flags.lock_dir), vendor: own(flags.vendor), wait: own(flags.wait), command }
+                Parsed::Run {
+                    lock_dir: own(flags.lock_dir),
+                    vendor: own(flags.vendor),
+                    wait: own(flags.wait),
+                    lock_names: own(flags.lock_names),
+                    command,
+                }
             }
             Ok(Invocation::List { .. }) => Parsed::List,
+            Ok(Invocation::Status { .. }) => Parsed::Status,
             Ok(Invocation::Help) => Parsed::Help,
             Ok(Invocation::Version) => Parsed::Version,
             Err(e) => {

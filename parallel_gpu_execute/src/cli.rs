@@ -8,7 +8,7 @@
 //! passed on byte for byte. Parsing borrows from argv and never allocates.
 
 use crate::error::Error;
-use crate::list;
+use crate::{list, status};
 use std::ffi::CStr;
 use wrapper_common::argv::Argv;
 
@@ -25,9 +25,15 @@ options (each wins over its environment variable):
                    default: from where the GPU count came)
   --wait=SECONDS   how long to wait for a free slot; 0 fails at once
                    (PARALLEL_GPU_EXECUTE_WAIT, default: no limit)
+  --lock-names=N   index (the classic gpulock<index>_<slot>, default) or
+                   physical (gpulock<GPU identity>_<slot>, for containers
+                   sharing one lock directory; PARALLEL_GPU_EXECUTE_LOCK_NAMES)
   --list[=FORMAT]  print what the wrapper sees and would do, and exit; no
                    lock, no test. FORMAT: text (default), json, count,
                    gfx-targets
+  --status[=FORMAT] print who holds and who waits for the GPU slots of the
+                   lock directory (from /proc/locks), and exit; no lock.
+                   FORMAT: text (default), json
   --help, -h       this text
   --version        the version
 
@@ -44,6 +50,7 @@ pub enum Flag {
     LockDir,
     Vendor,
     Wait,
+    LockNames,
 }
 
 impl Flag {
@@ -52,10 +59,11 @@ impl Flag {
             Flag::LockDir => "--lock-dir",
             Flag::Vendor => "--vendor",
             Flag::Wait => "--wait",
+            Flag::LockNames => "--lock-names",
         }
     }
 
-    const ALL: [Flag; 3] = [Flag::LockDir, Flag::Vendor, Flag::Wait];
+    const ALL: [Flag; 4] = [Flag::LockDir, Flag::Vendor, Flag::Wait, Flag::LockNames];
 }
 
 /// Option values as given (validated later, together with their variables).
@@ -64,6 +72,7 @@ pub struct Flags {
     pub lock_dir: Option<&'static CStr>,
     pub vendor: Option<&'static CStr>,
     pub wait: Option<&'static CStr>,
+    pub lock_names: Option<&'static CStr>,
 }
 
 #[derive(Debug)]
@@ -77,6 +86,11 @@ pub enum Invocation {
     List {
         flags: Flags,
         format: list::Format,
+    },
+    /// `--status[=FORMAT]`: print the lock directory's holders and waiters.
+    Status {
+        flags: Flags,
+        format: status::Format,
     },
     Help,
     Version,
@@ -92,6 +106,7 @@ fn value_after(arg: &'static CStr, prefix_len: usize) -> &'static CStr {
 pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
     let mut flags = Flags::default();
     let mut listing: Option<list::Format> = None;
+    let mut status: Option<status::Format> = None;
     let mut i = 1;
     while let Some(arg) = argv.get(i) {
         let bytes = arg.to_bytes();
@@ -117,6 +132,21 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
                 i += 1;
                 continue;
             }
+            b"--status" => {
+                status = Some(status::Format::Text);
+                i += 1;
+                continue;
+            }
+            _ if bytes.starts_with(b"--status=") => {
+                let value = &bytes[b"--status=".len()..];
+                status = Some(status::Format::parse(value).ok_or(Error::BadValue {
+                    name: "--status",
+                    value,
+                    expected: "text or json",
+                })?);
+                i += 1;
+                continue;
+            }
             _ if bytes.len() < 2 || bytes[0] != b'-' => break,
             _ => {}
         }
@@ -138,15 +168,20 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
             Flag::LockDir => &mut flags.lock_dir,
             Flag::Vendor => &mut flags.vendor,
             Flag::Wait => &mut flags.wait,
+            Flag::LockNames => &mut flags.lock_names,
         };
         *slot = Some(value);
         i += 1;
     }
-    if let Some(format) = listing {
-        return match argv.get(i) {
-            Some(word) => Err(Error::ListWithCommand(word.to_bytes())),
-            None => Ok(Invocation::List { flags, format }),
-        };
+    if listing.is_some() || status.is_some() {
+        if let Some(word) = argv.get(i) {
+            return Err(Error::ListWithCommand(word.to_bytes()));
+        }
+        return Ok(match (listing, status) {
+            (Some(format), None) => Invocation::List { flags, format },
+            (None, Some(format)) => Invocation::Status { flags, format },
+            _ => return Err(Error::ListAndStatus),
+        });
     }
     if i >= argv.len() {
         return Err(Error::NoCommand);
@@ -226,6 +261,15 @@ mod tests {
         assert!(matches!(parse(&argv(&["pge", "--list=yaml"])), Err(Error::BadValue { name: "--list", .. })));
         assert!(matches!(parse(&argv(&["pge", "--list", "./t"])), Err(Error::ListWithCommand(b"./t"))));
         assert!(matches!(parse(&argv(&["pge", "--list", "--", "./t"])), Err(Error::ListWithCommand(b"./t"))));
+        let parsed = parse(&argv(&["pge", "--status"])).unwrap();
+        assert!(matches!(parsed, Invocation::Status { format: status::Format::Text, .. }));
+        let parsed = parse(&argv(&["pge", "--lock-dir=/l", "--status=json"])).unwrap();
+        assert!(
+            matches!(parsed, Invocation::Status { format: status::Format::Json, flags } if flags.lock_dir == Some(c"/l"))
+        );
+        assert!(matches!(parse(&argv(&["pge", "--status=xml"])), Err(Error::BadValue { name: "--status", .. })));
+        assert!(matches!(parse(&argv(&["pge", "--status", "t"])), Err(Error::ListWithCommand(b"t"))));
+        assert!(matches!(parse(&argv(&["pge", "--status", "--list"])), Err(Error::ListAndStatus)));
         // After the command, --list belongs to the test.
         assert!(matches!(parse(&argv(&["pge", "t", "--list"])), Ok(Invocation::Run { command: 1, .. })));
     }

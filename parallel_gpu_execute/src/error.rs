@@ -32,8 +32,15 @@ pub enum Error {
     MissingValue(Flag),
     /// No test command after the options.
     NoCommand,
-    /// `--list` with a test command after it.
+    /// `--list` or `--status` with a test command after it.
     ListWithCommand(&'static [u8]),
+    /// `--list` and `--status` together.
+    ListAndStatus,
+    /// `--status`: the lock directory cannot be read.
+    StatusDir {
+        dir: Vec<u8>,
+        error: String,
+    },
     /// A flag or variable with a value out of its domain.
     BadValue {
         name: &'static str,
@@ -109,7 +116,11 @@ impl fmt::Display for Error {
             Error::MissingValue(flag) => write!(f, "{} needs a value; {USAGE_HINT}", flag.name()),
             Error::NoCommand => write!(f, "no test command given; {USAGE_HINT}"),
             Error::ListWithCommand(word) => {
-                write!(f, "--list runs no test, but '{}' follows it; {USAGE_HINT}", Excerpt(word))
+                write!(f, "--list and --status run no test, but '{}' follows; {USAGE_HINT}", Excerpt(word))
+            }
+            Error::ListAndStatus => write!(f, "--list and --status cannot be combined; {USAGE_HINT}"),
+            Error::StatusDir { dir, error } => {
+                write!(f, "--status: cannot read the lock directory {}: {error}", Excerpt(dir))
             }
             Error::BadValue { name, value, expected } => {
                 write!(f, "{name}: invalid value '{}' (expected {expected})", Excerpt(value))

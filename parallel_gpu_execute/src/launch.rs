@@ -6,7 +6,9 @@ use crate::error::Error;
 use crate::locks::Grant;
 use crate::request::Pool;
 use crate::settings::Vendor;
+use crate::telemetry::seconds;
 use rustix::fd::IntoRawFd;
+use rustix::fs::{Mode, OFlags};
 use rustix::io::FdFlags;
 use std::ffi::{CStr, c_char};
 use std::fmt::Write as _;
@@ -87,12 +89,63 @@ pub fn test_environment(vendor: Vendor, block_ids: &[u8], block_len: usize) -> E
     env
 }
 
+/// The name of the file the wrapper adds to the test's Bazel annotations.
+pub const ANNOTATION_FILE: &[u8] = b"parallel_gpu_execute.part";
+
+fn mode_name(vendor: Vendor) -> &'static str {
+    match vendor {
+        Vendor::Rocm => "rocm",
+        Vendor::Cuda => "cuda",
+        Vendor::Classic => "classic",
+    }
+}
+
+/// When Bazel asks for annotations (`TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR`,
+/// set for every test), writes `parallel_gpu_execute.part` there: one line
+/// with the GPU ids, the slot, the mode and the wait. Bazel folds `*.part`
+/// files into the test's annotations, which reach the Build Event Protocol.
+/// A file that cannot be written is one warning; the test runs anyway.
+fn annotate(vendor: Vendor, ids: &[u8], grant: &Grant) {
+    let Some(dir) = env::var_nonempty(b"TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR") else { return };
+    let mut path = StackPath::from_bytes(dir).unwrap_or_default();
+    if path.is_empty() || path.push_path(ANNOTATION_FILE).is_err() {
+        diag::report(crate::TOOL, format_args!("warning: annotations directory path too long; no annotation written"));
+        return;
+    }
+    let waited = grant.waited.map_or("0.0 s".to_string(), seconds);
+    let line = format!(
+        "parallel_gpu_execute: GPU(s) {} slot {} mode {} waited {waited}\n",
+        Bytes(ids),
+        grant.slot,
+        mode_name(vendor)
+    );
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NOCTTY;
+    let result = rustix::fs::open(path.as_cstr(), flags, Mode::from_raw_mode(0o644))
+        .and_then(|fd| rustix::io::write(&fd, line.as_bytes()).map(|_| ()));
+    if let Err(errno) = result {
+        diag::report(
+            crate::TOOL,
+            format_args!(
+                "warning: cannot write the annotation {}: {errno}; running the test anyway",
+                Bytes(path.as_bytes())
+            ),
+        );
+    }
+}
+
 /// Hands the granted locks to the test and execs it. Returns only on failure.
 pub fn exec_test(test: &StackPath, argv: &Argv, command: usize, vendor: Vendor, pool: &Pool, grant: Grant) -> Error {
     let block = &pool.ids[grant.start..grant.start + grant.fds.len()];
     let ids = comma_list(block.iter().map(|id| &id[..]));
     let mut env = test_environment(vendor, &ids, block.len());
 
+    if let Some(waited) = grant.waited {
+        diag::report(
+            crate::TOOL,
+            format_args!("waited {} for GPU(s) {} (slot {})", seconds(waited), Bytes(&ids), grant.slot),
+        );
+    }
+    annotate(vendor, &ids, &grant);
     let line = format!("Running test {} on GPU(s) {}", describe_test(test.as_bytes(), argv, command), Bytes(&ids));
     diag::say(format_args!("{line}"));
 

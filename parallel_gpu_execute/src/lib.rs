@@ -4,6 +4,7 @@
 //! ```text
 //! parallel_gpu_execute [--lock-dir=DIR] [--vendor=rocm|cuda|classic] [--wait=SECONDS] [--] TEST [ARGS...]
 //! parallel_gpu_execute [flags] --list[=text|json|count|gfx-targets]
+//! parallel_gpu_execute [flags] --status[=text|json]
 //! ```
 //!
 //! Counts the host's GPUs, takes a slot with `flock` on
@@ -24,16 +25,20 @@ pub mod devnode;
 pub mod dirs;
 pub mod error;
 pub mod gpu_count;
+pub mod identity;
 pub mod json;
 pub mod kfd;
 pub mod launch;
 pub mod list;
 pub mod locks;
 pub mod nvidia;
+pub mod proclocks;
 pub mod request;
 pub mod rocminfo;
 pub mod settings;
+pub mod status;
 pub mod survey;
+pub mod telemetry;
 pub mod wait;
 
 use cli::Invocation;
@@ -60,6 +65,10 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
             let settings = Settings::load(&flags)?;
             return print(list::render(&settings, format)?.as_bytes());
         }
+        Invocation::Status { flags, format } => {
+            let settings = Settings::load(&flags)?;
+            return print(status::render(settings.lock_dir, format)?.as_bytes());
+        }
         Invocation::Run { flags, command } => (flags, command),
     };
     let settings = Settings::load(&flags)?;
@@ -74,7 +83,10 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
     let vendor = settings.vendor.unwrap_or(source.default_vendor());
     let test_path = launch::resolve_test(test)?;
     let needed = request::gpus_needed(argv.iter_from(command + 1).map(|a| a.to_bytes()));
-    let pool = request::Pool::for_vendor(vendor, count)?;
+    let mut pool = request::Pool::for_vendor(vendor, count)?;
+    if settings.lock_names == identity::LockNames::Physical {
+        identity::apply(&settings, source, &mut pool);
+    }
     if needed > pool.ids.len() as u64 {
         return Err(Error::PoolTooSmall { needed, pool: pool.ids.len(), variable: pool.variable });
     }

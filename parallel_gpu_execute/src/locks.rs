@@ -24,6 +24,7 @@
 
 use crate::error::Error;
 use crate::request::Pool;
+use crate::telemetry::{Place, Telemetry, queued_behind};
 use crate::wait::{SlotWatch, WaitingSignals, Wake};
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
@@ -47,6 +48,8 @@ pub struct Grant {
     /// Index into the pool of the block's first GPU.
     pub start: usize,
     pub slot: u32,
+    /// How long the wrapper waited for it (`None`: it did not wait).
+    pub waited: Option<Duration>,
 }
 
 /// `<dir>/<name>` for messages and path-based checks.
@@ -195,7 +198,7 @@ impl<'a> Slots<'a> {
     }
 
     fn name(&self, slot: u32, gpu: usize) -> StackPath {
-        lock_file_name(&self.pool.ids[gpu], slot)
+        lock_file_name(self.pool.lock_name(gpu), slot)
     }
 
     /// Locks GPU `gpu` at `slot`; `None` when someone else holds it.
@@ -241,7 +244,7 @@ impl<'a> Slots<'a> {
                     }
                 }
                 let Some(busy) = busy_at else {
-                    return Ok(Some(Grant { fds: got, start, slot }));
+                    return Ok(Some(Grant { fds: got, start, slot, waited: None }));
                 };
                 for (k, fd) in got.into_iter().enumerate() {
                     self.give_back(slot, start + k, fd);
@@ -325,10 +328,12 @@ fn take_queue(
     signals: &mut Option<WaitingSignals>,
     deadline: Option<Instant>,
     no_slot: &dyn Fn() -> Error,
+    announce: &mut dyn FnMut(Place),
 ) -> Result<bool, Error> {
     if try_flock(queue, || join(dir, QUEUE_FILE))? {
         return Ok(false);
     }
+    announce(Place::Behind(queued_behind(queue)));
     let s = signals.get_or_insert_with(WaitingSignals::install);
     if let Some(d) = deadline {
         s.arm_timer(d);
@@ -367,8 +372,10 @@ pub fn acquire(
     let cache = pool.ids.len().saturating_mul(slots as usize) <= fd_budget();
     let mut signals: Option<WaitingSignals> = None;
     let mut said_no_queue = false;
+    let mut telemetry = Telemetry::default();
     loop {
         let dir_fd = open_lock_dir(dir)?;
+        let mut announce = |place| telemetry.waiting(&dir_fd, pool, slots, needed, &test(), place);
         let mut table = Slots::new(dir, &dir_fd, pool, slots, cache);
         if wait == Some(Duration::ZERO) {
             return match table.scan(needed) {
@@ -389,12 +396,17 @@ pub fn acquire(
         // may have been removed: after waiting in the queue, and after each
         // wait for a slot.
         let mut waited = match &queue {
-            Some(q) => take_queue(q, dir, &mut signals, deadline, &no_slot)?,
+            Some(q) => take_queue(q, dir, &mut signals, deadline, &no_slot, &mut announce)?,
             None => false,
         };
         if queue.is_none() {
             match table.scan(needed) {
-                Ok(Some(grant)) if table.still_linked(&grant) => return Ok(grant),
+                Ok(Some(mut grant)) if table.still_linked(&grant) => {
+                    // Not waited now, but maybe before a lock directory
+                    // went away under this wrapper.
+                    grant.waited = telemetry.waited();
+                    return Ok(grant);
+                }
                 Ok(Some(_)) => continue,
                 Ok(None) => {}
                 Err(_) if !dir_still_there(dir, &dir_fd) => continue,
@@ -403,7 +415,7 @@ pub fn acquire(
             // Every block is busy: take a place in the queue, creating it.
             queue = create_queue(&dir_fd, dir)?;
             match &queue {
-                Some(q) => waited |= take_queue(q, dir, &mut signals, deadline, &no_slot)?,
+                Some(q) => waited |= take_queue(q, dir, &mut signals, deadline, &no_slot, &mut announce)?,
                 None if !said_no_queue => {
                     said_no_queue = true;
                     diag::report(
@@ -441,6 +453,7 @@ pub fn acquire(
                 }
             };
             waited = true;
+            announce(if queue.is_some() { Place::Head } else { Place::NoQueue });
             match w.wait(deadline) {
                 Wake::Rescan => {}
                 Wake::DirectoryGone => break None,
@@ -454,9 +467,10 @@ pub fn acquire(
             }
         };
         match outcome {
-            Some(grant) if table.still_linked(&grant) => {
+            Some(mut grant) if table.still_linked(&grant) => {
                 drop(queue);
                 drop(signals);
+                grant.waited = telemetry.waited();
                 return Ok(grant);
             }
             // The directory changed under us: start over with the new one.

@@ -50,6 +50,9 @@ pub struct Pool {
     pub ids: Vec<Cow<'static, [u8]>>,
     /// The variable the ids came from; `None` for `0..count`.
     pub variable: Option<&'static str>,
+    /// The names the lock files use for each GPU, when not its id
+    /// (`--lock-names=physical`).
+    pub lock_names: Option<Vec<Vec<u8>>>,
 }
 
 /// Can `id` be part of a lock file name without leaving the lock directory?
@@ -90,6 +93,14 @@ pub fn parse_pool_list(list: &[u8]) -> Result<Vec<&[u8]>, PoolListError<'_>> {
 }
 
 impl Pool {
+    /// The name GPU `i` has in lock file names.
+    pub fn lock_name(&self, i: usize) -> &[u8] {
+        match &self.lock_names {
+            Some(names) => &names[i],
+            None => &self.ids[i],
+        }
+    }
+
     /// In rocm mode `ROCR_VISIBLE_DEVICES`, in cuda mode
     /// `CUDA_VISIBLE_DEVICES`, when set and not empty; else `0..count`.
     pub fn for_vendor(vendor: Vendor, count: u32) -> Result<Pool, Error> {
@@ -107,11 +118,15 @@ impl Pool {
                         Error::BadValue { name: var, value: list, expected: "a comma list of at most 65536 GPU ids" }
                     }
                 })?;
-                return Ok(Pool { ids: ids.into_iter().map(Cow::Borrowed).collect(), variable: Some(var) });
+                return Ok(Pool {
+                    ids: ids.into_iter().map(Cow::Borrowed).collect(),
+                    variable: Some(var),
+                    lock_names: None,
+                });
             }
         }
         let ids = (0..count).map(|i| Cow::Owned(i.to_string().into_bytes())).collect();
-        Ok(Pool { ids, variable: None })
+        Ok(Pool { ids, variable: None, lock_names: None })
     }
 }
 

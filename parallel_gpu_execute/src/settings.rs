@@ -4,6 +4,7 @@
 
 use crate::cli::Flags;
 use crate::error::Error;
+use crate::identity::LockNames;
 use std::ffi::CStr;
 use wrapper_common::env;
 use wrapper_common::numbers::{parse_seconds_as_millis, parse_u64};
@@ -50,6 +51,7 @@ pub struct Settings {
     pub wait_ms: Option<u64>,
     /// Prefix for `/sys`, `/dev` and `/proc` (empty: the real root).
     pub sysroot: &'static [u8],
+    pub lock_names: LockNames,
 }
 
 /// A flag's value when given, else its variable's when set and not empty,
@@ -111,6 +113,14 @@ impl Settings {
             None => None,
         };
         let sysroot = env::var_nonempty(b"PARALLEL_GPU_EXECUTE_SYSROOT").unwrap_or(b"");
-        Ok(Settings { tf_gpu_count, tests_per_gpu, lock_dir, vendor, wait_ms, sysroot })
+        let lock_names = match flag_or_var(flags.lock_names, "--lock-names", "PARALLEL_GPU_EXECUTE_LOCK_NAMES") {
+            Some((name, v)) => LockNames::parse(v.to_bytes()).ok_or(Error::BadValue {
+                name,
+                value: v.to_bytes(),
+                expected: "index or physical",
+            })?,
+            None => LockNames::Index,
+        };
+        Ok(Settings { tf_gpu_count, tests_per_gpu, lock_dir, vendor, wait_ms, sysroot, lock_names })
     }
 }

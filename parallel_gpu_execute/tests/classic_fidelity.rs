@@ -167,9 +167,18 @@ fn the_no_slot_line_names_the_test_and_its_arguments() {
             },
             &["--gtest_filter=Foo.*", "two words"],
         );
-        out.assert_code(1).assert_one_error_line(&format!(
+        let line = format!(
             "parallel_gpu_execute: cannot find 1 free GPU(s) to run the test {} --gtest_filter=Foo.* two words on{tail}",
             test.display()
-        ));
+        );
+        out.assert_code(1);
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        // With a wait limit, the wrapper first says that it waits.
+        let want = if wait == "0" { 1 } else { 2 };
+        assert_eq!(lines.len(), want, "{}", out.explain());
+        assert_eq!(lines.last(), Some(&line.as_str()), "{}", out.explain());
+        if want == 2 {
+            assert!(lines[0].starts_with("parallel_gpu_execute: waiting for 1 GPU(s) for "), "{}", out.explain());
+        }
     }
 }

@@ -251,7 +251,18 @@ fn the_wait_limit_gives_up_with_exit_1() {
     let start = Instant::now();
     let out =
         f.cmd().env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").args(["--wait=0.4", "./pkg/gpu_test"]).run();
-    out.assert_code(1).assert_one_error_line("within the wait limit of 0.400s");
+    out.assert_code(1);
+    // One line when it starts waiting, one when it gives up.
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.explain());
+    assert_eq!(
+        lines[0],
+        format!(
+            "parallel_gpu_execute: waiting for 1 GPU(s) for {}: 1 of 1 slots busy, first in the queue",
+            f.test_path().display()
+        )
+    );
+    assert!(lines[1].ends_with("within the wait limit of 0.400s"), "{}", out.explain());
     assert!(start.elapsed() >= Duration::from_millis(400), "gave up after {:?}", start.elapsed());
     // The variable works the same way; 0 fails at once.
     let out = f
@@ -277,7 +288,15 @@ fn the_wait_limit_also_bounds_the_queue() {
     let start = Instant::now();
     let out =
         f.cmd().env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").args(["--wait=0.5", "./pkg/gpu_test"]).run();
-    out.assert_code(1).assert_one_error_line("within the wait limit of 0.500s");
+    out.assert_code(1);
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.explain());
+    assert!(
+        lines[0].ends_with(": 1 of 1 slots busy, second in the queue"),
+        "its place behind the head\n{}",
+        out.explain()
+    );
+    assert!(lines[1].ends_with("within the wait limit of 0.500s"), "{}", out.explain());
     assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
     head.signal(libc::SIGTERM);
     head.wait().assert_code(143);

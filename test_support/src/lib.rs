@@ -329,6 +329,25 @@ impl Output {
         self
     }
 
+    /// Like [`assert_at_most_one_stderr_line`](Self::assert_at_most_one_stderr_line),
+    /// for a wrapper that waited: its two wait lines (`waiting for ...` when
+    /// it starts waiting, `waited ...` when it gets its GPUs) must both be
+    /// there, and besides them at most one line.
+    #[track_caller]
+    pub fn assert_waited_and_at_most_one_other_line(&self) -> &Output {
+        let telemetry = |l: &str| {
+            l.starts_with("parallel_gpu_execute: waiting for ") || l.starts_with("parallel_gpu_execute: waited ")
+        };
+        let waits = self.stderr.lines().filter(|l| telemetry(l)).count();
+        let others = self.stderr.lines().filter(|l| !telemetry(l)).count();
+        assert_eq!(waits, 2, "want both wait lines\n{}", self.explain());
+        assert!(others <= 1, "more than one other stderr line\n{}", self.explain());
+        for bad in ["panicked", "RUST_BACKTRACE", "stack backtrace"] {
+            assert!(!self.stderr.contains(bad), "panic output ({bad})\n{}", self.explain());
+        }
+        self
+    }
+
     #[track_caller]
     pub fn assert_stdout_contains(&self, needle: &str) -> &Output {
         assert!(self.stdout.contains(needle), "stdout lacks {needle:?}\n{}", self.explain());

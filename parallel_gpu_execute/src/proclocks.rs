@@ -1,0 +1,163 @@
+//! `/proc/locks` and `/proc/<pid>`: who holds or waits for which lock file,
+//! for `--status` and the wait telemetry. Both read the real `/proc` (locks
+//! are real even when the hardware is faked); this may allocate.
+//!
+//! A `/proc/locks` line is `N: FLOCK  ADVISORY  WRITE <pid> <MAJ>:<MIN>:<inode> 0 EOF`,
+//! with `->` after the number for a process blocked on that lock; major and
+//! minor are hex. The kernel shows pid 0 for a holder this process's PID
+//! namespace cannot see (and -1 for open-file-description locks).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// One line of `/proc/locks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockEntry {
+    /// Waiting for the lock rather than holding it.
+    pub blocked: bool,
+    pub flock: bool,
+    /// The holder's (or waiter's) pid in this namespace; 0 or less when hidden.
+    pub pid: i64,
+    pub major: u32,
+    pub minor: u32,
+    pub inode: u64,
+}
+
+/// Parses one line; `None` for lines of another shape.
+pub fn parse_line(line: &str) -> Option<LockEntry> {
+    let mut words = line.split_ascii_whitespace();
+    words.next()?.strip_suffix(':')?;
+    let mut kind = words.next()?;
+    let blocked = kind == "->";
+    if blocked {
+        kind = words.next()?;
+    }
+    let _advisory = words.next()?;
+    let _mode = words.next()?;
+    let pid: i64 = words.next()?.parse().ok()?;
+    let mut dev = words.next()?.split(':');
+    let major = u32::from_str_radix(dev.next()?, 16).ok()?;
+    let minor = u32::from_str_radix(dev.next()?, 16).ok()?;
+    let inode = dev.next()?.parse().ok()?;
+    Some(LockEntry { blocked, flock: kind == "FLOCK", pid, major, minor, inode })
+}
+
+/// Every lock of the system, as this process may see them.
+pub fn read_locks() -> Vec<LockEntry> {
+    std::fs::read_to_string("/proc/locks").map(|t| t.lines().filter_map(parse_line).collect()).unwrap_or_default()
+}
+
+/// A file's identity as `/proc/locks` writes it.
+pub fn file_key(st_dev: u64, st_ino: u64) -> (u32, u32, u64) {
+    (libc::major(st_dev), libc::minor(st_dev), st_ino)
+}
+
+impl LockEntry {
+    pub fn key(&self) -> (u32, u32, u64) {
+        (self.major, self.minor, self.inode)
+    }
+}
+
+/// What `/proc/<pid>` tells about a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessInfo {
+    pub pid: i64,
+    /// `None` when `/proc` hides it (another PID namespace, `hidepid`).
+    pub command: Option<String>,
+    /// The arguments, for what a waiter needs.
+    pub args: Vec<Vec<u8>>,
+    pub started: Option<SystemTime>,
+}
+
+/// Longest command shown.
+pub const MAX_COMMAND: usize = 200;
+
+fn boot_time() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    stat.lines().find_map(|l| l.strip_prefix("btime ")).and_then(|v| v.trim().parse().ok())
+}
+
+fn start_time(pid: i64) -> Option<SystemTime> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command (field 2) is in parentheses and may hold spaces: the
+    // fields after the last ')' start at field 3; starttime is field 22.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let ticks: u64 = rest.split_ascii_whitespace().nth(19)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
+    let secs = boot_time()?.checked_add(ticks / hz)?;
+    let nanos = (ticks % hz) * 1_000_000_000 / hz;
+    UNIX_EPOCH.checked_add(Duration::new(secs, nanos as u32))
+}
+
+/// Reads what `/proc` shows of `pid`.
+pub fn process(pid: i64) -> ProcessInfo {
+    let hidden = ProcessInfo { pid, command: None, args: Vec::new(), started: None };
+    if pid <= 0 {
+        return hidden;
+    }
+    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return hidden };
+    let args: Vec<Vec<u8>> = raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(<[u8]>::to_vec).collect();
+    let mut command = String::from_utf8_lossy(&args.join(&b' ')).into_owned();
+    if command.chars().count() > MAX_COMMAND {
+        command = command.chars().take(MAX_COMMAND - 3).collect::<String>() + "...";
+    }
+    let command = command.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
+    ProcessInfo { pid, command: Some(command), args, started: start_time(pid) }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` (UTC).
+pub fn rfc3339(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_proc_locks_lines() {
+        let held = parse_line("1: FLOCK  ADVISORY  WRITE 12345 fd:01:1234567 0 EOF").unwrap();
+        assert_eq!(held, LockEntry { blocked: false, flock: true, pid: 12345, major: 0xfd, minor: 1, inode: 1234567 });
+        let waiting = parse_line("1: -> FLOCK  ADVISORY  WRITE 12346 08:10:99 0 EOF").unwrap();
+        assert!(waiting.blocked);
+        assert_eq!((waiting.pid, waiting.major, waiting.minor, waiting.inode), (12346, 8, 16, 99));
+        let hidden = parse_line("7: FLOCK  ADVISORY  WRITE 0 00:2a:5 0 EOF").unwrap();
+        assert_eq!(hidden.pid, 0);
+        let ofd = parse_line("3: OFDLCK ADVISORY  READ  -1 00:05:1234 0 EOF").unwrap();
+        assert_eq!((ofd.flock, ofd.pid), (false, -1));
+        let posix = parse_line("2: POSIX  ADVISORY  WRITE 999 00:19:4 0 EOF").unwrap();
+        assert!(!posix.flock);
+        for bad in ["", "garbage", "1: FLOCK ADVISORY WRITE x 08:01:2 0 EOF", "1: FLOCK ADVISORY WRITE 5 zz:01:2 0 EOF"]
+        {
+            assert_eq!(parse_line(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(1_796_113_431)), "2026-12-01T08:23:51Z");
+        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn this_process_is_visible() {
+        let me = process(i64::from(std::process::id()));
+        assert!(me.command.is_some());
+        assert!(me.started.is_some_and(|t| t <= SystemTime::now()));
+        assert_eq!(process(0).command, None);
+    }
+}

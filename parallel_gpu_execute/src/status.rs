@@ -1,0 +1,274 @@
+//! `--status[=text|json]`: who holds which GPU slot of a lock directory,
+//! since when, and who waits; from the directory and `/proc/locks`, taking
+//! no lock. The first question on a stuck host ("who holds GPU 3, since
+//! when, and who is waiting?") without `lsof` and guesswork.
+//!
+//! Lock files of every profile are reported (ours and the classic scripts'
+//! `gpulock<id>_<slot>`, JAX's `jax_accelerator_lock_<id>_<slot>`); waiters
+//! are the processes that hold or wait for a queue file (the holder is the
+//! head of the queue) and any process blocked on a lock file. A PID that
+//! `/proc` hides (another user's under `hidepid`, another PID namespace) is
+//! shown as hidden, never dropped.
+
+use crate::error::Error;
+use crate::json;
+use crate::proclocks::{LockEntry, ProcessInfo, file_key, process, read_locks, rfc3339};
+use crate::request::gpus_needed;
+use std::ffi::CStr;
+use std::fmt::Write as _;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+impl Format {
+    pub fn parse(value: &[u8]) -> Option<Format> {
+        match value {
+            b"text" => Some(Format::Text),
+            b"json" => Some(Format::Json),
+            _ => None,
+        }
+    }
+}
+
+/// Lock file name prefixes, per profile, and their queue files.
+pub const LOCK_PREFIXES: &[(&str, &str)] = &[("gpulock", "xla"), ("jax_accelerator_lock_", "jax")];
+pub const QUEUE_FILES: &[&str] = &["gpulock.queue", "jax_accelerator_lock.queue"];
+
+/// `<prefix><id>_<slot>` split into (profile, id, slot).
+pub fn parse_lock_name(name: &str) -> Option<(&'static str, &str, u32)> {
+    for &(prefix, profile) in LOCK_PREFIXES {
+        let Some(rest) = name.strip_prefix(prefix) else { continue };
+        let (id, slot) = rest.rsplit_once('_')?;
+        if id.is_empty() || slot.is_empty() || !slot.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        return Some((profile, id, slot.parse().ok()?));
+    }
+    None
+}
+
+struct Slot {
+    file: PathBuf,
+    profile: &'static str,
+    gpu: String,
+    slot: u32,
+    holders: Vec<ProcessInfo>,
+}
+
+struct Waiter {
+    process: ProcessInfo,
+    /// `head` (holds a queue), `queued` (blocked on a queue), `blocked` (on a lock file).
+    position: &'static str,
+    file: PathBuf,
+}
+
+struct Report {
+    lock_dir: PathBuf,
+    slots: Vec<Slot>,
+    waiters: Vec<Waiter>,
+}
+
+/// Sorts ids as numbers when they are, else as text after the numbers.
+fn id_order(id: &str) -> (u8, u64, String) {
+    match id.parse::<u64>() {
+        Ok(n) => (0, n, String::new()),
+        Err(_) => (1, 0, id.to_string()),
+    }
+}
+
+fn survey(dir: &Path) -> Result<Report, Error> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| Error::StatusDir { dir: dir.as_os_str().as_bytes().to_vec(), error: e.to_string() })?;
+    let locks = read_locks();
+    let on = |key: (u32, u32, u64)| locks.iter().filter(move |l: &&LockEntry| l.flock && l.key() == key);
+    let mut slots = Vec::new();
+    let mut waiters = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        let key = file_key(meta.dev(), meta.ino());
+        if QUEUE_FILES.contains(&name) {
+            for l in on(key) {
+                let position = if l.blocked { "queued" } else { "head" };
+                waiters.push(Waiter { process: process(l.pid), position, file: path.clone() });
+            }
+        } else if let Some((profile, gpu, slot)) = parse_lock_name(name) {
+            let mut holders = Vec::new();
+            for l in on(key) {
+                if l.blocked {
+                    waiters.push(Waiter { process: process(l.pid), position: "blocked", file: path.clone() });
+                } else {
+                    holders.push(process(l.pid));
+                }
+            }
+            slots.push(Slot { file: path, profile, gpu: gpu.to_string(), slot, holders });
+        }
+    }
+    slots.sort_by(|a, b| (a.profile, id_order(&a.gpu), a.slot).cmp(&(b.profile, id_order(&b.gpu), b.slot)));
+    let rank = |p: &str| match p {
+        "head" => 0,
+        "queued" => 1,
+        _ => 2,
+    };
+    waiters.sort_by_key(|w| (rank(w.position), w.process.started, w.process.pid));
+    Ok(Report { lock_dir: dir.to_path_buf(), slots, waiters })
+}
+
+/// What a waiter asks for, from its arguments (`--num_processes` and
+/// `--gpus_per_process`, as the wrapper reads them).
+fn needs(p: &ProcessInfo) -> Option<u64> {
+    (!p.args.is_empty()).then(|| gpus_needed(p.args.iter().skip(1).map(Vec::as_slice)))
+}
+
+fn pid_text(p: &ProcessInfo) -> String {
+    match &p.command {
+        Some(_) => p.pid.to_string(),
+        None if p.pid > 0 => format!("{} (hidden)", p.pid),
+        None => "hidden".to_string(),
+    }
+}
+
+fn since(t: Option<SystemTime>) -> String {
+    match t {
+        Some(t) => {
+            let held = SystemTime::now().duration_since(t).map_or(0, |d| d.as_secs());
+            format!("{} ({held} s ago)", rfc3339(t))
+        }
+        None => "-".to_string(),
+    }
+}
+
+fn command_text(p: &ProcessInfo) -> &str {
+    p.command.as_deref().unwrap_or("(not visible from here: another user or PID namespace)")
+}
+
+fn text(r: &Report) -> String {
+    let held = r.slots.iter().filter(|s| !s.holders.is_empty()).count();
+    let mut out = format!(
+        "lock dir {}: {} slot(s), {held} held, {} waiting\n",
+        r.lock_dir.display(),
+        r.slots.len(),
+        r.waiters.len()
+    );
+    if !r.slots.is_empty() {
+        let _ = writeln!(
+            out,
+            "{:<8} {:<24} {:>4}  {:<5} {:<12} {:<34} COMMAND",
+            "PROFILE", "GPU", "SLOT", "STATE", "PID", "STARTED"
+        );
+    }
+    for s in &r.slots {
+        if s.holders.is_empty() {
+            let _ = writeln!(out, "{:<8} {:<24} {:>4}  free", s.profile, s.gpu, s.slot);
+        }
+        for h in &s.holders {
+            let _ = writeln!(
+                out,
+                "{:<8} {:<24} {:>4}  {:<5} {:<12} {:<34} {}",
+                s.profile,
+                s.gpu,
+                s.slot,
+                "held",
+                pid_text(h),
+                since(h.started),
+                command_text(h)
+            );
+        }
+    }
+    if !r.waiters.is_empty() {
+        out.push_str("waiting:\n");
+        let _ = writeln!(out, "{:<8} {:<12} {:<10} {:<34} COMMAND", "POSITION", "PID", "NEEDS", "STARTED");
+        for w in &r.waiters {
+            let needs = needs(&w.process).map_or("-".to_string(), |n| format!("{n} GPU(s)"));
+            let _ = writeln!(
+                out,
+                "{:<8} {:<12} {:<10} {:<34} {}",
+                w.position,
+                pid_text(&w.process),
+                needs,
+                since(w.process.started),
+                command_text(&w.process)
+            );
+        }
+    }
+    out
+}
+
+fn process_json(p: &ProcessInfo) -> Vec<(&'static str, String)> {
+    vec![
+        ("pid", p.pid.max(0).to_string()),
+        ("visible", p.command.is_some().to_string()),
+        ("command", json::opt_string(p.command.as_deref().map(str::as_bytes))),
+        ("started", json::opt_string(p.started.map(rfc3339).as_deref().map(str::as_bytes))),
+    ]
+}
+
+fn json_text(r: &Report) -> String {
+    let path = |p: &Path| json::string(p.as_os_str().as_bytes());
+    let slots: Vec<String> = r
+        .slots
+        .iter()
+        .map(|s| {
+            let holders: Vec<String> = s.holders.iter().map(|h| json::object(&process_json(h))).collect();
+            json::object(&[
+                ("file", path(&s.file)),
+                ("profile", json::string(s.profile.as_bytes())),
+                ("gpu", json::string(s.gpu.as_bytes())),
+                ("slot", s.slot.to_string()),
+                ("held", (!s.holders.is_empty()).to_string()),
+                ("holders", json::array(&holders)),
+            ])
+        })
+        .collect();
+    let waiters: Vec<String> = r
+        .waiters
+        .iter()
+        .map(|w| {
+            let mut fields = process_json(&w.process);
+            fields.push(("position", json::string(w.position.as_bytes())));
+            fields.push(("file", path(&w.file)));
+            fields.push(("needs", json::opt_number(needs(&w.process))));
+            json::object(&fields)
+        })
+        .collect();
+    json::object(&[("lock_dir", path(&r.lock_dir)), ("slots", json::array(&slots)), ("waiters", json::array(&waiters))])
+        + "\n"
+}
+
+/// The text for `--status=FORMAT` over `lock_dir`.
+pub fn render(lock_dir: &CStr, format: Format) -> Result<String, Error> {
+    let dir = Path::new(std::ffi::OsStr::from_bytes(lock_dir.to_bytes()));
+    let report = survey(dir)?;
+    Ok(match format {
+        Format::Text => text(&report),
+        Format::Json => json_text(&report),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_names() {
+        assert_eq!(parse_lock_name("gpulock3_0"), Some(("xla", "3", 0)));
+        assert_eq!(parse_lock_name("gpulockGPU-ab-12_7"), Some(("xla", "GPU-ab-12", 7)));
+        assert_eq!(parse_lock_name("gpulocka_b_12"), Some(("xla", "a_b", 12)));
+        assert_eq!(parse_lock_name("jax_accelerator_lock_2_5"), Some(("jax", "2", 5)));
+        for bad in ["gpulock.queue", "gpulock_0", "gpulock3_", "gpulock3_x", "other3_0", "gpulock3"] {
+            assert_eq!(parse_lock_name(bad), None, "{bad}");
+        }
+    }
+}
