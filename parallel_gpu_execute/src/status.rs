@@ -9,6 +9,15 @@
 //! head of the queue) and any process blocked on a lock file. A PID that
 //! `/proc` hides (another user's under `hidepid`, another PID namespace) is
 //! shown as hidden, never dropped.
+//!
+//! The kernel leaves out of `/proc/locks` the locks of processes that this
+//! PID namespace cannot see (a container looking at a lock directory shared
+//! with other containers). A lock file `/proc/locks` lists no holder for is
+//! therefore probed: a non-blocking shared `flock`, released at once. If it
+//! is refused, the slot is held by a process that cannot be seen from here.
+//! That probe is the only lock `--status` ever takes, for the time of two
+//! system calls; a wrapper that tries the slot in that instant moves on to
+//! another slot or waits, and is woken by the probe's close.
 
 use crate::error::Error;
 use crate::json;
@@ -75,6 +84,19 @@ struct Report {
     waiters: Vec<Waiter>,
 }
 
+/// Whether a lock file that `/proc/locks` lists no holder for is held all
+/// the same, by a process this PID namespace cannot see.
+fn held_unseen(path: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(path) else { return false };
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared) {
+        Ok(()) => {
+            let _ = rustix::fs::flock(&file, rustix::fs::FlockOperation::Unlock);
+            false
+        }
+        Err(e) => e == rustix::io::Errno::WOULDBLOCK,
+    }
+}
+
 /// Sorts ids as numbers when they are, else as text after the numbers.
 fn id_order(id: &str) -> (u8, u64, String) {
     match id.parse::<u64>() {
@@ -112,6 +134,9 @@ fn survey(dir: &Path) -> Result<Report, Error> {
                 } else {
                     holders.push(process(l.pid));
                 }
+            }
+            if holders.is_empty() && held_unseen(&path) {
+                holders.push(process(0));
             }
             slots.push(Slot { file: path, profile, gpu: gpu.to_string(), slot, holders });
         }

@@ -1,0 +1,299 @@
+//! Operating shared GPU hosts: `--status` (who holds which slot, since when,
+//! who waits), the wait lines, Bazel annotations, and
+//! `--lock-names=physical` for containers that share one lock directory.
+
+mod common;
+
+use common::{BIN, Fixture, Record};
+use std::time::Duration;
+use test_support::hardware::KfdNode;
+use test_support::{Cmd, hold_lock, wait_until, write_file};
+
+fn is_held(path: &std::path::Path) -> bool {
+    path.exists() && !test_support::lock_is_free(path)
+}
+
+#[test]
+fn status_shows_holders_free_slots_and_waiters() {
+    let f = Fixture::new("status");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    // GPU 0 slot 0: a running test (through the wrapper); GPU 1 slot 0: a
+    // classic script's lock held by this test process; the rest free.
+    let mut holder = f.cmd();
+    holder
+        .env("TF_GPU_COUNT", "2")
+        .env("TF_TESTS_PER_GPU", "1")
+        .env("SLEEP", "30")
+        .arg("./pkg/gpu_test")
+        .arg("--holder");
+    let holder = holder.own_process_group().spawn();
+    assert!(wait_until(Duration::from_secs(10), || is_held(&f.lock("0", 0))), "the holder never locked");
+    let classic = hold_lock(f.lock("1", 0));
+    write_file(f.lock_dir.join("unrelated.txt"), "");
+    // A waiter needing both GPUs: head of the queue.
+    let mut waiter = f.cmd();
+    waiter.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").arg("./pkg/gpu_test").arg("--num_processes=2");
+    let waiter = waiter.spawn();
+    assert!(wait_until(Duration::from_secs(10), || is_held(&f.lock_dir.join("gpulock.queue"))), "no head");
+
+    let out = f.cmd().arg("--status").run();
+    out.assert_success();
+    let text = &out.stdout;
+    assert!(
+        text.starts_with(&format!("lock dir {}: 2 slot(s), 2 held, 1 waiting\n", f.lock_dir.display())),
+        "{}",
+        out.explain()
+    );
+    let gpu0 = text.lines().find(|l| l.starts_with("xla      0 ")).unwrap_or_else(|| panic!("{}", out.explain()));
+    assert!(gpu0.contains(&format!(" held  {:<12}", holder.pid())), "{}", out.explain());
+    assert!(gpu0.contains("pkg/gpu_test --holder"), "the holder's command line\n{}", out.explain());
+    assert!(gpu0.contains("Z ("), "a start time\n{}", out.explain());
+    let me = std::process::id();
+    let gpu1 = text.lines().find(|l| l.starts_with("xla      1 ")).unwrap();
+    assert!(gpu1.contains(&format!(" held  {me:<12}")), "the classic holder (this process)\n{}", out.explain());
+    let head = text.lines().find(|l| l.starts_with("head ")).unwrap_or_else(|| panic!("{}", out.explain()));
+    assert!(head.contains(&waiter.pid().to_string()) && head.contains("2 GPU(s)"), "{}", out.explain());
+
+    let json = f.cmd().arg("--status=json").run();
+    json.assert_success()
+        .assert_stdout_contains(&format!("{{\"lock_dir\": \"{}\", \"slots\": [{{\"file\": \"{}\", \"profile\": \"xla\", \"gpu\": \"0\", \"slot\": 0, \"held\": true, \"holders\": [{{\"pid\": {}, \"visible\": true, \"command\": \"", f.lock_dir.display(), f.lock("0", 0).display(), holder.pid()))
+        .assert_stdout_contains(&format!("\"waiters\": [{{\"pid\": {}, \"visible\": true, ", waiter.pid()))
+        .assert_stdout_contains("\"position\": \"head\", \"file\": ")
+        .assert_stdout_contains("\"needs\": 2}]}\n");
+    // Nothing was taken or created by --status.
+    assert!(is_held(&f.lock("0", 0)) && is_held(&f.lock_dir.join("gpulock.queue")));
+
+    holder.signal_group(libc::SIGKILL);
+    holder.wait();
+    drop(classic);
+    let out = waiter.wait();
+    out.assert_success().assert_waited_and_at_most_one_other_line();
+    // All free now.
+    let out = f.cmd().arg("--status").run();
+    out.assert_success().assert_stdout_contains(": 2 slot(s), 0 held, 0 waiting\n");
+    assert_eq!(out.stdout.lines().filter(|l| l.ends_with(" free")).count(), 2, "{}", out.explain());
+}
+
+#[test]
+fn status_shows_a_holder_it_cannot_see_as_hidden() {
+    if !test_support::is_root() || !std::path::Path::new("/usr/bin/unshare").exists() {
+        eprintln!("skipped: needs root and unshare(1) for a PID namespace");
+        return;
+    }
+    let f = Fixture::new("status-hidden");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let _held = hold_lock(f.lock("0", 0));
+    // --status from inside a new PID namespace (with its own /proc): this
+    // process, the holder, is not visible there.
+    let out = Cmd::new("/usr/bin/unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--mount"])
+        .arg(BIN)
+        .arg(format!("--lock-dir={}", f.lock_dir.display()))
+        .arg("--status=json")
+        .run();
+    if out.code() != 0 && out.stderr.contains("unshare") {
+        eprintln!("skipped: unshare failed here: {}", out.stderr.trim());
+        return;
+    }
+    out.assert_success().assert_stdout_contains(
+        "\"gpu\": \"0\", \"slot\": 0, \"held\": true, \"holders\": [{\"pid\": 0, \"visible\": false, \"command\": null, \"started\": null}]",
+    );
+}
+
+#[test]
+fn status_errors_and_empty_directories() {
+    let f = Fixture::new("status-errors");
+    let out = f.cmd().arg("--status").run();
+    out.assert_code(2).assert_one_error_line("--status: cannot read the lock directory");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let out = f.cmd().arg("--status=json").run();
+    out.assert_success()
+        .assert_stdout_eq(&format!("{{\"lock_dir\": \"{}\", \"slots\": [], \"waiters\": []}}\n", f.lock_dir.display()));
+    f.cmd().arg("--status=yaml").run().assert_code(2).assert_one_error_line("--status: invalid value 'yaml'");
+}
+
+#[test]
+fn annotations_reach_bazel_and_a_failure_to_write_them_is_a_warning() {
+    let f = Fixture::new("annotations");
+    let dir = f.dir.join("annotations");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "2").env("TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR", &dir);
+        },
+        &["--num_processes=2"],
+    );
+    Record::of(out.assert_success());
+    assert_eq!(out.stderr.lines().count(), 1, "no extra line for a test that did not wait\n{}", out.explain());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("parallel_gpu_execute.part")).unwrap(),
+        "parallel_gpu_execute: GPU(s) 0,1 slot 0 mode classic waited 0.0 s\n"
+    );
+    // A directory that does not exist: one warning, the test runs.
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "1").env("TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR", f.dir.join("missing"));
+        },
+        &[],
+    );
+    Record::of(out.assert_success());
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.explain());
+    assert!(lines[0].starts_with("parallel_gpu_execute: warning: cannot write the annotation "), "{}", out.explain());
+    assert!(lines[0].ends_with("No such file or directory (os error 2); running the test anyway"), "{}", out.explain());
+}
+
+#[test]
+fn a_wrapper_that_waited_says_how_long_and_annotates_it() {
+    let f = Fixture::new("waited");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let dir = f.dir.join("annotations");
+    std::fs::create_dir_all(&dir).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    c.env("TF_GPU_COUNT", "1")
+        .env("TF_TESTS_PER_GPU", "1")
+        .env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm")
+        .env("TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR", &dir)
+        .arg("./pkg/gpu_test");
+    let waiter = c.spawn();
+    std::thread::sleep(Duration::from_millis(700));
+    drop(held);
+    let out = waiter.wait();
+    out.assert_success().assert_waited_and_at_most_one_other_line();
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert!(lines[0].starts_with("parallel_gpu_execute: waiting for 1 GPU(s) for "), "{}", out.explain());
+    let waited: f64 = lines[1]
+        .strip_prefix("parallel_gpu_execute: waited ")
+        .and_then(|r| r.strip_suffix(" s for GPU(s) 0 (slot 0)"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no 'waited' line\n{}", out.explain()));
+    assert!((0.5..5.0).contains(&waited), "waited {waited} s\n{}", out.explain());
+    let part = std::fs::read_to_string(dir.join("parallel_gpu_execute.part")).unwrap();
+    assert!(
+        part.starts_with("parallel_gpu_execute: GPU(s) 0 slot 0 mode rocm waited ") && part.ends_with(" s\n"),
+        "{part}"
+    );
+}
+
+/// One host with 4 GPUs (unique ids), seen by two containers as sysroots
+/// that differ in their render nodes.
+fn container(label: &str, given: &[usize]) -> Fixture {
+    let mut f = Fixture::new(label);
+    f.sysroot.add_kfd_node(&KfdNode::cpu(64));
+    for i in 0..4u64 {
+        let gpu = KfdNode::gpu(90402, 304, 128 + i).at(0, (0x10 + i) << 8).unique(1000 + i);
+        if given.contains(&(i as usize)) {
+            f.sysroot.add_kfd_node_with_render(&gpu);
+        } else {
+            f.sysroot.add_kfd_node(&gpu);
+        }
+    }
+    f
+}
+
+#[test]
+fn physical_lock_names_keep_containers_that_share_a_lock_directory_apart() {
+    let a = container("phys-a", &[0, 1]);
+    let b = container("phys-b", &[2, 3]);
+    let shared = a.dir.join("host-locks");
+    // Container A holds both its GPUs' only slot; B must still get its own.
+    let mut running = Vec::new();
+    for (f, tag) in [(&a, "a"), (&a, "a2")] {
+        let mut c = f.cmd();
+        c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &shared)
+            .env("TF_TESTS_PER_GPU", "1")
+            .env("SLEEP", "30")
+            .arg("--lock-names=physical")
+            .arg("./pkg/gpu_test")
+            .arg(tag);
+        running.push(c.own_process_group().spawn());
+    }
+    assert!(wait_until(Duration::from_secs(10), || is_held(&shared.join("gpulockuid-1000_0"))
+        && is_held(&shared.join("gpulockuid-1001_0"))));
+    let out = b
+        .cmd()
+        .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &shared)
+        .env("TF_TESTS_PER_GPU", "1")
+        .args(["--wait=0", "--lock-names=physical", "./pkg/gpu_test"])
+        .run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulockuid-1002_0"], "B's own first GPU\n{}", out.explain());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0"), "the index as B's ROCR sees it");
+    // By index, B would wait for A's GPUs 0 and 1 (here: fail at once).
+    let out = b
+        .cmd()
+        .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &shared)
+        .env("TF_TESTS_PER_GPU", "1")
+        .args(["--wait=0", "--lock-names=index", "./pkg/gpu_test"])
+        .run();
+    out.assert_success();
+    let out2 = b
+        .cmd()
+        .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &shared)
+        .env("TF_TESTS_PER_GPU", "1")
+        .env("PARALLEL_GPU_EXECUTE_LOCK_NAMES", "physical")
+        .args(["--wait=0", "./pkg/gpu_test", "--num_processes=2"])
+        .run();
+    let r = Record::of(out2.assert_success());
+    assert_eq!(r.locks(), ["gpulockuid-1002_0", "gpulockuid-1003_0"], "{}", out2.explain());
+    for mut p in running {
+        p.signal_group(libc::SIGKILL);
+        let _ = p.has_exited();
+        p.wait();
+    }
+}
+
+#[test]
+fn physical_names_fall_back_to_index_names_with_one_note() {
+    let f = Fixture::new("phys-fallback");
+    for (env, why) in [
+        (vec![("TF_GPU_COUNT", "2")], "the count comes from TF_GPU_COUNT"),
+        (
+            vec![("TF_GPU_COUNT", "2"), ("PARALLEL_GPU_EXECUTE_VENDOR", "rocm"), ("ROCR_VISIBLE_DEVICES", "3,4")],
+            "the pool comes from ROCR_VISIBLE_DEVICES",
+        ),
+    ] {
+        let out = f.run_test(
+            |c| {
+                for (k, v) in &env {
+                    c.env(k, v);
+                }
+                c.arg("--lock-names=physical");
+            },
+            &[],
+        );
+        let r = Record::of(out.assert_success());
+        assert!(r.locks()[0].starts_with("gpulock") && r.locks()[0].ends_with("_0"));
+        assert!(!r.locks()[0].contains("uid-"), "{}", out.explain());
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        assert_eq!(lines.len(), 2, "{}", out.explain());
+        assert_eq!(
+            lines[0],
+            format!(
+                "parallel_gpu_execute: note: --lock-names=physical: no hardware identity ({why}); lock files are named by index"
+            )
+        );
+    }
+    f.cmd()
+        .args(["--lock-names=serial", "--list"])
+        .run()
+        .assert_code(2)
+        .assert_one_error_line("--lock-names: invalid value 'serial' (expected index or physical)");
+}
+
+#[test]
+fn nvidia_physical_names_are_gpu_uuids_handed_to_cuda() {
+    let mut f = Fixture::new("phys-nvidia");
+    test_support::hardware::hosts::h100_cdi_pod(&mut f.sysroot);
+    let out = f.run_test(
+        |c| {
+            c.arg("--lock-names=physical");
+        },
+        &[],
+    );
+    let r = Record::of(out.assert_success());
+    let uuid = "GPU-00000006-0000-4000-8000-000000000007";
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some(uuid), "{}", out.explain());
+    assert_eq!(r.locks(), [format!("gpulock{uuid}_0")]);
+}
