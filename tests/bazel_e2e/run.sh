@@ -194,6 +194,14 @@ ok "every test log shows parallel_gpu_execute starting the test"
 
 # Bazel times a test from the start of its --run_under command, so a test that
 # took twice its own run time was started by Bazel and then queued for a slot.
+for i in $(seq 0 $((gpu_tests - 1))); do
+  annotations="${testlogs}/gpu/gpu_test_${i}/test.outputs_manifest/ANNOTATIONS"
+  [[ -f "${annotations}" ]] || die "${annotations} is missing: no annotation reached Bazel"
+  grep -Eq '^parallel_gpu_execute: GPU\(s\) [0-9]+ slot [0-9]+ mode rocm waited [0-9]+\.[0-9] s$' "${annotations}" ||
+    die "${annotations} lacks the wrapper's annotation line: $(cat "${annotations}")"
+done
+ok "every test's annotations (test.outputs_manifest/ANNOTATIONS) name its GPU, slot, mode and wait"
+
 queued=0
 for i in $(seq 0 $((gpu_tests - 1))); do
   xml="${testlogs}/gpu/gpu_test_${i}/test.xml"
