@@ -18,6 +18,7 @@ enum Parsed {
         vendor: Option<Vec<u8>>,
         wait: Option<Vec<u8>>,
         lock_names: Option<Vec<u8>>,
+        profile: Option<Vec<u8>>,
         command: usize,
     },
     List,
@@ -32,8 +33,8 @@ enum Parsed {
 }
 
 fn reference(words: &[Vec<u8>]) -> Parsed {
-    let names: [&[u8]; 4] = [b"--lock-dir", b"--vendor", b"--wait", b"--lock-names"];
-    let mut values: [Option<Vec<u8>>; 4] = [None, None, None, None];
+    let names: [&[u8]; 5] = [b"--lock-dir", b"--vendor", b"--wait", b"--lock-names", b"--profile"];
+    let mut values: [Option<Vec<u8>>; 5] = [None, None, None, None, None];
     let mut i = 1;
     let mut list = false;
     let mut status = false;
@@ -82,7 +83,7 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
         for (k, name) in names.iter().enumerate() {
             if w == *name {
                 let Some(v) = words.get(i + 1) else {
-                    return Parsed::Missing(["--lock-dir", "--vendor", "--wait", "--lock-names"][k]);
+                    return Parsed::Missing(["--lock-dir", "--vendor", "--wait", "--lock-names", "--profile"][k]);
                 };
                 values[k] = Some(v.clone());
                 i += 1;
@@ -108,8 +109,8 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
     if i >= words.len() {
         return Parsed::NoCommand;
     }
-    let [lock_dir, vendor, wait, lock_names] = values;
-    Parsed::Run { lock_dir, vendor, wait, lock_names, command: i }
+    let [lock_dir, vendor, wait, lock_names, profile] = values;
+    Parsed::Run { lock_dir, vendor, wait, lock_names, profile, command: i }
 }
 
 fn ref_needed(args: &[Vec<u8>]) -> u64 {
@@ -145,6 +146,7 @@ fuzz_target!(|data: &[u8]| {
                     vendor: own(flags.vendor),
                     wait: own(flags.wait),
                     lock_names: own(flags.lock_names),
+                    profile: own(flags.profile),
                     command,
                 }
             }

@@ -29,10 +29,12 @@ fuzz_target!(|data: &[u8]| {
             for id in &ids {
                 assert!(ref_safe(id), "accepted unsafe id {id:?}");
                 assert!(seen.insert(*id), "accepted duplicate id {id:?}");
-                for slot in [0, 7, 1023, u32::MAX] {
-                    let name = lock_file_name(id, slot);
+                for (prefix, slot) in
+                    [(&b"gpulock"[..], 0), (b"gpulock", 7), (b"jax_accelerator_lock_", 1023), (b"gpulock", u32::MAX)]
+                {
+                    let name = lock_file_name(prefix, id, slot);
                     let name = name.as_bytes();
-                    let mut want = b"gpulock".to_vec();
+                    let mut want = prefix.to_vec();
                     want.extend_from_slice(id);
                     want.extend_from_slice(format!("_{slot}").as_bytes());
                     assert_eq!(name, &want[..]);

@@ -25,6 +25,12 @@ options (each wins over its environment variable):
                    default: from where the GPU count came)
   --wait=SECONDS   how long to wait for a free slot; 0 fails at once
                    (PARALLEL_GPU_EXECUTE_WAIT, default: no limit)
+  --profile=P      xla (XLA's script, the default) or jax (JAX's
+                   parallel_accelerator_execute.sh: JAX_ACCELERATOR_COUNT,
+                   JAX_TESTS_PER_ACCELERATOR, jax_accelerator_lock_<id>_<slot>,
+                   TPU_VISIBLE_CHIPS; the default when the executable is
+                   named parallel_accelerator_execute;
+                   PARALLEL_GPU_EXECUTE_PROFILE)
   --lock-names=N   index (the classic gpulock<index>_<slot>, default) or
                    physical (gpulock<GPU identity>_<slot>, for containers
                    sharing one lock directory; PARALLEL_GPU_EXECUTE_LOCK_NAMES)
@@ -51,6 +57,7 @@ pub enum Flag {
     Vendor,
     Wait,
     LockNames,
+    Profile,
 }
 
 impl Flag {
@@ -60,10 +67,11 @@ impl Flag {
             Flag::Vendor => "--vendor",
             Flag::Wait => "--wait",
             Flag::LockNames => "--lock-names",
+            Flag::Profile => "--profile",
         }
     }
 
-    const ALL: [Flag; 4] = [Flag::LockDir, Flag::Vendor, Flag::Wait, Flag::LockNames];
+    const ALL: [Flag; 5] = [Flag::LockDir, Flag::Vendor, Flag::Wait, Flag::LockNames, Flag::Profile];
 }
 
 /// Option values as given (validated later, together with their variables).
@@ -73,6 +81,7 @@ pub struct Flags {
     pub vendor: Option<&'static CStr>,
     pub wait: Option<&'static CStr>,
     pub lock_names: Option<&'static CStr>,
+    pub profile: Option<&'static CStr>,
 }
 
 #[derive(Debug)]
@@ -169,6 +178,7 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
             Flag::Vendor => &mut flags.vendor,
             Flag::Wait => &mut flags.wait,
             Flag::LockNames => &mut flags.lock_names,
+            Flag::Profile => &mut flags.profile,
         };
         *slot = Some(value);
         i += 1;

@@ -68,6 +68,7 @@ pub enum Error {
         wait_ms: u64,
         /// The test and its arguments, as the "Running test" line shows them.
         test: String,
+        profile: crate::settings::Profile,
     },
     /// The lock directory is missing and cannot be created, or is unusable.
     LockDir {
@@ -140,12 +141,23 @@ impl fmt::Display for Error {
                     None => write!(f, " (all GPUs of this host)"),
                 }
             }
-            Error::NoFreeSlot { needed, wait_ms: 0, test } => write!(
+            // JAX's script's wording.
+            Error::NoFreeSlot { needed: 1, wait_ms: 0, test, profile: crate::settings::Profile::Jax } => write!(
+                f,
+                "Cannot find a free accelerator to run the test {} on, exiting with failure...",
+                Excerpt(test.as_bytes())
+            ),
+            Error::NoFreeSlot { needed, wait_ms: 0, test, profile: crate::settings::Profile::Jax } => write!(
+                f,
+                "Cannot find {needed} free accelerators to run the test {} on, exiting with failure...",
+                Excerpt(test.as_bytes())
+            ),
+            Error::NoFreeSlot { needed, wait_ms: 0, test, .. } => write!(
                 f,
                 "cannot find {needed} free GPU(s) to run the test {} on, and waiting is off (wait=0)",
                 Excerpt(test.as_bytes())
             ),
-            Error::NoFreeSlot { needed, wait_ms, test } => write!(
+            Error::NoFreeSlot { needed, wait_ms, test, .. } => write!(
                 f,
                 "cannot find {needed} free GPU(s) to run the test {} on within the wait limit of {}.{:03}s",
                 Excerpt(test.as_bytes()),

@@ -17,14 +17,26 @@
 //! only searched for (and run) when neither saw any GPU.
 
 use crate::devnode::owner_group;
-use crate::settings::{MAX_GPU_COUNT, Settings, Vendor};
-use crate::{kfd, nvidia, rocminfo};
+use crate::settings::{MAX_GPU_COUNT, Profile, Settings, Vendor};
+use crate::{kfd, nvidia, rocminfo, tpu};
+
+/// The source of a count given by the profile's variable.
+pub fn variable_source(profile: Profile) -> Source {
+    match profile {
+        Profile::Xla => Source::TfGpuCount,
+        Profile::Jax => Source::JaxCount,
+    }
+}
 use wrapper_common::diag;
 
 /// Where the count came from; it also picks the default vendor mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     TfGpuCount,
+    /// `JAX_ACCELERATOR_COUNT` (jax profile).
+    JaxCount,
+    /// TPU chips on the PCI bus (jax profile).
+    Tpu,
     Kfd,
     Nvidia,
     Rocminfo,
@@ -35,13 +47,15 @@ impl Source {
         match self {
             Source::Kfd | Source::Rocminfo => Vendor::Rocm,
             Source::Nvidia => Vendor::Cuda,
-            Source::TfGpuCount => Vendor::Classic,
+            Source::TfGpuCount | Source::JaxCount | Source::Tpu => Vendor::Classic,
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
             Source::TfGpuCount => "TF_GPU_COUNT",
+            Source::JaxCount => "JAX_ACCELERATOR_COUNT",
+            Source::Tpu => "tpu",
             Source::Kfd => "kfd",
             Source::Nvidia => "nvidia",
             Source::Rocminfo => "rocminfo",
@@ -75,7 +89,12 @@ pub fn choose(vendor: Option<Vendor>, seen: &Seen) -> Option<(u32, Source)> {
 /// their device nodes.
 pub fn count(settings: &Settings) -> (u32, Option<Source>) {
     if let Some(n) = settings.tf_gpu_count {
-        return (n, Some(Source::TfGpuCount));
+        return (n, Some(variable_source(settings.profile)));
+    }
+    if settings.profile == Profile::Jax {
+        if let Some(c) = tpu::census(settings.sysroot, |_| {}) {
+            return (c.usable, Some(Source::Tpu));
+        }
     }
     let seen = Seen { kfd: kfd::census(settings.sysroot, |_| {}), nvidia: nvidia::census(settings.sysroot, |_| {}) };
     if let Some((n, source)) = choose(settings.vendor, &seen) {

@@ -69,7 +69,10 @@ fn physical(settings: &Settings, source: Source, pool: &Pool) -> Result<(Vec<Str
     }
     let survey = match source {
         Source::Kfd | Source::Nvidia => Survey::take(settings),
-        Source::TfGpuCount => return Err("the count comes from TF_GPU_COUNT".to_string()),
+        Source::TfGpuCount | Source::JaxCount => {
+            return Err(format!("the count comes from {}", source.name()));
+        }
+        Source::Tpu => return Err("TPU chips have no identity here".to_string()),
         Source::Rocminfo => return Err("the count comes from rocminfo".to_string()),
     };
     let (mut names, use_as_ids) = match source {

@@ -3,12 +3,15 @@
 //! descriptors open, and exec.
 
 use crate::error::Error;
+use crate::gpu_count::Source;
+use crate::jax;
 use crate::locks::Grant;
 use crate::request::Pool;
 use crate::settings::Vendor;
+use crate::settings::{Profile, Settings};
 use crate::telemetry::seconds;
 use rustix::fd::IntoRawFd;
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{Mode as FileMode, OFlags};
 use rustix::io::FdFlags;
 use std::ffi::{CStr, c_char};
 use std::fmt::Write as _;
@@ -62,9 +65,46 @@ fn comma_list<'a>(items: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
     out
 }
 
+/// How the test is told which accelerators are its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The xla profile: one vendor's variables.
+    Vendor(Vendor),
+    /// The jax profile; `tpu_host` when the host has TPU chips.
+    Jax { tpu_host: bool },
+}
+
+impl Mode {
+    pub fn of(settings: &Settings, vendor: Vendor, source: Source) -> Mode {
+        match settings.profile {
+            Profile::Xla => Mode::Vendor(vendor),
+            Profile::Jax => {
+                // A count given by hand says nothing of the hardware: look.
+                let tpu_host = source == Source::Tpu
+                    || source == Source::JaxCount && crate::tpu::census(settings.sysroot, |_| {}).is_some();
+                Mode::Jax { tpu_host }
+            }
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Vendor(v) => mode_name(v),
+            Mode::Jax { .. } => "jax",
+        }
+    }
+}
+
 /// The environment the test runs with.
-pub fn test_environment(vendor: Vendor, block_ids: &[u8], block_len: usize) -> EnvBuilder {
+pub fn test_environment(mode: Mode, block_ids: &[u8], block_len: usize) -> EnvBuilder {
     let mut env = EnvBuilder::from_current();
+    let vendor = match mode {
+        Mode::Vendor(v) => v,
+        Mode::Jax { tpu_host } => {
+            jax::set_environment(&mut env, block_ids, block_len, tpu_host);
+            return env;
+        }
+    };
     match vendor {
         Vendor::Rocm => {
             let mut hip = String::new();
@@ -105,7 +145,7 @@ fn mode_name(vendor: Vendor) -> &'static str {
 /// with the GPU ids, the slot, the mode and the wait. Bazel folds `*.part`
 /// files into the test's annotations, which reach the Build Event Protocol.
 /// A file that cannot be written is one warning; the test runs anyway.
-fn annotate(vendor: Vendor, ids: &[u8], grant: &Grant) {
+fn annotate(mode: Mode, ids: &[u8], grant: &Grant) {
     let Some(dir) = env::var_nonempty(b"TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR") else { return };
     let mut path = StackPath::from_bytes(dir).unwrap_or_default();
     if path.is_empty() || path.push_path(ANNOTATION_FILE).is_err() {
@@ -117,10 +157,10 @@ fn annotate(vendor: Vendor, ids: &[u8], grant: &Grant) {
         "parallel_gpu_execute: GPU(s) {} slot {} mode {} waited {waited}\n",
         Bytes(ids),
         grant.slot,
-        mode_name(vendor)
+        mode.name()
     );
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NOCTTY;
-    let result = rustix::fs::open(path.as_cstr(), flags, Mode::from_raw_mode(0o644))
+    let result = rustix::fs::open(path.as_cstr(), flags, FileMode::from_raw_mode(0o644))
         .and_then(|fd| rustix::io::write(&fd, line.as_bytes()).map(|_| ()));
     if let Err(errno) = result {
         diag::report(
@@ -134,10 +174,10 @@ fn annotate(vendor: Vendor, ids: &[u8], grant: &Grant) {
 }
 
 /// Hands the granted locks to the test and execs it. Returns only on failure.
-pub fn exec_test(test: &StackPath, argv: &Argv, command: usize, vendor: Vendor, pool: &Pool, grant: Grant) -> Error {
+pub fn exec_test(test: &StackPath, argv: &Argv, command: usize, mode: Mode, pool: &Pool, grant: Grant) -> Error {
     let block = &pool.ids[grant.start..grant.start + grant.fds.len()];
     let ids = comma_list(block.iter().map(|id| &id[..]));
-    let mut env = test_environment(vendor, &ids, block.len());
+    let mut env = test_environment(mode, &ids, block.len());
 
     if let Some(waited) = grant.waited {
         diag::report(
@@ -145,8 +185,10 @@ pub fn exec_test(test: &StackPath, argv: &Argv, command: usize, vendor: Vendor, 
             format_args!("waited {} for GPU(s) {} (slot {})", seconds(waited), Bytes(&ids), grant.slot),
         );
     }
-    annotate(vendor, &ids, &grant);
-    let line = format!("Running test {} on GPU(s) {}", describe_test(test.as_bytes(), argv, command), Bytes(&ids));
+    annotate(mode, &ids, &grant);
+    // Each profile's script's own wording.
+    let on = if matches!(mode, Mode::Jax { .. }) { "accelerator" } else { "GPU(s)" };
+    let line = format!("Running test {} on {on} {}", describe_test(test.as_bytes(), argv, command), Bytes(&ids));
     diag::say(format_args!("{line}"));
 
     // The locks are the only descriptors of ours that the test inherits.

@@ -26,6 +26,7 @@ pub mod dirs;
 pub mod error;
 pub mod gpu_count;
 pub mod identity;
+pub mod jax;
 pub mod json;
 pub mod kfd;
 pub mod launch;
@@ -39,6 +40,7 @@ pub mod settings;
 pub mod status;
 pub mod survey;
 pub mod telemetry;
+pub mod tpu;
 pub mod wait;
 
 use cli::Invocation;
@@ -62,16 +64,16 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
             return print(concat!("parallel_gpu_execute ", env!("CARGO_PKG_VERSION"), "\n").as_bytes());
         }
         Invocation::List { flags, format } => {
-            let settings = Settings::load(&flags)?;
+            let settings = Settings::load(&flags, argv0(&argv))?;
             return print(list::render(&settings, format)?.as_bytes());
         }
         Invocation::Status { flags, format } => {
-            let settings = Settings::load(&flags)?;
+            let settings = Settings::load(&flags, argv0(&argv))?;
             return print(status::render(settings.lock_dir, format)?.as_bytes());
         }
         Invocation::Run { flags, command } => (flags, command),
     };
-    let settings = Settings::load(&flags)?;
+    let settings = Settings::load(&flags, argv0(&argv))?;
     let test = argv.get(command).ok_or(Error::NoCommand)?;
 
     let (count, source) = gpu_count::count(&settings);
@@ -83,7 +85,7 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
     let vendor = settings.vendor.unwrap_or(source.default_vendor());
     let test_path = launch::resolve_test(test)?;
     let needed = request::gpus_needed(argv.iter_from(command + 1).map(|a| a.to_bytes()));
-    let mut pool = request::Pool::for_vendor(vendor, count)?;
+    let mut pool = request::Pool::for_vendor(settings.profile, vendor, count)?;
     if settings.lock_names == identity::LockNames::Physical {
         identity::apply(&settings, source, &mut pool);
     }
@@ -92,8 +94,22 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
     }
     let wait = settings.wait_ms.map(Duration::from_millis);
     let describe = || launch::describe_test(test_path.as_bytes(), &argv, command);
-    let grant = locks::acquire(settings.lock_dir, &pool, settings.tests_per_gpu, needed as usize, wait, &describe)?;
-    Err(launch::exec_test(&test_path, &argv, command, vendor, &pool, grant))
+    let grant = locks::acquire(
+        settings.lock_dir,
+        &pool,
+        settings.tests_per_gpu,
+        needed as usize,
+        wait,
+        settings.profile,
+        &describe,
+    )?;
+    let mode = launch::Mode::of(&settings, vendor, source);
+    Err(launch::exec_test(&test_path, &argv, command, mode, &pool, grant))
+}
+
+/// The name the wrapper was started as (it picks the default profile).
+fn argv0(argv: &Argv) -> &'static [u8] {
+    argv.get(0).map_or(b"", |a| a.to_bytes())
 }
 
 fn print(text: &[u8]) -> Result<Answered, Error> {

@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::gpu_count::Source;
 use crate::json;
 use crate::request::Pool;
-use crate::settings::{Settings, Vendor};
+use crate::settings::{Profile, Settings, Vendor};
 use crate::survey::{KfdGpu, NvidiaGpu, Survey};
 use std::fmt::Write as _;
 
@@ -61,7 +61,7 @@ fn plan(settings: &Settings) -> Result<Plan, Error> {
     let (vendor, pool) = match survey.source() {
         Some(source) => {
             let vendor = settings.vendor.unwrap_or(source.default_vendor());
-            (Some(vendor), Some(Pool::for_vendor(vendor, survey.count())?))
+            (Some(vendor), Some(Pool::for_vendor(settings.profile, vendor, survey.count())?))
         }
         None => (None, None),
     };
@@ -125,6 +125,18 @@ fn text(plan: &Plan, settings: &Settings) -> String {
     let chosen = survey.source();
     let mut out = String::new();
     let mut next = 0;
+    for c in &survey.tpu {
+        let index = index_of(c.usable(), chosen == Some(Source::Tpu), &mut next);
+        let node = c.node.as_deref().unwrap_or("no device node named in sysfs");
+        let _ = write!(out, "tpu {}: {}, {node} {}", c.pci, c.generation, tpu_state(c.state));
+        match index {
+            Some(i) => {
+                let _ = writeln!(out, " -> accelerator {i}");
+            }
+            None => out.push_str(" -> not usable\n"),
+        }
+    }
+    let mut next = 0;
     for g in &survey.kfd {
         let (path, access) = kfd_state(g);
         let index = index_of(access.usable(), chosen == Some(Source::Kfd), &mut next);
@@ -183,7 +195,11 @@ fn text(plan: &Plan, settings: &Settings) -> String {
                 Vendor::Cuda => "CUDA_VISIBLE_DEVICES",
                 Vendor::Classic => "CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES",
             };
-            let _ = writeln!(out, "mode: {} ({vars})", vendor_name(v));
+            if settings.profile == Profile::Jax {
+                out.push_str("mode: jax (TPU_VISIBLE_CHIPS, CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES)\n");
+            } else {
+                let _ = writeln!(out, "mode: {} ({vars})", vendor_name(v));
+            }
             let ids: Vec<String> = pool.ids.iter().map(|id| String::from_utf8_lossy(id).into_owned()).collect();
             let from = pool.variable.map_or(String::new(), |v| format!(" (from {v})"));
             let _ = writeln!(out, "pool: {}{from}", ids.join(","));
@@ -193,6 +209,16 @@ fn text(plan: &Plan, settings: &Settings) -> String {
         _ => out.push_str("mode: none (the test runs without a GPU: 'Execute with no GPU support')\n"),
     }
     out
+}
+
+fn tpu_state(state: crate::tpu::NodeState) -> &'static str {
+    use crate::tpu::NodeState;
+    match state {
+        NodeState::Usable => "usable",
+        NodeState::Unnamed => "(driver not bound)",
+        NodeState::Missing => "missing (not given to this container)",
+        NodeState::Denied => "denied (no read-write access)",
+    }
 }
 
 fn line_end(out: &mut String, index: Option<u32>, usable: bool, chosen: Option<Source>, mine: Source) {
@@ -211,6 +237,19 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
     let survey = &plan.survey;
     let chosen = survey.source();
     let mut devices = Vec::new();
+    let mut next = 0;
+    for c in &survey.tpu {
+        let index = index_of(c.usable(), chosen == Some(Source::Tpu), &mut next);
+        devices.push(json::object(&[
+            ("source", json::string(b"tpu")),
+            ("index", json::opt_number(index.map(u64::from))),
+            ("usable", c.usable().to_string()),
+            ("pci", json::string(c.pci.as_bytes())),
+            ("generation", json::string(c.generation.as_bytes())),
+            ("device_node", json::opt_string(c.node.as_deref().map(str::as_bytes))),
+            ("device_node_state", json::string(format!("{:?}", c.state).to_lowercase().as_bytes())),
+        ]));
+    }
     let mut next = 0;
     for g in &survey.kfd {
         let (path, access) = kfd_state(g);
@@ -261,7 +300,14 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
     json::object(&[
         ("source", json::opt_string(survey.chosen.map(|(_, s)| s.name().as_bytes()))),
         ("count", survey.count().to_string()),
-        ("mode", json::opt_string(plan.vendor.map(|v| vendor_name(v).as_bytes()))),
+        ("profile", json::string(settings.profile.name().as_bytes())),
+        (
+            "mode",
+            json::opt_string(plan.vendor.map(|v| match settings.profile {
+                Profile::Jax => "jax".as_bytes(),
+                Profile::Xla => vendor_name(v).as_bytes(),
+            })),
+        ),
         (
             "pool",
             json::array(&pool.map_or(Vec::new(), |p| p.ids.iter().map(|id| json::string(id)).collect::<Vec<_>>())),

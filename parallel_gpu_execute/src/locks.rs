@@ -24,6 +24,7 @@
 
 use crate::error::Error;
 use crate::request::Pool;
+use crate::settings::Profile;
 use crate::telemetry::{Place, Telemetry, queued_behind};
 use crate::wait::{SlotWatch, WaitingSignals, Wake};
 use rustix::fd::OwnedFd;
@@ -32,10 +33,6 @@ use rustix::io::Errno;
 use std::ffi::CStr;
 use std::time::{Duration, Instant};
 use wrapper_common::{StackPath, diag};
-
-/// The queue file. Its name cannot clash with `gpulock<id>_<slot>`, which
-/// always ends in `_<digits>`.
-pub const QUEUE_FILE: &[u8] = b"gpulock.queue";
 
 /// Most lock descriptors a waiter keeps open; beyond that it closes them
 /// after each try and polls instead of watching (its own closes would wake it).
@@ -59,12 +56,13 @@ fn join(dir: &CStr, name: &[u8]) -> StackPath {
     p
 }
 
-/// `gpulock<id>_<slot>`: the name of one lock file inside the lock directory.
-pub fn lock_file_name(id: &[u8], slot: u32) -> StackPath {
+/// `<prefix><id>_<slot>` (`gpulock3_0`): the name of one lock file inside
+/// the lock directory.
+pub fn lock_file_name(prefix: &[u8], id: &[u8], slot: u32) -> StackPath {
     let mut name = StackPath::new();
     // Ids are at most 128 bytes of a safe alphabet (checked in `request`),
     // so this always fits.
-    let _ = name.push(b"gpulock");
+    let _ = name.push(prefix);
     let _ = name.push(id);
     let _ = name.push(b"_");
     let _ = name.push_u64(u64::from(slot));
@@ -188,17 +186,25 @@ struct Slots<'a> {
     dir_fd: &'a OwnedFd,
     pool: &'a Pool,
     slots: u32,
+    prefix: &'static [u8],
     cached: Option<Vec<Option<OwnedFd>>>,
 }
 
 impl<'a> Slots<'a> {
-    fn new(dir: &'a CStr, dir_fd: &'a OwnedFd, pool: &'a Pool, slots: u32, cache: bool) -> Slots<'a> {
+    fn new(
+        dir: &'a CStr,
+        dir_fd: &'a OwnedFd,
+        pool: &'a Pool,
+        slots: u32,
+        prefix: &'static [u8],
+        cache: bool,
+    ) -> Slots<'a> {
         let cached = cache.then(|| (0..pool.ids.len() * slots as usize).map(|_| None).collect());
-        Slots { dir, dir_fd, pool, slots, cached }
+        Slots { dir, dir_fd, pool, slots, prefix, cached }
     }
 
     fn name(&self, slot: u32, gpu: usize) -> StackPath {
-        lock_file_name(self.pool.lock_name(gpu), slot)
+        lock_file_name(self.prefix, self.pool.lock_name(gpu), slot)
     }
 
     /// Locks GPU `gpu` at `slot`; `None` when someone else holds it.
@@ -294,8 +300,8 @@ fn fd_budget() -> usize {
 /// Opens `gpulock.queue` if it exists (it is never created on the fast
 /// path, so a lock directory the wrapper cannot write still serves tests
 /// whose slot is free); refuses anything but a regular file there.
-fn open_existing_queue(dir_fd: &OwnedFd, dir: &CStr) -> Result<Option<OwnedFd>, Error> {
-    let name = queue_name();
+fn open_existing_queue(dir_fd: &OwnedFd, dir: &CStr, queue_file: &[u8]) -> Result<Option<OwnedFd>, Error> {
+    let name = StackPath::from_bytes(queue_file).unwrap_or_default();
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
     match rustix::fs::openat(dir_fd, name.as_cstr(), flags, Mode::empty()) {
         Err(Errno::NOENT) => Ok(None),
@@ -305,14 +311,10 @@ fn open_existing_queue(dir_fd: &OwnedFd, dir: &CStr) -> Result<Option<OwnedFd>, 
     }
 }
 
-fn queue_name() -> StackPath {
-    StackPath::from_bytes(QUEUE_FILE).unwrap_or_default()
-}
-
 /// Creates (or opens) the queue file for a wrapper that has to wait; `None`
 /// when the lock directory does not let it create files.
-fn create_queue(dir_fd: &OwnedFd, dir: &CStr) -> Result<Option<OwnedFd>, Error> {
-    match open_lock_file(dir_fd, dir, &queue_name()) {
+fn create_queue(dir_fd: &OwnedFd, dir: &CStr, queue_file: &[u8]) -> Result<Option<OwnedFd>, Error> {
+    match open_lock_file(dir_fd, dir, &StackPath::from_bytes(queue_file).unwrap_or_default()) {
         Ok(fd) => Ok(Some(fd)),
         Err(Error::LockFileCreate { errno: Errno::ACCESS | Errno::PERM | Errno::ROFS, .. }) => Ok(None),
         Err(e) => Err(e),
@@ -325,12 +327,13 @@ fn create_queue(dir_fd: &OwnedFd, dir: &CStr) -> Result<Option<OwnedFd>, Error> 
 fn take_queue(
     queue: &OwnedFd,
     dir: &CStr,
+    queue_file: &[u8],
     signals: &mut Option<WaitingSignals>,
     deadline: Option<Instant>,
     no_slot: &dyn Fn() -> Error,
     announce: &mut dyn FnMut(Place),
 ) -> Result<bool, Error> {
-    if try_flock(queue, || join(dir, QUEUE_FILE))? {
+    if try_flock(queue, || join(dir, queue_file))? {
         return Ok(false);
     }
     announce(Place::Behind(queued_behind(queue)));
@@ -344,7 +347,7 @@ fn take_queue(
             Err(Errno::INTR) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(no_slot()),
             Err(Errno::INTR) => {}
             Err(errno) => {
-                return Err(Error::System { what: "cannot flock", path: Some(join(dir, QUEUE_FILE)), errno });
+                return Err(Error::System { what: "cannot flock", path: Some(join(dir, queue_file)), errno });
             }
         }
     }
@@ -353,21 +356,25 @@ fn take_queue(
 }
 
 /// Takes a block of `needed` GPUs from `pool`, waiting up to `wait` (`None`:
-/// no limit; zero: fail at once). `test` describes the test for messages.
+/// no limit; zero: fail at once), with the lock and queue names of
+/// `profile`. `test` describes the test for messages.
 pub fn acquire(
     dir: &CStr,
     pool: &Pool,
     slots: u32,
     needed: usize,
     wait: Option<Duration>,
+    profile: Profile,
     test: &dyn Fn() -> String,
 ) -> Result<Grant, Error> {
+    let (prefix, queue_file) = (profile.lock_prefix(), profile.queue_file());
     let started = Instant::now();
     let deadline = wait.map(|w| started + w);
     let no_slot = || Error::NoFreeSlot {
         needed: needed as u64,
         wait_ms: wait.map_or(0, |w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
         test: test(),
+        profile,
     };
     let cache = pool.ids.len().saturating_mul(slots as usize) <= fd_budget();
     let mut signals: Option<WaitingSignals> = None;
@@ -375,8 +382,8 @@ pub fn acquire(
     let mut telemetry = Telemetry::default();
     loop {
         let dir_fd = open_lock_dir(dir)?;
-        let mut announce = |place| telemetry.waiting(&dir_fd, pool, slots, needed, &test(), place);
-        let mut table = Slots::new(dir, &dir_fd, pool, slots, cache);
+        let mut announce = |place| telemetry.waiting(&dir_fd, pool, slots, prefix, needed, &test(), place);
+        let mut table = Slots::new(dir, &dir_fd, pool, slots, prefix, cache);
         if wait == Some(Duration::ZERO) {
             return match table.scan(needed) {
                 Ok(Some(grant)) if table.still_linked(&grant) => Ok(grant),
@@ -391,12 +398,12 @@ pub fn acquire(
         // Waiters queue on gpulock.queue. It exists only once someone had to
         // wait; a wrapper that finds it absent, or finds it free, looks for
         // a block at once.
-        let mut queue = open_existing_queue(&dir_fd, dir)?;
+        let mut queue = open_existing_queue(&dir_fd, dir, queue_file)?;
         // Whether time passed since the directory was opened, in which it
         // may have been removed: after waiting in the queue, and after each
         // wait for a slot.
         let mut waited = match &queue {
-            Some(q) => take_queue(q, dir, &mut signals, deadline, &no_slot, &mut announce)?,
+            Some(q) => take_queue(q, dir, queue_file, &mut signals, deadline, &no_slot, &mut announce)?,
             None => false,
         };
         if queue.is_none() {
@@ -413,16 +420,16 @@ pub fn acquire(
                 Err(e) => return Err(e),
             }
             // Every block is busy: take a place in the queue, creating it.
-            queue = create_queue(&dir_fd, dir)?;
+            queue = create_queue(&dir_fd, dir, queue_file)?;
             match &queue {
-                Some(q) => waited |= take_queue(q, dir, &mut signals, deadline, &no_slot, &mut announce)?,
+                Some(q) => waited |= take_queue(q, dir, queue_file, &mut signals, deadline, &no_slot, &mut announce)?,
                 None if !said_no_queue => {
                     said_no_queue = true;
                     diag::report(
                         crate::TOOL,
                         format_args!(
                             "warning: cannot create {} (the lock directory is not writable): waiting without the queue, so waiters are not served first come, first served",
-                            diag::Bytes(join(dir, QUEUE_FILE).as_bytes())
+                            diag::Bytes(join(dir, queue_file).as_bytes())
                         ),
                     );
                 }
@@ -485,8 +492,9 @@ mod tests {
 
     #[test]
     fn lock_file_names() {
-        assert_eq!(lock_file_name(b"3", 0).as_bytes(), b"gpulock3_0");
-        assert_eq!(lock_file_name(b"GPU-ab-12", 7).as_bytes(), b"gpulockGPU-ab-12_7");
+        assert_eq!(lock_file_name(b"gpulock", b"3", 0).as_bytes(), b"gpulock3_0");
+        assert_eq!(lock_file_name(b"gpulock", b"GPU-ab-12", 7).as_bytes(), b"gpulockGPU-ab-12_7");
+        assert_eq!(lock_file_name(b"jax_accelerator_lock_", b"2", 5).as_bytes(), b"jax_accelerator_lock_2_5");
     }
 
     #[test]
@@ -501,7 +509,7 @@ mod tests {
         let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
         std::fs::create_dir_all(&path).unwrap();
         let fd = open_lock_dir(&cpath).unwrap();
-        let inside = open_lock_file(&fd, &cpath, &lock_file_name(b"0", 0)).unwrap();
+        let inside = open_lock_file(&fd, &cpath, &lock_file_name(b"gpulock", b"0", 0)).unwrap();
         assert!(dir_still_there(&cpath, &fd));
         std::fs::remove_dir_all(&path).unwrap();
         assert!(!dir_still_there(&cpath, &fd), "removed, though a file in it is still open");

@@ -2,7 +2,7 @@
 //! physical GPU ids).
 
 use crate::error::Error;
-use crate::settings::Vendor;
+use crate::settings::{Profile, Vendor};
 use std::borrow::Cow;
 use wrapper_common::env;
 use wrapper_common::numbers::parse_u64;
@@ -103,11 +103,14 @@ impl Pool {
 
     /// In rocm mode `ROCR_VISIBLE_DEVICES`, in cuda mode
     /// `CUDA_VISIBLE_DEVICES`, when set and not empty; else `0..count`.
-    pub fn for_vendor(vendor: Vendor, count: u32) -> Result<Pool, Error> {
-        let variable = match vendor {
-            Vendor::Rocm => Some("ROCR_VISIBLE_DEVICES"),
-            Vendor::Cuda => Some("CUDA_VISIBLE_DEVICES"),
-            Vendor::Classic => None,
+    /// The jax profile has no preset pool (JAX's script sets those
+    /// variables, whatever they were): always `0..count`.
+    pub fn for_vendor(profile: Profile, vendor: Vendor, count: u32) -> Result<Pool, Error> {
+        let variable = match (profile, vendor) {
+            (Profile::Jax, _) => None,
+            (_, Vendor::Rocm) => Some("ROCR_VISIBLE_DEVICES"),
+            (_, Vendor::Cuda) => Some("CUDA_VISIBLE_DEVICES"),
+            (_, Vendor::Classic) => None,
         };
         if let Some(var) = variable {
             if let Some(list) = env::var_nonempty(var.as_bytes()) {

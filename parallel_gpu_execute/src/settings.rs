@@ -17,6 +17,71 @@ pub const MAX_GPU_COUNT: u32 = 4096;
 /// 30 days: longer than any test timeout, small enough for any timer.
 pub const MAX_WAIT_MS: u64 = 30 * 24 * 3600 * 1000;
 
+/// Whose conventions the wrapper follows: XLA's `parallel_gpu_execute.sh`
+/// (the default) or JAX's `parallel_accelerator_execute.sh`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    Xla,
+    Jax,
+}
+
+impl Profile {
+    fn parse(value: &[u8]) -> Option<Profile> {
+        match value {
+            b"xla" => Some(Profile::Xla),
+            b"jax" => Some(Profile::Jax),
+            _ => None,
+        }
+    }
+
+    /// The default: `jax` when the executable is called
+    /// `parallel_accelerator_execute` (so it drops in for JAX's script).
+    pub fn from_argv0(argv0: &[u8]) -> Profile {
+        let base = argv0.rsplit(|&b| b == b'/').next().unwrap_or(argv0);
+        if base == b"parallel_accelerator_execute" { Profile::Jax } else { Profile::Xla }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Xla => "xla",
+            Profile::Jax => "jax",
+        }
+    }
+
+    /// `gpulock<id>_<slot>` or `jax_accelerator_lock_<id>_<slot>`.
+    pub fn lock_prefix(self) -> &'static [u8] {
+        match self {
+            Profile::Xla => b"gpulock",
+            Profile::Jax => b"jax_accelerator_lock_",
+        }
+    }
+
+    /// The waiters' queue file; its name cannot clash with a lock file's,
+    /// which always ends in `_<digits>`.
+    pub fn queue_file(self) -> &'static [u8] {
+        match self {
+            Profile::Xla => b"gpulock.queue",
+            Profile::Jax => b"jax_accelerator_lock.queue",
+        }
+    }
+
+    /// The variable that gives the count.
+    pub fn count_variable(self) -> &'static str {
+        match self {
+            Profile::Xla => "TF_GPU_COUNT",
+            Profile::Jax => "JAX_ACCELERATOR_COUNT",
+        }
+    }
+
+    /// The variable that gives the slots per GPU.
+    pub fn slots_variable(self) -> &'static str {
+        match self {
+            Profile::Xla => "TF_TESTS_PER_GPU",
+            Profile::Jax => "JAX_TESTS_PER_ACCELERATOR",
+        }
+    }
+}
+
 /// How the test is told which GPUs are its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Vendor {
@@ -42,6 +107,8 @@ impl Vendor {
 
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
+    pub profile: Profile,
+    /// `TF_GPU_COUNT` (xla) or `JAX_ACCELERATOR_COUNT` (jax), when set.
     pub tf_gpu_count: Option<u32>,
     pub tests_per_gpu: u32,
     pub lock_dir: &'static CStr,
@@ -75,13 +142,24 @@ fn bounded(name: &'static str, value: &'static [u8], min: u64, max: u64, expecte
 }
 
 impl Settings {
-    pub fn load(flags: &Flags) -> Result<Settings, Error> {
-        let tf_gpu_count = match env::var_nonempty(b"TF_GPU_COUNT") {
-            Some(v) => Some(bounded("TF_GPU_COUNT", v, 0, MAX_GPU_COUNT.into(), "an integer from 0 to 4096")? as u32),
+    /// The settings in force for the wrapper started as `argv0`.
+    pub fn load(flags: &Flags, argv0: &[u8]) -> Result<Settings, Error> {
+        let profile = match flag_or_var(flags.profile, "--profile", "PARALLEL_GPU_EXECUTE_PROFILE") {
+            Some((name, v)) => Profile::parse(v.to_bytes()).ok_or(Error::BadValue {
+                name,
+                value: v.to_bytes(),
+                expected: "xla or jax",
+            })?,
+            None => Profile::from_argv0(argv0),
+        };
+        let count_var = profile.count_variable();
+        let tf_gpu_count = match env::var_nonempty(count_var.as_bytes()) {
+            Some(v) => Some(bounded(count_var, v, 0, MAX_GPU_COUNT.into(), "an integer from 0 to 4096")? as u32),
             None => None,
         };
-        let tests_per_gpu = match env::var_nonempty(b"TF_TESTS_PER_GPU") {
-            Some(v) => bounded("TF_TESTS_PER_GPU", v, 1, MAX_TESTS_PER_GPU.into(), "an integer from 1 to 1024")? as u32,
+        let slots_var = profile.slots_variable();
+        let tests_per_gpu = match env::var_nonempty(slots_var.as_bytes()) {
+            Some(v) => bounded(slots_var, v, 1, MAX_TESTS_PER_GPU.into(), "an integer from 1 to 1024")? as u32,
             None => DEFAULT_TESTS_PER_GPU,
         };
         let lock_dir = match flag_or_var(flags.lock_dir, "--lock-dir", "PARALLEL_GPU_EXECUTE_LOCK_DIR") {
@@ -121,6 +199,6 @@ impl Settings {
             })?,
             None => LockNames::Index,
         };
-        Ok(Settings { tf_gpu_count, tests_per_gpu, lock_dir, vendor, wait_ms, sysroot, lock_names })
+        Ok(Settings { profile, tf_gpu_count, tests_per_gpu, lock_dir, vendor, wait_ms, sysroot, lock_names })
     }
 }

@@ -4,11 +4,13 @@
 //! indexed; this may allocate.
 
 use crate::devnode::Access;
-use crate::gpu_count::{Seen, Source, choose};
+use crate::gpu_count::{Seen, Source, choose, variable_source};
 use crate::kfd::{self, NodeProperties};
 use crate::nvidia::{self, Information};
 use crate::rocminfo;
+use crate::settings::Profile;
 use crate::settings::{MAX_GPU_COUNT, Settings};
+use crate::tpu::{self, NodeState};
 
 /// One AMD GPU node of the KFD topology.
 #[derive(Debug, Clone)]
@@ -45,6 +47,21 @@ impl NvidiaGpu {
     }
 }
 
+/// One TPU chip on the PCI bus.
+#[derive(Debug, Clone)]
+pub struct TpuChip {
+    pub pci: String,
+    pub generation: &'static str,
+    pub node: Option<String>,
+    pub state: NodeState,
+}
+
+impl TpuChip {
+    pub fn usable(&self) -> bool {
+        self.state == NodeState::Usable
+    }
+}
+
 /// What the host shows, and what the wrapper would do with it.
 #[derive(Debug, Clone, Default)]
 pub struct Survey {
@@ -52,6 +69,8 @@ pub struct Survey {
     pub tf_gpu_count: Option<u32>,
     pub kfd: Vec<KfdGpu>,
     pub nvidia: Vec<NvidiaGpu>,
+    /// TPU chips (jax profile), in PCI order.
+    pub tpu: Vec<TpuChip>,
     /// The GPU agents' names, when rocminfo was run.
     pub rocminfo: Option<Vec<String>>,
     /// The count and the source it came from (`None`: no GPU).
@@ -63,10 +82,25 @@ impl Survey {
         let mut survey = Survey::default();
         if let Some(n) = settings.tf_gpu_count {
             survey.tf_gpu_count = Some(n);
-            survey.chosen = Some((n, Source::TfGpuCount));
+            survey.chosen = Some((n, variable_source(settings.profile)));
             return survey;
         }
         let sysroot = settings.sysroot;
+        if settings.profile == Profile::Jax {
+            let census = tpu::census(sysroot, |chip| {
+                survey.tpu.push(TpuChip {
+                    pci: String::from_utf8_lossy(chip.pci).into_owned(),
+                    generation: chip.generation,
+                    node: chip.node.as_ref().map(|n| String::from_utf8_lossy(n.as_bytes()).into_owned()),
+                    state: chip.state,
+                });
+            });
+            if let Some(c) = census {
+                survey.tpu.sort_by(|a, b| a.pci.cmp(&b.pci));
+                survey.chosen = Some((c.usable, Source::Tpu));
+                return survey;
+            }
+        }
         let kfd = kfd::census(sysroot, |node| {
             if node.props.is_gpu() {
                 let number = std::str::from_utf8(node.name).ok().and_then(|n| n.parse().ok()).unwrap_or(u64::MAX);

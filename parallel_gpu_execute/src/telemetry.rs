@@ -40,7 +40,7 @@ impl Default for Telemetry {
 }
 
 /// How many of the pool's lock files (at every slot) some process holds.
-fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32) -> Option<usize> {
+fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32, prefix: &[u8]) -> Option<usize> {
     let total = pool.ids.len().checked_mul(slots as usize)?;
     if total > MAX_COUNTED {
         return None;
@@ -49,7 +49,7 @@ fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32) -> Option<usize> {
     let mut busy = 0;
     for slot in 0..slots {
         for gpu in 0..pool.ids.len() {
-            let name = lock_file_name(pool.lock_name(gpu), slot);
+            let name = lock_file_name(prefix, pool.lock_name(gpu), slot);
             if let Ok(st) = rustix::fs::statat(dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW) {
                 if held.contains(&file_key(st.st_dev, st.st_ino)) {
                     busy += 1;
@@ -69,13 +69,23 @@ pub fn queued_behind(queue: &OwnedFd) -> usize {
 
 impl Telemetry {
     /// The first time the wrapper has to wait: one line.
-    pub fn waiting(&mut self, dir_fd: &OwnedFd, pool: &Pool, slots: u32, needed: usize, test: &str, place: Place) {
+    #[allow(clippy::too_many_arguments)]
+    pub fn waiting(
+        &mut self,
+        dir_fd: &OwnedFd,
+        pool: &Pool,
+        slots: u32,
+        prefix: &[u8],
+        needed: usize,
+        test: &str,
+        place: Place,
+    ) {
         if self.announced {
             return;
         }
         self.announced = true;
         let total = pool.ids.len().saturating_mul(slots as usize);
-        let busy = match busy_slots(dir_fd, pool, slots) {
+        let busy = match busy_slots(dir_fd, pool, slots, prefix) {
             Some(n) => format!("{n} of {total} slots busy"),
             None => format!("{total} slots, busy ones not counted"),
         };

@@ -254,7 +254,7 @@ fn list_formats_on_an_mi210_host() {
     f.cmd().arg("--list=gfx-targets").run().assert_success().assert_stdout_eq("gfx90a\n");
     let json = f.cmd().arg("--list=json").env("TF_TESTS_PER_GPU", "2").run();
     json.assert_success()
-        .assert_stdout_contains("{\"source\": \"kfd\", \"count\": 8, \"mode\": \"rocm\", \"pool\": [\"0\", \"1\", \"2\", \"3\", \"4\", \"5\", \"6\", \"7\"], \"pool_variable\": null, \"slots_per_gpu\": 2, ")
+        .assert_stdout_contains("{\"source\": \"kfd\", \"count\": 8, \"profile\": \"xla\", \"mode\": \"rocm\", \"pool\": [\"0\", \"1\", \"2\", \"3\", \"4\", \"5\", \"6\", \"7\"], \"pool_variable\": null, \"slots_per_gpu\": 2, ")
         .assert_stdout_contains("\"gfx_targets\": [\"gfx90a\"], \"devices\": [{\"source\": \"kfd\", \"index\": 0, \"usable\": true, \"node\": 2, \"gfx_target\": \"gfx90a\", \"gfx_target_version\": 90010, \"simd_count\": 416, \"pci\": \"0000:10:00.0\", \"unique_id\": \"4096\", \"device_node\": \"/dev/dri/renderD128\", \"device_node_state\": \"opened\", \"reason\": \"opened\"}, ");
     // A preset pool shows where it came from; a bad one is exit 2.
     let out = f.cmd().arg("--list").env("ROCR_VISIBLE_DEVICES", "4,5").run();
@@ -280,7 +280,7 @@ fn list_with_tf_gpu_count_and_with_no_gpu() {
         "source: none\ncount: 0\nmode: none (the test runs without a GPU: 'Execute with no GPU support')\n",
     );
     f.cmd().arg("--list=json").run().assert_success().assert_stdout_eq(&format!(
-        "{{\"source\": null, \"count\": 0, \"mode\": null, \"pool\": [], \"pool_variable\": null, \"slots_per_gpu\": 8, \"lock_dir\": \"{}\", \"gfx_targets\": [], \"devices\": []}}\n",
+        "{{\"source\": null, \"count\": 0, \"profile\": \"xla\", \"mode\": null, \"pool\": [], \"pool_variable\": null, \"slots_per_gpu\": 8, \"lock_dir\": \"{}\", \"gfx_targets\": [], \"devices\": []}}\n",
         f.lock_dir.display()
     ));
 }

@@ -282,6 +282,48 @@ impl Sysroot {
     }
 }
 
+/// How a TPU chip's device node is named in sysfs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TpuNode {
+    /// `<pci>/accel/accel<N>` and `/dev/accel<N>` (v2-v4).
+    Accel(u32),
+    /// `<pci>/iommu_group` -> group `<G>` and `/dev/vfio/<G>` (v5e and later).
+    Vfio(u32),
+}
+
+impl Sysroot {
+    /// A PCI function with these `vendor` and `device` ids.
+    pub fn add_pci_device(&self, pci: &str, vendor: &str, device: &str) -> PathBuf {
+        let dir = self.root.join("sys/bus/pci/devices").join(pci);
+        fs::create_dir_all(&dir).unwrap();
+        write_file(dir.join("vendor"), format!("{vendor}\n"));
+        write_file(dir.join("device"), format!("{device}\n"));
+        dir
+    }
+
+    /// A Google TPU chip (`device` is its PCI device id, e.g. `0x0063`);
+    /// `present` false leaves its `/dev` node out, as in a container that
+    /// was not given the chip.
+    pub fn add_tpu_chip(&self, pci: &str, device: &str, node: TpuNode, present: bool) {
+        let dir = self.add_pci_device(pci, "0x1ae0", device);
+        let dev = match node {
+            TpuNode::Accel(n) => {
+                fs::create_dir_all(dir.join(format!("accel/accel{n}"))).unwrap();
+                format!("accel{n}")
+            }
+            TpuNode::Vfio(g) => {
+                let group = self.root.join(format!("sys/kernel/iommu_groups/{g}"));
+                fs::create_dir_all(&group).unwrap();
+                std::os::unix::fs::symlink(&group, dir.join("iommu_group")).unwrap();
+                format!("vfio/{g}")
+            }
+        };
+        if present {
+            self.add_dev_entry(&dev);
+        }
+    }
+}
+
 /// Hosts and containers of real, published machine descriptions, as facts.
 /// Each returns what the runtimes enumerate there: the GPU count a test may
 /// be given.

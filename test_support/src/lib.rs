@@ -151,7 +151,7 @@ for f in /proc/$$/fd/*; do
   n=${f##*/}
   l=$(readlink "$f" 2>/dev/null) || continue
   fds="$fds $n"
-  case "$l" in */gpulock*) locks="$locks ${l##*/}";; esac
+  case "$l" in */gpulock*|*/jax_accelerator_lock_*) locks="$locks ${l##*/}";; esac
 done
 start=$(date +%s%N)
 [ -n "${SLEEP:-}" ] && sleep "$SLEEP"
@@ -168,6 +168,7 @@ record() {
   echo "start=$start"
   echo "end=$end"
   for v in ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES TF_PER_DEVICE_MEMORY_LIMIT_MB \
+           TPU_VISIBLE_CHIPS TPU_CHIPS_PER_PROCESS_BOUNDS TPU_PROCESS_BOUNDS \
            ASAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS; do
     eval "isset=\${$v+x}"
     if [ -n "$isset" ]; then eval "echo \"$v=\${$v}\""; else echo "$v unset"; fi

@@ -1,0 +1,217 @@
+//! The `jax` profile against the documented behaviour of JAX's
+//! `build/parallel_accelerator_execute.sh` (environment, lock names,
+//! messages, exit codes), and TPU chips counted from a fake sysfs.
+
+mod common;
+
+use common::{BIN, Fixture, Record};
+use std::os::unix::fs::symlink;
+use test_support::hardware::{KfdNode, TpuNode};
+use test_support::{Cmd, hold_lock};
+
+/// The wrapper as JAX's CI would start it: the executable called
+/// `parallel_accelerator_execute`.
+fn jax_cmd(f: &Fixture) -> Cmd {
+    let exe = f.dir.join("bin/parallel_accelerator_execute");
+    if !exe.exists() {
+        std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+        symlink(BIN, &exe).unwrap();
+    }
+    let mut c = Cmd::new(&exe);
+    f.runfiles.apply(&mut c);
+    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+    c
+}
+
+#[test]
+fn the_executables_name_picks_the_jax_profile_and_the_flag_overrides_it() {
+    let f = Fixture::new("jax-name");
+    let out = jax_cmd(&f).env("JAX_ACCELERATOR_COUNT", "2").arg("./pkg/gpu_test").arg("--x").run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["jax_accelerator_lock_0_0"], "{}", out.explain());
+    assert_eq!(out.stderr, format!("Running test {} --x on accelerator 0\n", f.test_path().display()));
+    // --profile=xla wins over the name; then JAX_ACCELERATOR_COUNT means nothing.
+    let out = jax_cmd(&f).env("JAX_ACCELERATOR_COUNT", "2").arg("--profile=xla").arg("./pkg/gpu_test").run();
+    out.assert_success().assert_stderr_contains("Execute with no GPU support");
+    // And the other way round, by flag and by variable.
+    for how in ["flag", "variable"] {
+        let mut c = f.cmd();
+        c.env("JAX_ACCELERATOR_COUNT", "1");
+        if how == "flag" {
+            c.arg("--profile=jax");
+        } else {
+            c.env("PARALLEL_GPU_EXECUTE_PROFILE", "jax");
+        }
+        let out = c.arg("./pkg/gpu_test").run();
+        let r = Record::of(out.assert_success());
+        assert_eq!(r.locks(), ["jax_accelerator_lock_0_0"], "{how}\n{}", out.explain());
+    }
+    f.cmd()
+        .args(["--profile=tf", "./pkg/gpu_test"])
+        .run()
+        .assert_code(2)
+        .assert_one_error_line("parallel_gpu_execute: --profile: invalid value 'tf' (expected xla or jax)");
+}
+
+#[test]
+fn the_environment_is_the_scripts() {
+    let f = Fixture::new("jax-env");
+    let out = jax_cmd(&f)
+        .env("JAX_ACCELERATOR_COUNT", "4")
+        .env("HIP_VISIBLE_DEVICES", "keep")
+        .env("CUDA_VISIBLE_DEVICES", "5,6")
+        .arg("./pkg/gpu_test")
+        .run();
+    let r = Record::of(out.assert_success());
+    for var in ["TPU_VISIBLE_CHIPS", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"] {
+        assert_eq!(r.var(var), Some("0"), "{var}\n{}", out.explain());
+    }
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("keep"), "the script leaves HIP alone");
+    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("2048"));
+    assert_eq!(r.var("TPU_CHIPS_PER_PROCESS_BOUNDS"), None, "no TPU on this host: no bounds");
+    let out = jax_cmd(&f)
+        .env("JAX_ACCELERATOR_COUNT", "4")
+        .env("TF_PER_DEVICE_MEMORY_LIMIT_MB", "999")
+        .arg("./pkg/gpu_test")
+        .run();
+    assert_eq!(Record::of(out.assert_success()).var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("999"));
+    // Blocks of several accelerators: every variable lists them.
+    let out = jax_cmd(&f).env("JAX_ACCELERATOR_COUNT", "4").args(["./pkg/gpu_test", "--num_processes=2"]).run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.var("TPU_VISIBLE_CHIPS"), Some("0,1"));
+    out.assert_stderr_contains(" --num_processes=2 on accelerator 0,1\n");
+}
+
+#[test]
+fn slots_lock_names_and_refusal_when_busy() {
+    let f = Fixture::new("jax-slots");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    // JAX_TESTS_PER_ACCELERATOR, not TF_TESTS_PER_GPU; TF_GPU_COUNT means nothing here.
+    let env = |c: &mut Cmd| {
+        c.env("JAX_ACCELERATOR_COUNT", "2")
+            .env("JAX_TESTS_PER_ACCELERATOR", "2")
+            .env("TF_TESTS_PER_GPU", "7")
+            .env("TF_GPU_COUNT", "9");
+    };
+    let held: Vec<_> =
+        ["0_0", "1_0", "0_1"].iter().map(|l| hold_lock(f.lock_dir.join(format!("jax_accelerator_lock_{l}")))).collect();
+    let mut c = jax_cmd(&f);
+    env(&mut c);
+    let r = Record::of(c.arg("./pkg/gpu_test").run().assert_success());
+    assert_eq!(r.locks(), ["jax_accelerator_lock_1_1"], "the one free slot");
+    let _last = hold_lock(f.lock_dir.join("jax_accelerator_lock_1_1"));
+    let mut c = jax_cmd(&f);
+    env(&mut c);
+    let out = c.args(["--wait=0", "./pkg/gpu_test", "a b"]).run();
+    out.assert_code(1).assert_one_error_line(&format!(
+        "parallel_gpu_execute: Cannot find a free accelerator to run the test {} a b on, exiting with failure...",
+        f.test_path().display()
+    ));
+    let mut c = jax_cmd(&f);
+    env(&mut c);
+    let out = c.args(["--wait=0", "./pkg/gpu_test", "--num_processes=2"]).run();
+    out.assert_code(1).assert_stderr_contains("Cannot find 2 free accelerators to run the test ");
+    // Our own lock names never collide with the xla profile's.
+    assert!(!f.lock_dir.join("gpulock0_0").exists());
+    drop(held);
+}
+
+#[test]
+fn without_a_count_the_hardware_answers() {
+    let mut f = Fixture::new("jax-hw");
+    let out = jax_cmd(&f).arg("./pkg/gpu_test").run();
+    out.assert_success().assert_stderr_contains("Execute with no GPU support");
+    f.sysroot.add_kfd_node(&KfdNode::cpu(16));
+    for minor in [128, 129, 130] {
+        f.sysroot.add_kfd_node_with_render(&KfdNode::gpu(90402, 304, minor));
+    }
+    let out = jax_cmd(&f).arg("--list=count").run();
+    out.assert_success().assert_stdout_eq("3\n");
+    let out = jax_cmd(&f).args(["./pkg/gpu_test", "--num_processes=3"]).run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0,1,2"), "not the script's default of 4\n{}", out.explain());
+}
+
+/// A TPU VM: one chip of each generation JAX lists, plus a Google device
+/// that is no TPU (gVNIC), a chip whose device node is missing, and an
+/// unrelated PCI device.
+fn tpu_host(f: &Fixture) {
+    let s = &f.sysroot;
+    let chips: [(&str, &str, TpuNode); 6] = [
+        ("0000:00:04.0", "0x0027", TpuNode::Accel(0)),
+        ("0000:00:05.0", "0x005e", TpuNode::Accel(1)),
+        ("0000:00:06.0", "0x0062", TpuNode::Vfio(2)),
+        ("0000:00:07.0", "0x0063", TpuNode::Vfio(3)),
+        ("0000:00:08.0", "0x006F", TpuNode::Vfio(4)),
+        ("0000:00:09.0", "0x0076", TpuNode::Vfio(5)),
+    ];
+    for (pci, device, node) in chips {
+        s.add_tpu_chip(pci, device, node, true);
+    }
+    s.add_tpu_chip("0000:00:0a.0", "0x0063", TpuNode::Vfio(6), false);
+    s.add_pci_device("0000:00:03.0", "0x1ae0", "0x0042");
+    s.add_pci_device("0000:00:01.0", "0x8086", "0x7110");
+}
+
+#[test]
+fn tpu_chips_of_every_generation_are_counted_from_sysfs() {
+    let f = Fixture::new("jax-tpu");
+    tpu_host(&f);
+    jax_cmd(&f).arg("--list=count").run().assert_success().assert_stdout_eq("6\n");
+    let out = jax_cmd(&f).arg("--list").run();
+    out.assert_success()
+        .assert_stdout_contains("tpu 0000:00:04.0: v2/v3, /dev/accel0 usable -> accelerator 0\n")
+        .assert_stdout_contains("tpu 0000:00:07.0: v5e, /dev/vfio/3 usable -> accelerator 3\n")
+        .assert_stdout_contains("tpu 0000:00:09.0: 7x, /dev/vfio/5 usable -> accelerator 5\n")
+        .assert_stdout_contains(
+            "tpu 0000:00:0a.0: v5e, /dev/vfio/6 missing (not given to this container) -> not usable\n",
+        )
+        .assert_stdout_contains(
+            "source: tpu\ncount: 6\nmode: jax (TPU_VISIBLE_CHIPS, CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES)\n",
+        );
+    assert!(!out.stdout.contains("0000:00:03.0") && !out.stdout.contains("0000:00:01.0"), "{}", out.explain());
+    // The xla profile does not look at TPUs.
+    f.cmd().arg("--list=count").run().assert_success().assert_stdout_eq("0\n");
+}
+
+#[test]
+fn a_single_chip_gets_libtpus_one_process_bounds_unless_the_user_set_them() {
+    let f = Fixture::new("jax-tpu-env");
+    tpu_host(&f);
+    let out = jax_cmd(&f).arg("./pkg/gpu_test").run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.var("TPU_VISIBLE_CHIPS"), Some("0"));
+    assert_eq!(r.var("TPU_CHIPS_PER_PROCESS_BOUNDS"), Some("1,1,1"));
+    assert_eq!(r.var("TPU_PROCESS_BOUNDS"), Some("1,1,1"));
+    out.assert_stderr_contains(" on accelerator 0\n");
+    let out = jax_cmd(&f).env("TPU_PROCESS_BOUNDS", "2,2,1").arg("./pkg/gpu_test").run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.var("TPU_PROCESS_BOUNDS"), Some("2,2,1"), "never overridden");
+    assert_eq!(r.var("TPU_CHIPS_PER_PROCESS_BOUNDS"), Some("1,1,1"));
+    // A block of several chips: no bounds.
+    let out = jax_cmd(&f).args(["./pkg/gpu_test", "--num_processes=2"]).run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.var("TPU_VISIBLE_CHIPS"), Some("0,1"));
+    assert_eq!((r.var("TPU_CHIPS_PER_PROCESS_BOUNDS"), r.var("TPU_PROCESS_BOUNDS")), (None, None));
+    // A hand-given count on a TPU host still gets them.
+    let out = jax_cmd(&f).env("JAX_ACCELERATOR_COUNT", "4").arg("./pkg/gpu_test").run();
+    assert_eq!(Record::of(out.assert_success()).var("TPU_CHIPS_PER_PROCESS_BOUNDS"), Some("1,1,1"));
+}
+
+#[test]
+fn a_tpu_host_whose_chips_this_container_lacks_runs_without_accelerators() {
+    let f = Fixture::new("jax-tpu-none");
+    f.sysroot.add_tpu_chip("0000:00:04.0", "0x0063", TpuNode::Vfio(0), false);
+    let out = jax_cmd(&f).arg("./pkg/gpu_test").run();
+    let r = Record::of(out.assert_success().assert_stderr_contains("Execute with no GPU support"));
+    assert_eq!(r.var("TPU_VISIBLE_CHIPS"), None);
+}
+
+#[test]
+fn status_reports_jax_lock_files() {
+    let f = Fixture::new("jax-status");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let _held = hold_lock(f.lock_dir.join("jax_accelerator_lock_3_1"));
+    let out = jax_cmd(&f).arg("--status=json").run();
+    out.assert_success().assert_stdout_contains("\"profile\": \"jax\", \"gpu\": \"3\", \"slot\": 1, \"held\": true");
+}
