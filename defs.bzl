@@ -1,6 +1,6 @@
 """Macros that turn the GPU-CI wrappers into `bazel test --run_under` targets.
 
-    load("@gpu_ci_wrappers//:defs.bzl", "parallel_gpu_execute", "sanitizer_wrapper", "tag_filters")
+    load("@gpu_ci_wrappers//:defs.bzl", "parallel_accelerator_execute", "parallel_gpu_execute", "sanitizer_wrapper", "tag_filters")
 
 Bazel ignores the `args` and `env` attributes of a `--run_under` target, but it
 merges the target's runfiles into the test's. Everything a wrapper needs
@@ -10,6 +10,9 @@ therefore travels as runfiles:
   path ends in `/bin/rocminfo`) next to the wrapper.
 * `sanitizer_wrapper` writes its options to `<name>.sanitizer_wrapper.conf`
   beside the `<name>` executable; the binary reads `<argv[0]>.sanitizer_wrapper.conf`.
+* `parallel_accelerator_execute` is parallel_gpu_execute in its `jax` profile:
+  its executable is `<name>/parallel_accelerator_execute`, and that base name
+  selects the profile (JAX's lock names, variables and messages).
 * `tag_filters` writes the project's tag table to `<name>.tag_filters.conf`
   beside the `<name>` executable; the binary reads `<argv[0]>.tag_filters.conf`,
   so `bazel run //pkg:<name> -- --config=ci_single_gpu` prints that table's filter.
@@ -82,6 +85,65 @@ _parallel_gpu_execute = rule(
     },
     doc = "A `--run_under` target running parallel_gpu_execute with `data` in its runfiles.",
 )
+
+def _parallel_accelerator_execute_impl(ctx):
+    # The base name selects the jax profile, whatever the target is called.
+    executable = ctx.actions.declare_file(ctx.label.name + "/parallel_accelerator_execute")
+    ctx.actions.symlink(
+        output = executable,
+        target_file = ctx.executable.binary,
+        is_executable = True,
+    )
+    runfiles = _merge_runfiles(
+        ctx,
+        [executable, ctx.executable.binary],
+        [ctx.attr.binary] + ctx.attr.data,
+    )
+    return [DefaultInfo(
+        executable = executable,
+        files = depset([executable]),
+        runfiles = runfiles,
+    )]
+
+_parallel_accelerator_execute = rule(
+    implementation = _parallel_accelerator_execute_impl,
+    executable = True,
+    attrs = {
+        "binary": attr.label(
+            default = Label("//:parallel_gpu_execute"),
+            executable = True,
+            cfg = "target",
+            doc = "The parallel_gpu_execute executable.",
+        ),
+        "data": attr.label_list(
+            allow_files = True,
+            doc = "Files the wrapper finds through the runfiles, e.g. rocminfo.",
+        ),
+    },
+    doc = "A `--run_under` target running parallel_gpu_execute in its jax profile.",
+)
+
+def parallel_accelerator_execute(name, data = [], binary = None, **kwargs):
+    """A `--run_under` target that drops in for JAX's parallel_accelerator_execute.sh.
+
+    Counts TPU chips and GPUs itself (`JAX_ACCELERATOR_COUNT` still wins when
+    set), locks `jax_accelerator_lock_<id>_<slot>` and sets
+    `TPU_VISIBLE_CHIPS`, `CUDA_VISIBLE_DEVICES` and `ROCR_VISIBLE_DEVICES`.
+
+    Args:
+        name: Name of the wrapper target; use it as `--run_under=//pkg:<name>`.
+        data: Files and targets to put into the wrapper's runfiles.
+        binary: The parallel_gpu_execute executable; defaults to the static
+            build of this module. Pass a prebuilt one to avoid rules_rust.
+        **kwargs: Common attributes (tags, visibility, testonly, ...).
+    """
+    if binary != None:
+        kwargs["binary"] = binary
+    _parallel_accelerator_execute(
+        name = name,
+        data = data,
+        **kwargs
+    )
 
 def parallel_gpu_execute(name, data = [], binary = None, **kwargs):
     """A `--run_under` target that gives each GPU test its own GPU slot.

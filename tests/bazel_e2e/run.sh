@@ -226,6 +226,26 @@ done
   die "lock files in ${shared}/locks: '${actual_locks}', want '${expected_locks}'"
 ok "the slot locks are in the --lock-dir given with --run_under: ${actual_locks% }"
 
+# The GPU test checks HIP_VISIBLE_DEVICES=0, which the jax profile leaves
+# as it is (JAX's script does not set it): the test environment gives it.
+say "2b. the jax profile: --run_under=//:jax_wrapper (parallel_accelerator_execute)"
+mkdir -p "${shared}/records/jax"
+run_bazel jax_tests 0 test "${flags[@]}" //gpu:gpu_test_0 \
+  "--run_under=//:jax_wrapper --lock-dir=${shared}/locks" \
+  "--test_env=PARALLEL_GPU_EXECUTE_SYSROOT=${out}/sysroot" \
+  --test_env=JAX_ACCELERATOR_COUNT=2 \
+  --test_env=HIP_VISIBLE_DEVICES=0 \
+  "--test_env=E2E_RECORD_DIR=${shared}/records/jax" \
+  --test_env=E2E_GPU_TEST_SECONDS=0 \
+  --nocache_test_results \
+  "--sandbox_writable_path=${shared}/locks" \
+  "--sandbox_writable_path=${shared}/records/jax"
+grep -q "Running test .* on accelerator 0" "${testlogs}/gpu/gpu_test_0/test.log" ||
+  die "the jax wrapper's 'Running test ... on accelerator 0' line is missing from test.log"
+[[ -f "${shared}/locks/jax_accelerator_lock_0_0" ]] ||
+  die "no jax_accelerator_lock_0_0 in ${shared}/locks"
+ok "the macro's executable name selects the jax profile: JAX's lock names and wording"
+
 # --- 3. sanitizer_wrapper: configured through its runfiles ------------------
 
 say "3. sanitizer_wrapper configured by the macro's runfiles config"
