@@ -149,6 +149,8 @@ struct Bins {
     tag: PathBuf,
     floor: PathBuf,
     test: PathBuf,
+    /// The musl floor and test (`musl-gcc -static`), when musl-gcc exists.
+    musl: Option<(PathBuf, PathBuf)>,
     hold: PathBuf,
     maxrss: PathBuf,
     classic: PathBuf,
@@ -172,6 +174,11 @@ fn compile_c(source: &Path, out: &Path) {
         .status()
         .expect("run cc (gcc and the static glibc, libc6-dev, are needed)");
     assert!(status.success(), "cc -static -O2 {} failed", source.display());
+}
+
+/// `musl-gcc -static -O2`: what a static musl build's start-up costs.
+fn compile_musl(source: &Path, out: &Path) -> bool {
+    Command::new("musl-gcc").args(["-static", "-O2", "-o"]).arg(out).arg(source).status().is_ok_and(|s| s.success())
 }
 
 fn build(root: &Path, work: &Path) -> Bins {
@@ -205,6 +212,17 @@ fn build(root: &Path, work: &Path) -> Bins {
         tag: bin("tag_filters"),
         floor: c("floor", "exec"),
         test: c("floor", "true"),
+        musl: {
+            let (floor, test) = (work.join("musl_exec"), work.join("musl_true"));
+            let ok = compile_musl(&root.join("benches/floor/exec.c"), &floor)
+                && compile_musl(&root.join("benches/floor/true.c"), &test);
+            if !ok {
+                eprintln!(
+                    "wrapper_cost: WARNING: musl-gcc is missing or failed (Debian: musl-tools); the musl rows are left out"
+                );
+            }
+            ok.then_some((floor, test))
+        },
         hold: c("support", "hold"),
         maxrss: c("support", "maxrss"),
         classic,
@@ -428,6 +446,10 @@ enum Arg {
 enum Key {
     Direct,
     Floor,
+    /// A static musl `int main(){return 0;}`, exec'd directly.
+    MuslDirect,
+    /// A static musl C execv of that musl test.
+    MuslFloor,
     PgePassThrough,
     PgeTfGpuCount,
     PgeKfd,
@@ -441,7 +463,7 @@ enum Key {
 
 impl Key {
     fn is_wrapper(self) -> bool {
-        !matches!(self, Key::Direct | Key::Floor | Key::Classic)
+        !matches!(self, Key::Direct | Key::Floor | Key::MuslDirect | Key::MuslFloor | Key::Classic)
     }
 
     /// The most this case may cost, as a multiple of the floor.
@@ -536,6 +558,28 @@ impl Context<'_> {
     fn floor(&self, tree: &Tree) -> Case {
         let label = "floor: static C execv, then the test";
         self.case(Key::Floor, label, tree.srcdir(), &tree.cwd(), vec![lit(&self.bins.floor), test_abs(tree)])
+    }
+
+    /// The musl direct exec and the musl floor, when musl-gcc built them.
+    fn musl(&self, tree: &Tree) -> Vec<Case> {
+        let Some((floor, test)) = &self.bins.musl else { return Vec::new() };
+        let test = Arg::Test { timed: test.into(), probe: tree.path("ws/pkg/env_probe").into() };
+        vec![
+            self.case(
+                Key::MuslDirect,
+                "musl direct exec of a static musl test",
+                tree.srcdir(),
+                &tree.cwd(),
+                vec![test.clone()],
+            ),
+            self.case(
+                Key::MuslFloor,
+                "musl floor: static musl C execv, then that test",
+                tree.srcdir(),
+                &tree.cwd(),
+                vec![lit(floor), test],
+            ),
+        ]
     }
 
     /// parallel_gpu_execute on `srcdir` (the tree itself, or a view of it),
@@ -1231,9 +1275,9 @@ fn first_line(cmd: &str, args: &[&str]) -> String {
         .unwrap_or_else(|| "?".to_string())
 }
 
-fn machine() -> String {
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-    let model = fs::read_to_string("/proc/cpuinfo")
+/// The CPU model, from `/proc/cpuinfo`.
+fn cpu_model() -> String {
+    fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
             t.lines()
@@ -1241,7 +1285,12 @@ fn machine() -> String {
                 .and_then(|l| l.split_once(':'))
                 .map(|(_, v)| v.trim().to_string())
         })
-        .unwrap_or_else(|| "?".to_string());
+        .unwrap_or_else(|| "?".to_string())
+}
+
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let model = cpu_model();
     // SAFETY: all-zero utsname is a valid out-buffer for uname.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
     // SAFETY: valid out-pointer; the fields are NUL-terminated on success.
@@ -1323,6 +1372,7 @@ fn main() {
             ),
         ],
     };
+    small.cases.extend(ctx.musl(&small_plain));
     small.cases.extend(ctx.sanitizer(&small_plain));
     small.cases.push(ctx.classic("classic bash wrapper, rocminfo in the runfiles", &small_rocm, "classic-small"));
 
@@ -1377,7 +1427,8 @@ fn main() {
 
     println!();
     println!(
-        "== wrapper_cost: whole processes (posix_spawn to wait4), interleaved, medians{} ==",
+        "== wrapper_cost on {}: whole processes (posix_spawn to wait4), interleaved, medians{} ==",
+        cpu_model(),
         if settings.quick { " (QUICK MODE: rough numbers)" } else { "" }
     );
     println!("ratios within each group; CPU = user+system of the process and the children it waited for (median);");
@@ -1391,6 +1442,18 @@ fn main() {
         ms(glibc_start)
     );
     println!("({start_note})");
+    let musl_note = match (small.median(Key::MuslFloor), small.median(Key::MuslDirect)) {
+        (Some(floor), Some(direct)) => Some(format!(
+            "a static musl execv wrapper costs {:.2}x a direct exec of a static musl test here, where the glibc floor costs {:.2}x a direct exec: \
+             what a musl build of the wrappers would approach",
+            floor / direct,
+            small.median(Key::Floor).unwrap() / small.median(Key::Direct).unwrap()
+        )),
+        _ => None,
+    };
+    if let Some(note) = &musl_note {
+        println!("({note})");
+    }
     println!(
         "\n== classic bash wrapper vs parallel_gpu_execute on the same 8-GPU host (classic: rocminfo from the runfiles; ours: sysfs) ==\n"
     );
@@ -1410,6 +1473,9 @@ fn main() {
         println!("\n---- Markdown ----\n");
         print!("{}", cases.markdown());
         println!("\n{}{}.\n", start_note[..1].to_uppercase(), &start_note[1..]);
+        if let Some(note) = &musl_note {
+            println!("{}{}.\n", note[..1].to_uppercase(), &note[1..]);
+        }
         print!("{}", classic.markdown());
         println!("\n{walk_note}.\n");
         print!("{}", contended.markdown());

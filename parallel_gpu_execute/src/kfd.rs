@@ -185,6 +185,12 @@ pub fn render_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
 /// Scans the topology, calling `visit` for every node (GPU or not, in
 /// directory order); `None` when there is no topology or it shows no GPU.
 /// Allocates nothing.
+///
+/// Never inlined: its stack buffers (paths, directory reads) then occupy
+/// the stack only while it runs, and the pages are reused by the next
+/// source instead of all being probed and faulted in at once (see the
+/// README's start-up cost notes).
+#[inline(never)]
 pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Node<'_>)) -> Option<Census> {
     let nodes_path = host_path(sysroot, b"/sys/class/kfd/kfd/topology/nodes")?;
     let nodes = open_dir(nodes_path.as_cstr()).ok()?;

@@ -28,6 +28,7 @@ use wrapper_common::runfiles::{Runfiles, manifest_path, rlocation_from_cwd};
 /// runfiles manifest (`$RUNFILES_MANIFEST_FILE`, else
 /// `$TEST_SRCDIR/MANIFEST`); else the word as given (searched in `PATH` when
 /// it has no slash). Fails with 127/126 when that is not an executable file.
+#[inline(never)]
 pub fn resolve_test(test: &CStr) -> Result<StackPath, Error> {
     let bytes = test.to_bytes();
     if let Some(found) = runfiles_lookup(bytes) {

@@ -161,6 +161,12 @@ const MINOR_BITS: u64 = 256;
 /// Scans `/proc`, then the `/dev/nvidia<N>` nodes `/proc` did not name;
 /// calls `visit` for every GPU seen (directory order). `None` when there is
 /// none to see. Allocates nothing.
+///
+/// Never inlined: its stack buffers (paths, directory reads) then occupy
+/// the stack only while it runs, and the pages are reused by the next
+/// source instead of all being probed and faulted in at once (see the
+/// README's start-up cost notes).
+#[inline(never)]
 pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Gpu<'_>)) -> Option<Census> {
     let mut census = Census::default();
     let mut named = [0u64; (MINOR_BITS / 64) as usize];

@@ -354,6 +354,12 @@ pub fn run(path: &StackPath, mut on_gpu: impl FnMut(&[u8])) -> Result<Report, Er
 
 /// Finds and runs rocminfo; `None` when there is none to run. `on_gpu`
 /// gets each GPU agent's name.
+///
+/// Never inlined: its stack buffers (paths, directory reads) then occupy
+/// the stack only while it runs, and the pages are reused by the next
+/// source instead of all being probed and faulted in at once (see the
+/// README's start-up cost notes).
+#[inline(never)]
 pub fn count_gpus(on_gpu: impl FnMut(&[u8])) -> Option<u64> {
     let path = find()?;
     match run(&path, on_gpu) {

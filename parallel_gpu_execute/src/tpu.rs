@@ -145,6 +145,12 @@ fn node_state(sysroot: &[u8], node: Option<&CBuf<64>>) -> NodeState {
 
 /// Scans the PCI bus; calls `visit` for every TPU chip (directory order).
 /// `None` when there is none. Allocates nothing.
+///
+/// Never inlined: its stack buffers (paths, directory reads) then occupy
+/// the stack only while it runs, and the pages are reused by the next
+/// source instead of all being probed and faulted in at once (see the
+/// README's start-up cost notes).
+#[inline(never)]
 pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Chip<'_>)) -> Option<Census> {
     let path = host_path(sysroot, b"/sys/bus/pci/devices")?;
     let devices = open_dir(path.as_cstr()).ok()?;
