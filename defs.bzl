@@ -20,6 +20,13 @@ therefore travels as runfiles:
 Each wrapper target is a symlink named `<name>` to the static binary, so
 `argv[0]` is `<runfiles>/<workspace>/<package>/<name>`.
 
+Every `binary` is built in a configuration of its own (`_wrapper_transition`):
+`compilation_mode=opt` and no `copt`, `conlyopt`, `cxxopt`, `linkopt` or
+`features`. A `--run_under` target is built in the test's configuration, so
+without it `bazel test --config=asan` (with `-fsanitize=address` link options)
+or `-c dbg` would reach the wrapper's own build; a prebuilt binary is not
+affected either way.
+
 This file loads nothing on purpose: it works with every Bazel from 4.2 on, in
 WORKSPACE and Bzlmod projects alike, without rules_rust in the caller's
 repository. The default `binary` labels need rules_rust (they are built from
@@ -27,6 +34,49 @@ source by this module); pass `binary` to use a prebuilt executable instead.
 """
 
 _CONF_SUFFIX = ".sanitizer_wrapper.conf"
+
+def _wrapper_transition_impl(_settings, _attr):
+    return {
+        "//command_line_option:compilation_mode": "opt",
+        "//command_line_option:conlyopt": [],
+        "//command_line_option:copt": [],
+        "//command_line_option:cxxopt": [],
+        "//command_line_option:features": [],
+        "//command_line_option:linkopt": [],
+    }
+
+_wrapper_transition = transition(
+    implementation = _wrapper_transition_impl,
+    inputs = [],
+    outputs = [
+        "//command_line_option:compilation_mode",
+        "//command_line_option:conlyopt",
+        "//command_line_option:copt",
+        "//command_line_option:cxxopt",
+        "//command_line_option:features",
+        "//command_line_option:linkopt",
+    ],
+)
+
+# Bazel before 7 asks every rule with a Starlark transition for this attribute.
+_TRANSITION_ALLOWLIST = attr.label(
+    default = "@bazel_tools//tools/allowlists/function_transition_allowlist",
+)
+
+def _binary_attr(default, doc):
+    return attr.label(
+        default = default,
+        executable = True,
+        cfg = _wrapper_transition,
+        doc = doc,
+    )
+
+def _binary(ctx):
+    """The `binary` target and its executable (an attribute with a transition is a list)."""
+    target = ctx.attr.binary
+    if type(target) == "list":
+        target = target[0]
+    return target, target[DefaultInfo].files_to_run.executable
 
 def _rlocation_path(ctx, file):
     """The path of `file` as the runfiles library's `rlocation` expects it."""
@@ -45,22 +95,23 @@ def _merge_runfiles(ctx, files, targets):
             runfiles = runfiles.merge(info.default_runfiles)
     return runfiles
 
-def _link_binary(ctx):
-    """Declares the `<name>` executable: a symlink to the wrapper binary."""
-    executable = ctx.actions.declare_file(ctx.label.name)
+def _link_binary(ctx, path = None):
+    """Declares the `<name>` executable (or `path`): a symlink to the wrapper binary."""
+    executable = ctx.actions.declare_file(path or ctx.label.name)
     ctx.actions.symlink(
         output = executable,
-        target_file = ctx.executable.binary,
+        target_file = _binary(ctx)[1],
         is_executable = True,
     )
     return executable
 
 def _parallel_gpu_execute_impl(ctx):
     executable = _link_binary(ctx)
+    binary, binary_file = _binary(ctx)
     runfiles = _merge_runfiles(
         ctx,
-        [executable, ctx.executable.binary],
-        [ctx.attr.binary] + ctx.attr.data,
+        [executable, binary_file],
+        [binary] + ctx.attr.data,
     )
     return [DefaultInfo(
         executable = executable,
@@ -72,32 +123,24 @@ _parallel_gpu_execute = rule(
     implementation = _parallel_gpu_execute_impl,
     executable = True,
     attrs = {
-        "binary": attr.label(
-            default = Label("//:parallel_gpu_execute"),
-            executable = True,
-            cfg = "target",
-            doc = "The parallel_gpu_execute executable.",
-        ),
+        "binary": _binary_attr(Label("//:parallel_gpu_execute"), "The parallel_gpu_execute executable."),
         "data": attr.label_list(
             allow_files = True,
             doc = "Files the wrapper finds through the runfiles, e.g. rocminfo.",
         ),
+        "_allowlist_function_transition": _TRANSITION_ALLOWLIST,
     },
     doc = "A `--run_under` target running parallel_gpu_execute with `data` in its runfiles.",
 )
 
 def _parallel_accelerator_execute_impl(ctx):
     # The base name selects the jax profile, whatever the target is called.
-    executable = ctx.actions.declare_file(ctx.label.name + "/parallel_accelerator_execute")
-    ctx.actions.symlink(
-        output = executable,
-        target_file = ctx.executable.binary,
-        is_executable = True,
-    )
+    executable = _link_binary(ctx, ctx.label.name + "/parallel_accelerator_execute")
+    binary, binary_file = _binary(ctx)
     runfiles = _merge_runfiles(
         ctx,
-        [executable, ctx.executable.binary],
-        [ctx.attr.binary] + ctx.attr.data,
+        [executable, binary_file],
+        [binary] + ctx.attr.data,
     )
     return [DefaultInfo(
         executable = executable,
@@ -109,16 +152,12 @@ _parallel_accelerator_execute = rule(
     implementation = _parallel_accelerator_execute_impl,
     executable = True,
     attrs = {
-        "binary": attr.label(
-            default = Label("//:parallel_gpu_execute"),
-            executable = True,
-            cfg = "target",
-            doc = "The parallel_gpu_execute executable.",
-        ),
+        "binary": _binary_attr(Label("//:parallel_gpu_execute"), "The parallel_gpu_execute executable."),
         "data": attr.label_list(
             allow_files = True,
             doc = "Files the wrapper finds through the runfiles, e.g. rocminfo.",
         ),
+        "_allowlist_function_transition": _TRANSITION_ALLOWLIST,
     },
     doc = "A `--run_under` target running parallel_gpu_execute in its jax profile.",
 )
@@ -193,11 +232,12 @@ def _symbolizer_file(ctx):
 
 def _sanitizer_wrapper_impl(ctx):
     executable = _link_binary(ctx)
+    binary, binary_file = _binary(ctx)
     owner = str(ctx.label)
 
     lines = ["# sanitizer_wrapper options for {}, one per line.".format(owner)]
-    files = [executable, ctx.executable.binary]
-    targets = [ctx.attr.binary] + ctx.attr.additional_data
+    files = [executable, binary_file]
+    targets = [binary] + ctx.attr.additional_data
 
     for option, value in [
         ("asan-options", ctx.attr.asan_options),
@@ -254,12 +294,7 @@ _sanitizer_wrapper = rule(
             doc = "Added to ASAN_OPTIONS as suppressions=<absolute path>.",
         ),
         "asan_options": attr.string(doc = "Base ASAN_OPTIONS."),
-        "binary": attr.label(
-            default = Label("//:sanitizer_wrapper"),
-            executable = True,
-            cfg = "target",
-            doc = "The sanitizer_wrapper executable.",
-        ),
+        "binary": _binary_attr(Label("//:sanitizer_wrapper"), "The sanitizer_wrapper executable."),
         "llvm_symbolizer": attr.label(
             allow_files = True,
             cfg = "target",
@@ -280,6 +315,7 @@ _sanitizer_wrapper = rule(
             doc = "Added to TSAN_OPTIONS as suppressions=<absolute path>.",
         ),
         "tsan_options": attr.string(doc = "Base TSAN_OPTIONS."),
+        "_allowlist_function_transition": _TRANSITION_ALLOWLIST,
     },
     doc = "A `--run_under` target running sanitizer_wrapper configured through its runfiles.",
 )
@@ -365,10 +401,11 @@ def _tag_filters_impl(ctx):
         lines.append("{} = {}".format(config, ",".join([_check_tag_word(owner, "tag", t) for t in tags])))
     table = ctx.actions.declare_file(ctx.label.name + _TAG_TABLE_SUFFIX)
     ctx.actions.write(output = table, content = "\n".join(lines) + "\n")
+    binary, binary_file = _binary(ctx)
     return [DefaultInfo(
         executable = executable,
         files = depset([executable, table]),
-        runfiles = _merge_runfiles(ctx, [executable, ctx.executable.binary, table], [ctx.attr.binary]),
+        runfiles = _merge_runfiles(ctx, [executable, binary_file, table], [binary]),
     )]
 
 _tag_filters = rule(
@@ -376,16 +413,12 @@ _tag_filters = rule(
     executable = True,
     attrs = {
         "base_tags": attr.string_list(doc = "The base list, e.g. [\"-no_gpu\", \"-requires-gpu-nvidia\"]."),
-        "binary": attr.label(
-            default = Label("//:tag_filters"),
-            executable = True,
-            cfg = "target",
-            doc = "The tag_filters executable.",
-        ),
+        "binary": _binary_attr(Label("//:tag_filters"), "The tag_filters executable."),
         # A string_list_dict does not promise its order on every Bazel, so the
         # order of the configs travels as a list of its own.
         "config_names": attr.string_list(doc = "The config names, in order."),
         "config_tags": attr.string_list_dict(doc = "The tags each config appends."),
+        "_allowlist_function_transition": _TRANSITION_ALLOWLIST,
     },
     doc = "A `bazel run` target printing the tag filter of the project's own tag table.",
 )

@@ -3,8 +3,8 @@
 Not for use outside this repository; users load //:defs.bzl.
 """
 
-load("@gpu_ci_wrappers_crates//:defs.bzl", "all_crate_deps")
 load("@rules_rust//rust:defs.bzl", "rust_binary", "rust_library", "rust_test")
+load(":crates.bzl", "CRATES", "crate_label")
 
 # From [workspace.package] in Cargo.toml; becomes CARGO_PKG_VERSION, which the
 # binaries print for --version. Keep the two in step.
@@ -16,7 +16,11 @@ EDITION = "2024"
 # target for the exec platform, so only the target itself can insist on it.
 STATIC_PLATFORM = Label("//bazel:linux_x86_64_musl")
 
-def workspace_crate(name, deps = [], dev_deps = [], testonly = False, visibility = None):
+# Static whatever rustc's default for the target: a future default cannot
+# make the wrappers dynamic.
+STATIC_RUSTC_FLAGS = ["-Ctarget-feature=+crt-static"]
+
+def workspace_crate(name, deps = [], crates = [], dev_deps = [], testonly = False, visibility = None):
     """Declares what Cargo builds from the crate in this package.
 
     Like Cargo, it looks at the sources: `src/lib.rs` makes a rust_library
@@ -25,13 +29,15 @@ def workspace_crate(name, deps = [], dev_deps = [], testonly = False, visibility
     library when there is one (the binaries of lib + bin crates have a C `main`
     and no tests of their own), else those of the binary.
 
-    External dependencies come from Cargo.toml through all_crate_deps();
-    dependencies on other crates of this workspace are listed in `deps` and
-    `dev_deps`, as crate_universe leaves them to us.
+    External dependencies are the crates.io crates of //bazel:crates.bzl,
+    named in `crates` as in Cargo.toml's `[dependencies]` (`cargo test
+    --test bazel_crates` checks that they agree); dependencies on other
+    crates of this workspace are listed in `deps` and `dev_deps`.
 
     Args:
         name: The crate (package) name.
         deps: Workspace crates it depends on, e.g. "//wrapper_common".
+        crates: crates.io crates it depends on, e.g. ["libc", "rustix"].
         dev_deps: Workspace crates its tests depend on.
         testonly: For crates only tests may use.
         visibility: Visibility of the binary, or of the library when there is
@@ -47,8 +53,11 @@ def workspace_crate(name, deps = [], dev_deps = [], testonly = False, visibility
         testonly = testonly,
         version = CRATE_VERSION,
     )
-    normal_deps = deps + all_crate_deps(normal = True)
-    test_deps = dev_deps + all_crate_deps(normal_dev = True)
+    for crate in crates:
+        if crate not in CRATES:
+            fail("{}: crate {} is not in //bazel:crates.bzl".format(name, crate))
+    normal_deps = deps + [crate_label(c) for c in crates]
+    test_deps = dev_deps
 
     lib = None
     if has_lib:
@@ -70,6 +79,7 @@ def workspace_crate(name, deps = [], dev_deps = [], testonly = False, visibility
             srcs = native.glob(["src/**/*.rs"], exclude = ["src/lib.rs"]),
             deps = normal_deps + ([":" + lib] if lib else []),
             platform = STATIC_PLATFORM,
+            rustc_flags = STATIC_RUSTC_FLAGS,
             visibility = visibility,
             **common
         )
