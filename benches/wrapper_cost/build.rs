@@ -1,0 +1,100 @@
+//! Building what is measured: the release binaries and the C floors.
+
+use super::*;
+
+/// `<target>`, from where cargo put this executable:
+/// `<target>/<triple>/<profile>/deps/wrapper_cost-<hash>`.
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    match exe.ancestors().nth(3) {
+        Some(triple) if triple.file_name() == Some(OsStr::new(TRIPLE)) => triple.parent().unwrap().to_path_buf(),
+        _ => std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target")),
+    }
+}
+
+pub(crate) struct Bins {
+    pub(crate) pge: PathBuf,
+    /// `None` when it did not build (its cases are then left out, loudly).
+    pub(crate) san: Option<PathBuf>,
+    pub(crate) tag: PathBuf,
+    pub(crate) floor: PathBuf,
+    pub(crate) test: PathBuf,
+    /// The musl floor and test (`musl-gcc -static`), when musl-gcc exists.
+    pub(crate) musl: Option<(PathBuf, PathBuf)>,
+    pub(crate) hold: PathBuf,
+    pub(crate) maxrss: PathBuf,
+    pub(crate) classic: PathBuf,
+}
+
+pub(crate) fn cargo_build(root: &Path, target: &Path, packages: &[&str]) -> bool {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut c = Command::new(cargo);
+    c.current_dir(root).args(["build", "--release", "--target-dir"]).arg(target);
+    for p in packages {
+        c.args(["-p", p]);
+    }
+    c.status().expect("run cargo build (set CARGO to the cargo executable)").success()
+}
+
+pub(crate) fn compile_c(source: &Path, out: &Path) {
+    let status = Command::new("cc")
+        .args(["-static", "-O2", "-o"])
+        .arg(out)
+        .arg(source)
+        .status()
+        .expect("run cc (gcc and the static glibc, libc6-dev, are needed)");
+    assert!(status.success(), "cc -static -O2 {} failed", source.display());
+}
+
+/// `musl-gcc -static -O2`: what a static musl build's start-up costs.
+pub(crate) fn compile_musl(source: &Path, out: &Path) -> bool {
+    Command::new("musl-gcc").args(["-static", "-O2", "-o"]).arg(out).arg(source).status().is_ok_and(|s| s.success())
+}
+
+pub(crate) fn build(root: &Path, work: &Path) -> Bins {
+    let target = target_dir(root);
+    eprintln!("wrapper_cost: cargo build --release (parallel_gpu_execute, sanitizer_wrapper, tag_filters)");
+    let all = ["parallel_gpu_execute", "sanitizer_wrapper", "tag_filters"];
+    let san_built = cargo_build(root, &target, &all) || {
+        eprintln!("wrapper_cost: WARNING: building sanitizer_wrapper failed; its cases are left out");
+        assert!(cargo_build(root, &target, &all[..1]) && cargo_build(root, &target, &all[2..]), "cargo build failed");
+        false
+    };
+    let release = target.join(TRIPLE).join("release");
+    let bin = |name: &str| {
+        let p = release.join(name);
+        assert!(p.is_file(), "{} is missing after the build", p.display());
+        p
+    };
+    fs::create_dir_all(work).unwrap();
+    let c = |dir: &str, name: &str| {
+        let out = work.join(name);
+        compile_c(&root.join("benches").join(dir).join(format!("{name}.c")), &out);
+        out
+    };
+    // A copy with mode 0755, as Bazel would ship an sh_binary.
+    let classic = work.join("classic_parallel_gpu_execute.sh");
+    fs::copy(root.join("benches/classic/parallel_gpu_execute.sh"), &classic).expect("copy the classic script");
+    fs::set_permissions(&classic, fs::Permissions::from_mode(0o755)).unwrap();
+    Bins {
+        pge: bin("parallel_gpu_execute"),
+        san: san_built.then(|| bin("sanitizer_wrapper")),
+        tag: bin("tag_filters"),
+        floor: c("floor", "exec"),
+        test: c("floor", "true"),
+        musl: {
+            let (floor, test) = (work.join("musl_exec"), work.join("musl_true"));
+            let ok = compile_musl(&root.join("benches/floor/exec.c"), &floor)
+                && compile_musl(&root.join("benches/floor/true.c"), &test);
+            if !ok {
+                eprintln!(
+                    "wrapper_cost: WARNING: musl-gcc is missing or failed (Debian: musl-tools); the musl rows are left out"
+                );
+            }
+            ok.then_some((floor, test))
+        },
+        hold: c("support", "hold"),
+        maxrss: c("support", "maxrss"),
+        classic,
+    }
+}

@@ -1,0 +1,252 @@
+//! The cases: what is run, with which environment, and what its output must show.
+
+use super::*;
+
+/// One word of a command line; the test's word differs between the timed
+/// runs and the checking run.
+#[derive(Clone)]
+pub(crate) enum Arg {
+    Lit(OsString),
+    Test { timed: OsString, probe: OsString },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Key {
+    Direct,
+    Floor,
+    /// A static musl `int main(){return 0;}`, exec'd directly.
+    MuslDirect,
+    /// A static musl C execv of that musl test.
+    MuslFloor,
+    PgePassThrough,
+    PgeTfGpuCount,
+    PgeKfd,
+    PgeRocminfoManifest,
+    PgeRocminfoWalk,
+    SanPassThrough,
+    SanOptions,
+    SanConfig,
+    Classic,
+}
+
+impl Key {
+    pub(crate) fn is_wrapper(self) -> bool {
+        !matches!(self, Key::Direct | Key::Floor | Key::MuslDirect | Key::MuslFloor | Key::Classic)
+    }
+
+    /// The most this case may cost, as a multiple of the floor.
+    pub(crate) fn floor_target(self) -> Option<f64> {
+        match self {
+            Key::PgePassThrough => Some(1.10),
+            Key::PgeTfGpuCount => Some(1.15),
+            Key::PgeKfd => Some(1.20),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) struct Case {
+    pub(crate) key: Key,
+    pub(crate) label: String,
+    pub(crate) cmd: Vec<Arg>,
+    pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) cwd: PathBuf,
+    /// Text the checking run's output must contain / must not contain.
+    pub(crate) expect: Vec<String>,
+    pub(crate) reject: Vec<String>,
+    pub(crate) samples: Vec<Sample>,
+    pub(crate) rss_kib: Option<i64>,
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct Sample {
+    pub(crate) wall_ns: u64,
+    pub(crate) cpu_ns: u64,
+}
+
+impl Case {
+    /// The command line of the timed runs, or of the checking run.
+    pub(crate) fn argv(&self, probe: bool) -> Vec<&OsStr> {
+        self.cmd
+            .iter()
+            .map(|a| match a {
+                Arg::Lit(v) => v.as_os_str(),
+                Arg::Test { timed, .. } if !probe => timed.as_os_str(),
+                Arg::Test { probe, .. } => probe.as_os_str(),
+            })
+            .collect()
+    }
+
+    pub(crate) fn timed_argv(&self) -> Vec<&OsStr> {
+        self.argv(false)
+    }
+}
+
+pub(crate) fn lit(v: impl AsRef<OsStr>) -> Arg {
+    Arg::Lit(v.as_ref().to_owned())
+}
+
+/// The test as the wrappers get it (relative to the test's directory).
+pub(crate) fn test_rel() -> Arg {
+    Arg::Test { timed: TEST_WORD.into(), probe: PROBE_WORD.into() }
+}
+
+/// The test by absolute path (a direct exec, the floor).
+pub(crate) fn test_abs(tree: &Tree) -> Arg {
+    Arg::Test { timed: tree.path("ws/pkg/gpu_test").into(), probe: tree.path("ws/pkg/env_probe").into() }
+}
+
+pub(crate) struct Context<'a> {
+    pub(crate) bins: &'a Bins,
+    pub(crate) tmp: PathBuf,
+    pub(crate) locks: PathBuf,
+    pub(crate) empty_sysroot: PathBuf,
+    pub(crate) kfd_sysroot: PathBuf,
+}
+
+impl Context<'_> {
+    pub(crate) fn case(&self, key: Key, label: &str, tree_dir: &Path, cwd: &Path, cmd: Vec<Arg>) -> Case {
+        Case {
+            key,
+            label: label.to_string(),
+            cmd,
+            env: bazel_env(tree_dir, cwd, &self.tmp),
+            cwd: cwd.to_path_buf(),
+            expect: Vec::new(),
+            reject: Vec::new(),
+            samples: Vec::new(),
+            rss_kib: None,
+        }
+    }
+
+    pub(crate) fn direct(&self, tree: &Tree) -> Case {
+        self.case(Key::Direct, "direct exec of the test", tree.srcdir(), &tree.cwd(), vec![test_abs(tree)])
+    }
+
+    pub(crate) fn floor(&self, tree: &Tree) -> Case {
+        let label = "floor: static C execv, then the test";
+        self.case(Key::Floor, label, tree.srcdir(), &tree.cwd(), vec![lit(&self.bins.floor), test_abs(tree)])
+    }
+
+    /// The musl direct exec and the musl floor, when musl-gcc built them.
+    pub(crate) fn musl(&self, tree: &Tree) -> Vec<Case> {
+        let Some((floor, test)) = &self.bins.musl else { return Vec::new() };
+        let test = Arg::Test { timed: test.into(), probe: tree.path("ws/pkg/env_probe").into() };
+        vec![
+            self.case(
+                Key::MuslDirect,
+                "musl direct exec of a static musl test",
+                tree.srcdir(),
+                &tree.cwd(),
+                vec![test.clone()],
+            ),
+            self.case(
+                Key::MuslFloor,
+                "musl floor: static musl C execv, then that test",
+                tree.srcdir(),
+                &tree.cwd(),
+                vec![lit(floor), test],
+            ),
+        ]
+    }
+
+    /// parallel_gpu_execute on `srcdir` (the tree itself, or a view of it),
+    /// with a lock directory of its own.
+    pub(crate) fn pge(
+        &self,
+        key: Key,
+        label: &str,
+        srcdir: &Path,
+        cwd: &Path,
+        sysroot: &Path,
+        lock_name: &str,
+    ) -> Case {
+        let mut c = self.case(key, label, srcdir, cwd, vec![lit(&self.bins.pge), test_rel()]);
+        c.env.push(("PARALLEL_GPU_EXECUTE_SYSROOT".into(), sysroot.into()));
+        c.env.push(("PARALLEL_GPU_EXECUTE_LOCK_DIR".into(), self.locks.join(lock_name).into()));
+        c
+    }
+
+    pub(crate) fn pge_pass_through(&self, tree: &Tree) -> Case {
+        let label = "parallel_gpu_execute, zero GPUs (pass-through)";
+        let mut c =
+            self.pge(Key::PgePassThrough, label, tree.srcdir(), &tree.cwd(), &self.empty_sysroot, "pass-through");
+        c.expect.push("Execute with no GPU support".into());
+        c.reject.push("VISIBLE_DEVICES=".into());
+        c
+    }
+
+    pub(crate) fn pge_tf_gpu_count(&self, tree: &Tree) -> Case {
+        let label = "parallel_gpu_execute, TF_GPU_COUNT=8, slot free";
+        let mut c = self.pge(Key::PgeTfGpuCount, label, tree.srcdir(), &tree.cwd(), &self.empty_sysroot, "tf");
+        c.env.push(("TF_GPU_COUNT".into(), GPUS.to_string().into()));
+        c.expect.extend(["on GPU(s) 0".to_string(), "CUDA_VISIBLE_DEVICES=0\n".to_string()]);
+        c
+    }
+
+    pub(crate) fn pge_kfd(&self, tree: &Tree, lock_name: &str) -> Case {
+        let label = "parallel_gpu_execute, KFD sysfs with 8 GPUs";
+        let mut c = self.pge(Key::PgeKfd, label, tree.srcdir(), &tree.cwd(), &self.kfd_sysroot, lock_name);
+        c.expect.extend(["on GPU(s) 0".to_string(), "ROCR_VISIBLE_DEVICES=0\n".to_string()]);
+        c
+    }
+
+    pub(crate) fn pge_rocminfo(&self, key: Key, label: &str, srcdir: &Path, lock_name: &str) -> Case {
+        let mut c = self.pge(key, label, srcdir, &srcdir.join(WORKSPACE), &self.empty_sysroot, lock_name);
+        c.expect.extend(["on GPU(s) 0".to_string(), "ROCR_VISIBLE_DEVICES=0\n".to_string()]);
+        c
+    }
+
+    pub(crate) fn classic(&self, label: &str, tree: &Tree, lock_name: &str) -> Case {
+        let cwd = tree.cwd();
+        let mut c = self.case(Key::Classic, label, tree.srcdir(), &cwd, vec![lit(&self.bins.classic), test_rel()]);
+        c.env.push(("CLASSIC_LOCK_DIR".into(), self.locks.join(lock_name).into()));
+        c.expect.extend(["on GPU 0".to_string(), "HIP_VISIBLE_DEVICES=0\n".to_string()]);
+        c
+    }
+
+    pub(crate) fn sanitizer(&self, tree: &Tree) -> Vec<Case> {
+        let Some(san) = &self.bins.san else { return Vec::new() };
+        let cwd = tree.cwd();
+        let mut pass = self.case(
+            Key::SanPassThrough,
+            "sanitizer_wrapper, no options (pass-through)",
+            tree.srcdir(),
+            &cwd,
+            vec![lit(san), test_rel()],
+        );
+        pass.reject.extend(["ASAN_OPTIONS".to_string(), "LSAN_OPTIONS".to_string(), "TSAN_OPTIONS".to_string()]);
+
+        let mut cmd = vec![lit(san)];
+        cmd.extend(SANITIZER_OPTIONS.iter().map(lit));
+        cmd.push(test_rel());
+        let mut options = self.case(
+            Key::SanOptions,
+            "sanitizer_wrapper, every option, on the command line",
+            tree.srcdir(),
+            &cwd,
+            cmd,
+        );
+        // Started as Bazel starts a --run_under target: through its symlink
+        // in the runfiles, beside which the configuration file lies.
+        let mut config = self.case(
+            Key::SanConfig,
+            "sanitizer_wrapper, every option, from its .conf file",
+            tree.srcdir(),
+            &cwd,
+            vec![lit(tree.path(SANITIZER_LINK)), test_rel()],
+        );
+        for c in [&mut options, &mut config] {
+            let supp =
+                |name: &str| format!("suppressions={}", tree.path(&format!("ws/tools/sanitizers/{name}")).display());
+            c.expect.extend([
+                "ASAN_OPTIONS=detect_leaks=1".to_string(),
+                supp("asan.supp"),
+                supp("lsan.supp"),
+                supp("tsan.supp"),
+                "external_symbolizer_path=".to_string(),
+            ]);
+        }
+        vec![pass, options, config]
+    }
+}

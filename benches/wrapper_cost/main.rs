@@ -1,0 +1,315 @@
+//! What a wrapper costs per test: whole processes, timed side by side with a
+//! direct exec of the test, the glibc floor and the classic bash wrapper.
+//!
+//! ```text
+//! cargo bench --bench wrapper_cost                          # about two minutes
+//! WRAPPER_BENCH_QUICK=1 cargo bench --bench wrapper_cost    # proves it works, well under a minute
+//! ```
+//!
+//! It builds what it measures first: the static release binaries
+//! (`$CARGO build --release`) and the C programs of `benches/floor` and
+//! `benches/support` (`cc -static -O2`). Then it lays out what Bazel and a GPU
+//! host would give a test: runfiles trees (a small one, and one of 50,000
+//! files spread over a thousand directories, symlinks into an execroot, with
+//! a sorted `MANIFEST`), a fake KFD sysroot with 8 GPUs, a fake `rocminfo`
+//! that lists 8 gfx agents, a Bazel-like test environment, private lock
+//! directories.
+//!
+//! Each case is one whole process, timed from `posix_spawn` to `wait4`, with
+//! stdio on /dev/null. The cases of a group run interleaved (A B C A B C ...,
+//! in a new order each round, from a fixed seed, so that no case always
+//! follows the same one), so that a noisy, shared 2-core machine slows every
+//! case alike. The table gives medians and p90s, the CPU time `wait4` reports
+//! (children that a process waited for included), and ratios to the floor and
+//! to a direct exec, each within its own group. Every case is first run once
+//! with the test replaced by a script that prints its environment, and that
+//! output is checked (the wrapper really took a slot, really set the
+//! variables, really passed through), so that no number measures a failure
+//! path. Peak RSS comes from a separate pass through
+//! `benches/support/maxrss.c` (which says why).
+//!
+//! Contention: 64 wrappers started at once over 8 GPUs x 2 slots, each test
+//! holding its GPU for 100 ms: the makespan against the ideal 400 ms, the
+//! wrappers' CPU time, and how many of the same launches the classic
+//! fail-fast wrapper loses.
+//!
+//! The benchmark prints numbers; it asserts no timing (the machines are
+//! shared). Each target of the project is shown as PASS or MISS beside its
+//! number.
+//!
+//! Settings (environment; `--quick` and `--markdown` also work as arguments,
+//! after `--`):
+//!
+//! - `WRAPPER_BENCH_QUICK=1`: few rounds, for CI (the numbers are rough);
+//! - `WRAPPER_BENCH_ITERS=N`: rounds of the small-tree group (default 1500, quick 30);
+//! - `WRAPPER_BENCH_LARGE_ITERS=N`: rounds of the large-tree group (default 40, quick 3);
+//! - `WRAPPER_BENCH_CONTENTION=N`: contention rounds (default 5, quick 1);
+//! - `WRAPPER_BENCH_FILES=N`: files in the large tree (default 50000);
+//! - `WRAPPER_BENCH_MARKDOWN=1`: the results as Markdown tables too.
+//!
+//! Run as a test (`cargo test --benches`, which passes no `--bench`), it runs
+//! the quick mode.
+
+use std::ffi::{CStr, CString, OsStr, OsString, c_char};
+use std::fmt::Write as _;
+use std::fs;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+use test_support::{Runfiles, Sysroot, TempDir, fake_rocminfo_script};
+
+mod build;
+mod cases;
+mod fixtures;
+mod measure;
+mod report;
+mod spawn;
+
+use build::*;
+use cases::*;
+use fixtures::*;
+use measure::*;
+use report::*;
+use spawn::*;
+
+const TRIPLE: &str = "x86_64-unknown-linux-gnu";
+const WORKSPACE: &str = "ws";
+/// How the wrappers are given the test: as Bazel's `--run_under` does.
+const TEST_WORD: &str = "./pkg/gpu_test";
+/// The same place, holding a script that prints its environment.
+const PROBE_WORD: &str = "./pkg/env_probe";
+const HOLD_WORD: &str = "./pkg/hold";
+const GPUS: u32 = 8;
+const SIZE_LIMIT: u64 = 1_200_000;
+const RSS_LIMIT_KIB: i64 = 2048;
+const CONTENTION_TESTS: usize = 64;
+const CONTENTION_SLOTS: u32 = 2;
+const HOLD_MS: u64 = 100;
+
+// ---------------------------------------------------------------- settings
+
+struct Settings {
+    quick: bool,
+    small_rounds: usize,
+    large_rounds: usize,
+    contention_rounds: usize,
+    large_files: usize,
+    markdown: bool,
+    /// The settings that differ from the defaults, for the reproduce line.
+    given: Vec<String>,
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+fn env_count(name: &str, default: usize, given: &mut Vec<String>) -> usize {
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => {
+            let n = v.parse().ok().filter(|&n: &usize| n > 0);
+            let n = n.unwrap_or_else(|| panic!("{name}={v:?}: expected a positive integer"));
+            given.push(format!("{name}={n}"));
+            n
+        }
+        _ => default,
+    }
+}
+
+impl Settings {
+    fn load() -> Settings {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let mut quick = env_flag("WRAPPER_BENCH_QUICK") || args.iter().any(|a| a == "--quick");
+        let markdown = env_flag("WRAPPER_BENCH_MARKDOWN") || args.iter().any(|a| a == "--markdown");
+        for a in &args {
+            if !matches!(a.as_str(), "--bench" | "--quick" | "--markdown") {
+                eprintln!("wrapper_cost: ignoring argument {a:?} (settings are environment variables, see the source)");
+            }
+        }
+        if !args.iter().any(|a| a == "--bench") && !quick {
+            eprintln!("wrapper_cost: run without --bench (as a test): quick mode");
+            quick = true;
+        }
+        let mut given = Vec::new();
+        if quick {
+            given.push("WRAPPER_BENCH_QUICK=1".to_string());
+        }
+        let small_rounds = env_count("WRAPPER_BENCH_ITERS", if quick { 30 } else { 1500 }, &mut given);
+        let large_rounds = env_count("WRAPPER_BENCH_LARGE_ITERS", if quick { 3 } else { 40 }, &mut given);
+        let contention_rounds = env_count("WRAPPER_BENCH_CONTENTION", if quick { 1 } else { 5 }, &mut given);
+        let large_files = env_count("WRAPPER_BENCH_FILES", 50_000, &mut given);
+        Settings { quick, small_rounds, large_rounds, contention_rounds, large_files, markdown, given }
+    }
+}
+
+fn main() {
+    let settings = Settings::load();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = target_dir(root);
+    // Temporary trees go beside the build, on the disk a Bazel output base
+    // would be on (test_support's TempDir reads this variable).
+    let tmp_base = target.join("wrapper-bench").join("tmp");
+    fs::create_dir_all(&tmp_base).unwrap();
+    // SAFETY: the benchmark is single-threaded here; nothing reads the
+    // environment concurrently.
+    unsafe { std::env::set_var("CARGO_TARGET_TMPDIR", &tmp_base) };
+    let bins = build(root, &target.join("wrapper-bench").join("bin"));
+
+    eprintln!("wrapper_cost: laying out runfiles trees ({} files in the large one)", settings.large_files);
+    let t0 = Instant::now();
+    let small_plain = small_tree("bench-small", &bins, false);
+    let small_rocm = small_tree("bench-small-rocm", &bins, true);
+    let large = large_tree(&bins, settings.large_files);
+    let scratch = TempDir::new("bench-scratch");
+    let small_view = without_manifest(&small_rocm, &scratch.join("small-without-manifest"));
+    let large_view = without_manifest(&large, &scratch.join("large-without-manifest"));
+    let tmp = scratch.join("test_tmpdir");
+    fs::create_dir_all(&tmp).unwrap();
+    let empty_sysroot = scratch.join("empty-sysroot");
+    fs::create_dir_all(&empty_sysroot).unwrap();
+    let mut kfd = Sysroot::new(&scratch);
+    kfd.add_kfd_gpus(GPUS);
+    let mut visited = 0;
+    let found = walk_position(&large_view, false, &mut visited);
+    assert!(found, "rocminfo is not in the large tree");
+    eprintln!("wrapper_cost: trees ready in {:.1} s", t0.elapsed().as_secs_f64());
+    let ctx = Context { bins: &bins, tmp, locks: scratch.join("locks"), empty_sysroot, kfd_sysroot: kfd.root.clone() };
+
+    let mut small = Group {
+        title: format!("small runfiles tree ({} files)", small_rocm.files),
+        rounds: settings.small_rounds,
+        judged: true,
+        cases: vec![
+            ctx.direct(&small_plain),
+            ctx.floor(&small_plain),
+            ctx.pge_pass_through(&small_plain),
+            ctx.pge_tf_gpu_count(&small_plain),
+            ctx.pge_kfd(&small_plain, "kfd-small"),
+            ctx.pge_rocminfo(
+                Key::PgeRocminfoManifest,
+                "parallel_gpu_execute, rocminfo in the runfiles, with MANIFEST",
+                small_rocm.srcdir(),
+                "rocminfo-small",
+            ),
+            ctx.pge_rocminfo(
+                Key::PgeRocminfoWalk,
+                "parallel_gpu_execute, rocminfo in the runfiles, no MANIFEST (walk)",
+                &small_view,
+                "rocminfo-small-walk",
+            ),
+        ],
+    };
+    small.cases.extend(ctx.musl(&small_plain));
+    small.cases.extend(ctx.sanitizer(&small_plain));
+    small.cases.push(ctx.classic("classic bash wrapper, rocminfo in the runfiles", &small_rocm, "classic-small"));
+
+    let large_title = format!("runfiles tree of {} files", thousands(large.files as u64));
+    let mut large_group = Group {
+        title: large_title,
+        rounds: settings.large_rounds,
+        judged: false,
+        cases: vec![
+            ctx.direct(&large),
+            ctx.floor(&large),
+            ctx.pge_kfd(&large, "kfd-large"),
+            ctx.pge_rocminfo(
+                Key::PgeRocminfoManifest,
+                "parallel_gpu_execute, rocminfo in the runfiles, with MANIFEST",
+                large.srcdir(),
+                "rocminfo-large-manifest",
+            ),
+            ctx.pge_rocminfo(
+                Key::PgeRocminfoWalk,
+                "parallel_gpu_execute, rocminfo in the runfiles, no MANIFEST (walk)",
+                &large_view,
+                "rocminfo-large-walk",
+            ),
+            ctx.classic("classic bash wrapper, rocminfo in the runfiles", &large, "classic-large"),
+        ],
+    };
+
+    let devnull = open_devnull();
+    let attr = Attr::new();
+    run_group(&mut small, &attr, devnull.as_raw_fd(), &bins.maxrss);
+    run_group(&mut large_group, &attr, devnull.as_raw_fd(), &bins.maxrss);
+    let cont = contention(&ctx, &small_plain, settings.contention_rounds, &attr, devnull.as_raw_fd());
+
+    // ---- the report
+    let cases = case_table(&[&small, &large_group]);
+    let classic = classic_table(&small, &large_group);
+    let contended = contention_table(&cont);
+    let sizes = size_table(&bins);
+    let reproduce = if settings.given.is_empty() {
+        "cargo bench --bench wrapper_cost".to_string()
+    } else {
+        format!("{} cargo bench --bench wrapper_cost", settings.given.join(" "))
+    };
+    let machine = machine();
+    let walk_note = format!(
+        "the no-MANIFEST walk of the large tree meets rocminfo after {} of its {} entries (directory order); \
+         the classic find always walks them all",
+        thousands(visited as u64),
+        thousands(large.files as u64)
+    );
+
+    println!();
+    println!(
+        "== wrapper_cost on {}: whole processes (posix_spawn to wait4), interleaved, medians{} ==",
+        cpu_model(),
+        if settings.quick { " (QUICK MODE: rough numbers)" } else { "" }
+    );
+    println!("ratios within each group; CPU = user+system of the process and the children it waited for (median);");
+    println!(
+        "peak RSS = ru_maxrss through benches/support/maxrss.c, largest of 3 runs; the test is a static `int main(){{return 0;}}`\n"
+    );
+    print!("{}", cases.text());
+    let glibc_start = small.median(Key::Floor).unwrap() - small.median(Key::Direct).unwrap();
+    let start_note = format!(
+        "one more static glibc process costs {} here (floor - direct: an execve and glibc's start-up)",
+        ms(glibc_start)
+    );
+    println!("({start_note})");
+    let musl_note = match (small.median(Key::MuslFloor), small.median(Key::MuslDirect)) {
+        (Some(floor), Some(direct)) => Some(format!(
+            "a static musl execv wrapper costs {:.2}x a direct exec of a static musl test here, where the glibc floor costs {:.2}x a direct exec: \
+             what a musl build of the wrappers would approach",
+            floor / direct,
+            small.median(Key::Floor).unwrap() / small.median(Key::Direct).unwrap()
+        )),
+        _ => None,
+    };
+    if let Some(note) = &musl_note {
+        println!("({note})");
+    }
+    println!(
+        "\n== classic bash wrapper vs parallel_gpu_execute on the same 8-GPU host (classic: rocminfo from the runfiles; ours: sysfs) ==\n"
+    );
+    print!("{}", classic.text());
+    println!("({walk_note})");
+    println!(
+        "\n== contention: {CONTENTION_TESTS} tests started at once, {GPUS} GPUs x {CONTENTION_SLOTS} slots, each holding its GPU {HOLD_MS} ms; ideal makespan {} ms; {} rounds ==\n",
+        CONTENTION_TESTS as u64 / u64::from(GPUS * CONTENTION_SLOTS) * HOLD_MS,
+        cont.rounds
+    );
+    print!("{}", contended.text());
+    println!("\n== binary sizes ==\n");
+    print!("{}", sizes.text());
+    println!("\nmachine: {machine}");
+    println!("reproduce: {reproduce}");
+    if settings.markdown {
+        println!("\n---- Markdown ----\n");
+        print!("{}", cases.markdown());
+        println!("\n{}{}.\n", start_note[..1].to_uppercase(), &start_note[1..]);
+        if let Some(note) = &musl_note {
+            println!("{}{}.\n", note[..1].to_uppercase(), &note[1..]);
+        }
+        print!("{}", classic.markdown());
+        println!("\n{walk_note}.\n");
+        print!("{}", contended.markdown());
+        println!();
+        print!("{}", sizes.markdown());
+        println!("\nMachine: {machine}. Reproduce: `{reproduce}`.");
+    }
+}

@@ -1,0 +1,163 @@
+//! Interleaved timing rounds, statistics and the contention bursts.
+
+use super::*;
+
+pub(crate) struct Group {
+    pub(crate) title: String,
+    pub(crate) rounds: usize,
+    /// Whether the per-case targets are judged here (in the group with many
+    /// rounds; the other has its own floor and direct rows for its ratios).
+    pub(crate) judged: bool,
+    pub(crate) cases: Vec<Case>,
+}
+
+impl Group {
+    pub(crate) fn get(&self, key: Key) -> Option<&Case> {
+        self.cases.iter().find(|c| c.key == key)
+    }
+
+    pub(crate) fn median(&self, key: Key) -> Option<f64> {
+        self.get(key).map(|c| stats(&c.samples).median_ms)
+    }
+}
+
+pub(crate) fn run_group(group: &mut Group, attr: &Attr, devnull: RawFd, maxrss: &Path) {
+    for case in &group.cases {
+        check(case);
+    }
+    let prepared: Vec<Prepared> = group.cases.iter().map(|c| Prepared::new(c, devnull)).collect();
+    let n = prepared.len();
+    let warmup = (group.rounds / 20).clamp(1, 20);
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+    eprint!("wrapper_cost: {}: {} rounds of {n} cases ", group.title, group.rounds);
+    let started = Instant::now();
+    for round in 0..warmup + group.rounds {
+        // A new order each round, so that no case always follows the same
+        // one (a case right after a 50,000-file walk starts with cold caches).
+        rng.shuffle(&mut order);
+        for &i in &order {
+            let s = run_once(&prepared[i], attr, &group.cases[i].label);
+            if round >= warmup {
+                group.cases[i].samples.push(s);
+            }
+        }
+        if round >= warmup && (round - warmup + 1) % (group.rounds / 10).max(1) == 0 {
+            eprint!(".");
+        }
+    }
+    eprintln!(" {:.1} s", started.elapsed().as_secs_f64());
+    for case in &mut group.cases {
+        case.rss_kib = Some(peak_rss(case, maxrss, 3));
+    }
+}
+
+/// A fixed-seed xorshift generator: the same orders on every run.
+pub(crate) struct XorShift(u64);
+
+impl XorShift {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Fisher-Yates.
+    pub(crate) fn shuffle(&mut self, v: &mut [usize]) {
+        for i in (1..v.len()).rev() {
+            let j = (self.next() % (i as u64 + 1)) as usize;
+            v.swap(i, j);
+        }
+    }
+}
+
+pub(crate) struct Stats {
+    pub(crate) median_ms: f64,
+    pub(crate) p90_ms: f64,
+    pub(crate) cpu_ms: f64,
+}
+
+pub(crate) fn percentile(sorted: &[u64], p: f64) -> f64 {
+    // Nearest rank.
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1] as f64 / 1e6
+}
+
+pub(crate) fn stats(samples: &[Sample]) -> Stats {
+    let mut wall: Vec<u64> = samples.iter().map(|s| s.wall_ns).collect();
+    let mut cpu: Vec<u64> = samples.iter().map(|s| s.cpu_ns).collect();
+    wall.sort_unstable();
+    cpu.sort_unstable();
+    Stats { median_ms: percentile(&wall, 0.5), p90_ms: percentile(&wall, 0.9), cpu_ms: percentile(&cpu, 0.5) }
+}
+
+pub(crate) struct Burst {
+    pub(crate) makespan_ms: f64,
+    pub(crate) lost: usize,
+    pub(crate) cpu_ms: Vec<f64>,
+}
+
+/// Starts `CONTENTION_TESTS` copies of `case` at once and waits for all.
+pub(crate) fn burst(case: &Case, attr: &Attr, devnull: RawFd) -> Burst {
+    let p = Prepared::new(case, devnull);
+    let start = Instant::now();
+    let pids: Vec<libc::pid_t> = (0..CONTENTION_TESTS).map(|_| p.spawn(attr)).collect();
+    let mut b = Burst { makespan_ms: 0.0, lost: 0, cpu_ms: Vec::new() };
+    for _ in &pids {
+        let (pid, status, usage) = wait_any(-1);
+        assert!(pids.contains(&pid));
+        b.makespan_ms = start.elapsed().as_secs_f64() * 1e3;
+        match exit_code(status) {
+            0 => {}
+            1 if case.key == Key::Classic => b.lost += 1,
+            code => panic!("{}: exit status {code} under contention", case.label),
+        }
+        b.cpu_ms.push(cpu_ns(&usage) as f64 / 1e6);
+    }
+    b
+}
+
+pub(crate) struct Contention {
+    pub(crate) rounds: usize,
+    pub(crate) rows: Vec<(String, Vec<Burst>)>,
+}
+
+pub(crate) fn contention(ctx: &Context<'_>, tree: &Tree, rounds: usize, attr: &Attr, devnull: RawFd) -> Contention {
+    let cwd = tree.cwd();
+    let hold = |word: &str| vec![Arg::Test { timed: word.into(), probe: word.into() }, lit(HOLD_MS.to_string())];
+    let shared = [("TF_GPU_COUNT", GPUS.to_string()), ("TF_TESTS_PER_GPU", CONTENTION_SLOTS.to_string())];
+
+    let mut ours = ctx.case(Key::PgeTfGpuCount, "parallel_gpu_execute (waits)", tree.srcdir(), &cwd, {
+        let mut c = vec![lit(&ctx.bins.pge)];
+        c.extend(hold(HOLD_WORD));
+        c
+    });
+    ours.env.push(("PARALLEL_GPU_EXECUTE_SYSROOT".into(), ctx.empty_sysroot.clone().into()));
+    ours.env.push(("PARALLEL_GPU_EXECUTE_LOCK_DIR".into(), ctx.locks.join("contention-ours").into()));
+    let mut classic = ctx.case(Key::Classic, "classic bash wrapper (fails fast)", tree.srcdir(), &cwd, {
+        let mut c = vec![lit(&ctx.bins.classic)];
+        c.extend(hold(HOLD_WORD));
+        c
+    });
+    classic.env.push(("CLASSIC_LOCK_DIR".into(), ctx.locks.join("contention-classic").into()));
+    for c in [&mut ours, &mut classic] {
+        c.env.extend(shared.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))));
+    }
+    let alone = ctx.case(Key::Direct, "the test alone (no wrapper, no slots)", tree.srcdir(), &cwd, {
+        hold(tree.path("ws/pkg/hold").to_str().unwrap())
+    });
+
+    eprint!("wrapper_cost: contention: {rounds} rounds of {CONTENTION_TESTS} tests at once ");
+    let started = Instant::now();
+    let mut rows: Vec<(String, Vec<Burst>)> =
+        [&ours, &classic, &alone].iter().map(|c| (c.label.clone(), Vec::new())).collect();
+    for _ in 0..rounds {
+        for (i, case) in [&ours, &classic, &alone].into_iter().enumerate() {
+            rows[i].1.push(burst(case, attr, devnull));
+            eprint!(".");
+        }
+    }
+    eprintln!(" {:.1} s", started.elapsed().as_secs_f64());
+    Contention { rounds, rows }
+}
