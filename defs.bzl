@@ -105,60 +105,43 @@ def _link_binary(ctx, path = None):
     )
     return executable
 
-def _parallel_gpu_execute_impl(ctx):
-    executable = _link_binary(ctx)
+# The attributes of both parallel_gpu_execute rules (xla and jax profile).
+_PGE_ATTRS = {
+    "binary": _binary_attr(Label("//:parallel_gpu_execute"), "The parallel_gpu_execute executable."),
+    "data": attr.label_list(
+        allow_files = True,
+        doc = "Files the wrapper finds through the runfiles, e.g. rocminfo.",
+    ),
+    "_allowlist_function_transition": _TRANSITION_ALLOWLIST,
+}
+
+def _pge_info(ctx, executable):
+    """DefaultInfo of a parallel_gpu_execute target: the executable, the binary and `data` as runfiles."""
     binary, binary_file = _binary(ctx)
-    runfiles = _merge_runfiles(
-        ctx,
-        [executable, binary_file],
-        [binary] + ctx.attr.data,
-    )
     return [DefaultInfo(
         executable = executable,
         files = depset([executable]),
-        runfiles = runfiles,
+        runfiles = _merge_runfiles(ctx, [executable, binary_file], [binary] + ctx.attr.data),
     )]
+
+def _parallel_gpu_execute_impl(ctx):
+    return _pge_info(ctx, _link_binary(ctx))
 
 _parallel_gpu_execute = rule(
     implementation = _parallel_gpu_execute_impl,
     executable = True,
-    attrs = {
-        "binary": _binary_attr(Label("//:parallel_gpu_execute"), "The parallel_gpu_execute executable."),
-        "data": attr.label_list(
-            allow_files = True,
-            doc = "Files the wrapper finds through the runfiles, e.g. rocminfo.",
-        ),
-        "_allowlist_function_transition": _TRANSITION_ALLOWLIST,
-    },
+    attrs = _PGE_ATTRS,
     doc = "A `--run_under` target running parallel_gpu_execute with `data` in its runfiles.",
 )
 
 def _parallel_accelerator_execute_impl(ctx):
     # The base name selects the jax profile, whatever the target is called.
-    executable = _link_binary(ctx, ctx.label.name + "/parallel_accelerator_execute")
-    binary, binary_file = _binary(ctx)
-    runfiles = _merge_runfiles(
-        ctx,
-        [executable, binary_file],
-        [binary] + ctx.attr.data,
-    )
-    return [DefaultInfo(
-        executable = executable,
-        files = depset([executable]),
-        runfiles = runfiles,
-    )]
+    return _pge_info(ctx, _link_binary(ctx, ctx.label.name + "/parallel_accelerator_execute"))
 
 _parallel_accelerator_execute = rule(
     implementation = _parallel_accelerator_execute_impl,
     executable = True,
-    attrs = {
-        "binary": _binary_attr(Label("//:parallel_gpu_execute"), "The parallel_gpu_execute executable."),
-        "data": attr.label_list(
-            allow_files = True,
-            doc = "Files the wrapper finds through the runfiles, e.g. rocminfo.",
-        ),
-        "_allowlist_function_transition": _TRANSITION_ALLOWLIST,
-    },
+    attrs = _PGE_ATTRS,
     doc = "A `--run_under` target running parallel_gpu_execute in its jax profile.",
 )
 

@@ -112,6 +112,17 @@ fn value_after(arg: &'static CStr, prefix_len: usize) -> &'static CStr {
     CStr::from_bytes_with_nul(&bytes[prefix_len..]).unwrap_or(c"")
 }
 
+/// `Some(None)` for `--name`, `Some(Some(value))` for `--name=value`, `None`
+/// for any other word.
+fn format_flag(word: &'static [u8], name: &str) -> Option<Option<&'static [u8]>> {
+    let rest = word.strip_prefix(name.as_bytes())?;
+    match rest {
+        [] => Some(None),
+        [b'=', value @ ..] => Some(Some(value)),
+        _ => None,
+    }
+}
+
 pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
     let mut flags = Flags::default();
     let mut listing: Option<list::Format> = None;
@@ -126,13 +137,8 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
             }
             b"--help" | b"-h" => return Ok(Invocation::Help),
             b"--version" => return Ok(Invocation::Version),
-            b"--list" => {
-                listing = Some(list::Format::Text);
-                i += 1;
-                continue;
-            }
-            _ if bytes.starts_with(b"--list=") => {
-                let value = &bytes[b"--list=".len()..];
+            _ if format_flag(bytes, "--list").is_some() => {
+                let value = format_flag(bytes, "--list").flatten().unwrap_or(b"text");
                 listing = Some(list::Format::parse(value).ok_or(Error::BadValue {
                     name: "--list",
                     value,
@@ -141,13 +147,8 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
                 i += 1;
                 continue;
             }
-            b"--status" => {
-                status = Some(status::Format::Text);
-                i += 1;
-                continue;
-            }
-            _ if bytes.starts_with(b"--status=") => {
-                let value = &bytes[b"--status=".len()..];
+            _ if format_flag(bytes, "--status").is_some() => {
+                let value = format_flag(bytes, "--status").flatten().unwrap_or(b"text");
                 status = Some(status::Format::parse(value).ok_or(Error::BadValue {
                     name: "--status",
                     value,

@@ -8,6 +8,7 @@ use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::ops::ControlFlow;
 use wrapper_common::StackPath;
+use wrapper_common::lines::{Line, for_each_line};
 
 const DIR_FLAGS: OFlags = OFlags::DIRECTORY.union(OFlags::RDONLY).union(OFlags::CLOEXEC);
 
@@ -54,6 +55,34 @@ pub fn count_entries(path: &CStr, mut keep: impl FnMut(&[u8]) -> bool) -> Option
     })
     .ok()?;
     Some(n)
+}
+
+/// Opens `<entry>/<file>` below the directory `dir` for reading.
+pub fn open_at(dir: impl AsFd, entry: &[u8], file: &[u8]) -> Option<OwnedFd> {
+    let mut rel = StackPath::from_bytes(entry).ok()?;
+    rel.push_path(file).ok()?;
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    rustix::fs::openat(dir, rel.as_cstr(), flags, Mode::empty()).ok()
+}
+
+/// Calls `f` with each complete line of `<entry>/<file>` below `dir`, read
+/// through a stack buffer of `N` bytes (longer lines are skipped); `None`
+/// when the file cannot be opened or read.
+pub fn for_each_line_at<const N: usize>(
+    dir: impl AsFd,
+    entry: &[u8],
+    file: &[u8],
+    mut f: impl FnMut(&[u8]),
+) -> Option<()> {
+    let fd = open_at(dir, entry, file)?;
+    let mut buf = [0u8; N];
+    for_each_line(&fd, &mut buf, |Line { bytes, complete }| {
+        if complete {
+            f(bytes);
+        }
+        ControlFlow::Continue(())
+    })
+    .ok()
 }
 
 /// `<sysroot><absolute>`: a host path under the fake-hardware prefix (the

@@ -22,11 +22,9 @@
 //! its GPU agents, which `ROCR_VISIBLE_DEVICES` selects.
 
 use crate::devnode::{Access, open_device};
-use crate::dirs::{for_each_entry, host_path, open_dir};
-use rustix::fs::{Mode, OFlags};
+use crate::dirs::{for_each_entry, for_each_line_at, host_path, open_dir};
 use std::ops::ControlFlow;
 use wrapper_common::StackPath;
-use wrapper_common::lines::{Line, for_each_line};
 use wrapper_common::numbers::parse_u64;
 
 /// What one KFD node's `properties` file says, as far as counting and
@@ -147,19 +145,8 @@ pub struct Census {
 
 /// Reads `<node>/properties` relative to the nodes directory.
 fn read_node(nodes: &rustix::fd::OwnedFd, node: &[u8]) -> Option<NodeProperties> {
-    let mut rel = StackPath::from_bytes(node).ok()?;
-    rel.push_path(b"properties").ok()?;
-    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
-    let fd = rustix::fs::openat(nodes, rel.as_cstr(), flags, Mode::empty()).ok()?;
     let mut props = NodeProperties::default();
-    let mut buf = [0u8; 1024];
-    for_each_line(&fd, &mut buf, |Line { bytes, complete }| {
-        if complete {
-            props.apply_line(bytes);
-        }
-        ControlFlow::Continue(())
-    })
-    .ok()?;
+    for_each_line_at::<1024>(nodes, node, b"properties", |line| props.apply_line(line))?;
     Some(props)
 }
 

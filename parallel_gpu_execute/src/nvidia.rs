@@ -24,10 +24,8 @@
 //! in any mix (`Model: \t\t Tesla P100`, `GPU Excluded:\t No`).
 
 use crate::devnode::{Access, open_device};
-use crate::dirs::{for_each_entry, host_path, open_dir};
-use rustix::fs::{Mode, OFlags};
+use crate::dirs::{for_each_entry, for_each_line_at, host_path, open_dir};
 use std::ops::ControlFlow;
-use wrapper_common::lines::{Line, for_each_line};
 use wrapper_common::numbers::parse_u64;
 use wrapper_common::{CBuf, StackPath};
 
@@ -133,19 +131,8 @@ pub fn device_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
 }
 
 fn read_information(dir: &rustix::fd::OwnedFd, entry: &[u8]) -> Option<Information> {
-    let mut rel = StackPath::from_bytes(entry).ok()?;
-    rel.push_path(b"information").ok()?;
-    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
-    let fd = rustix::fs::openat(dir, rel.as_cstr(), flags, Mode::empty()).ok()?;
     let mut info = Information::default();
-    let mut buf = [0u8; 512];
-    for_each_line(&fd, &mut buf, |Line { bytes, complete }| {
-        if complete {
-            info.apply_line(bytes);
-        }
-        ControlFlow::Continue(())
-    })
-    .ok()?;
+    for_each_line_at::<512>(dir, entry, b"information", |line| info.apply_line(line))?;
     Some(info)
 }
 

@@ -24,8 +24,8 @@
 //! use as absent and could make a test that is starting on it fail. Chips
 //! are numbered in PCI address order (the directory's order, sorted).
 
-use crate::dirs::{for_each_entry, host_path, open_dir, open_dir_at};
-use rustix::fs::{Access as Perm, AtFlags, Mode, OFlags};
+use crate::dirs::{for_each_entry, host_path, open_at, open_dir, open_dir_at};
+use rustix::fs::{Access as Perm, AtFlags};
 use std::ops::ControlFlow;
 use wrapper_common::numbers::parse_u64;
 use wrapper_common::{CBuf, StackPath};
@@ -85,19 +85,12 @@ pub struct Census {
     pub usable: u32,
 }
 
-/// Reads a small sysfs attribute (`vendor`, `device`) relative to `dir`.
-fn read_attr(dir: &rustix::fd::OwnedFd, rel: &StackPath) -> Option<CBuf<32>> {
-    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
-    let fd = rustix::fs::openat(dir, rel.as_cstr(), flags, Mode::empty()).ok()?;
+/// A small sysfs attribute (`vendor`, `device`) of the PCI function `pci`.
+fn attr(devices: &rustix::fd::OwnedFd, pci: &[u8], name: &[u8]) -> Option<CBuf<32>> {
+    let fd = open_at(devices, pci, name)?;
     let mut buf = [0u8; 31];
     let n = rustix::io::read(&fd, &mut buf).ok()?;
     CBuf::from_bytes(buf[..n].trim_ascii()).ok()
-}
-
-fn attr(devices: &rustix::fd::OwnedFd, pci: &[u8], name: &[u8]) -> Option<CBuf<32>> {
-    let mut rel = StackPath::from_bytes(pci).ok()?;
-    rel.push_path(name).ok()?;
-    read_attr(devices, &rel)
 }
 
 /// `<pci>/accel/accel<N>` → `/dev/accel<N>`.

@@ -21,33 +21,11 @@ repo="$(cd "${here}/../.." && pwd)"
 bazel="${BAZEL:-bazel}"
 out="${here}/.output"
 output_root="${out}/bazel_root"
-checks=0
+prefix=consumer
 started=${SECONDS}
+# shellcheck source=../bazel_lib.sh
+source "${here}/../bazel_lib.sh"
 
-say() { printf 'consumer: %s\n' "$*"; }
-ok() {
-  checks=$((checks + 1))
-  printf 'consumer:   ok: %s\n' "$*"
-}
-die() {
-  printf 'consumer: FAIL: %s\n' "$*" >&2
-  exit 1
-}
-bazel_cmd() {
-  (cd "${here}" && "${bazel}" --nohome_rc --max_idle_secs=300 --output_user_root="${output_root}" "$@")
-}
-# run_bazel LOG WANT ARGS...: runs bazel, keeps its output in the log, and
-# fails (showing the log) unless it exits with WANT.
-run_bazel() {
-  local log="${out}/logs/$1.log" want="$2" status=0
-  shift 2
-  printf '$ bazel %s\n' "$*" >"${log}"
-  bazel_cmd "$@" >>"${log}" 2>&1 || status=$?
-  if [[ ${status} -ne ${want} ]]; then
-    tail -n 60 "${log}" >&2
-    die "'bazel $1 ...' exited with ${status}, want ${want} (log: ${log})"
-  fi
-}
 cleanup() {
   local status=$?
   if [[ -d "${output_root}" ]]; then

@@ -38,30 +38,10 @@ slots_per_gpu=1
 gpu_tests=8
 test_seconds=2
 
-checks=0
+prefix=e2e
 started=${SECONDS}
-
-say() { printf 'e2e: %s\n' "$*"; }
-ok() {
-  checks=$((checks + 1))
-  printf 'e2e:   ok: %s\n' "$*"
-}
-die() {
-  printf 'e2e: FAIL: %s\n' "$*" >&2
-  exit 1
-}
-
-# Shows the end of a Bazel log after a failure.
-show_log() {
-  printf 'e2e: ---- last lines of %s ----\n' "$1" >&2
-  tail -n 80 "$1" >&2 || true
-  printf 'e2e: ----\n' >&2
-}
-
-bazel_cmd() {
-  (cd "${here}" && "${bazel}" --nohome_rc --max_idle_secs=300 \
-    --output_user_root="${output_root}" "$@")
-}
+# shellcheck source=../bazel_lib.sh
+source "${here}/../bazel_lib.sh"
 
 cleanup() {
   local status=$?
@@ -80,19 +60,6 @@ cleanup() {
     printf 'e2e: FAILED after %ds; logs in %s\n' $((SECONDS - started)) "${out}/logs" >&2
   fi
   exit "${status}"
-}
-
-# run_bazel LOG EXPECTED_STATUS ARGS...: runs Bazel into LOG and checks its
-# exit status (0 success, 1 build failure, 3 test failure).
-run_bazel() {
-  local log="${out}/logs/$1.log" want="$2" status=0
-  shift 2
-  printf '$ bazel %s\n' "$*" >"${log}"
-  bazel_cmd "$@" >>"${log}" 2>&1 || status=$?
-  if [[ ${status} -ne ${want} ]]; then
-    show_log "${log}"
-    die "'bazel $1 ...' exited with ${status}, want ${want} (log: ${log})"
-  fi
 }
 
 # --- Preconditions ----------------------------------------------------------

@@ -1,0 +1,46 @@
+# Helpers of the real-Bazel end-to-end scripts (tests/bazel_e2e/run.sh,
+# tests/bazel_consumer/run.sh). Source it after setting:
+#   prefix       the word every line starts with ("e2e", "consumer")
+#   here         the Bazel workspace directory
+#   bazel        the Bazel binary
+#   out          the output directory (logs in ${out}/logs)
+#   output_root  Bazel's --output_user_root
+# It defines checks (the number of passed checks), say, ok, die, show_log,
+# bazel_cmd and run_bazel.
+
+checks=0
+
+say() { printf '%s: %s\n' "${prefix}" "$*"; }
+ok() {
+  checks=$((checks + 1))
+  printf '%s:   ok: %s\n' "${prefix}" "$*"
+}
+die() {
+  printf '%s: FAIL: %s\n' "${prefix}" "$*" >&2
+  exit 1
+}
+
+# Shows the end of a Bazel log after a failure.
+show_log() {
+  printf '%s: ---- last lines of %s ----\n' "${prefix}" "$1" >&2
+  tail -n 80 "$1" >&2 || true
+  printf '%s: ----\n' "${prefix}" >&2
+}
+
+bazel_cmd() {
+  (cd "${here}" && "${bazel}" --nohome_rc --max_idle_secs=300 \
+    --output_user_root="${output_root}" "$@")
+}
+
+# run_bazel LOG EXPECTED_STATUS ARGS...: runs Bazel into LOG and checks its
+# exit status (0 success, 1 build failure, 3 test failure).
+run_bazel() {
+  local log="${out}/logs/$1.log" want="$2" status=0
+  shift 2
+  printf '$ bazel %s\n' "$*" >"${log}"
+  bazel_cmd "$@" >>"${log}" 2>&1 || status=$?
+  if [[ ${status} -ne ${want} ]]; then
+    show_log "${log}"
+    die "'bazel $1 ...' exited with ${status}, want ${want} (log: ${log})"
+  fi
+}
