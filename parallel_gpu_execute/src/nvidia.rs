@@ -14,9 +14,9 @@
 //!   `nvidia.runtime` puts a tmpfs there), shows entries without their
 //!   `information` (nvidia-docker 1), or lists other GPUs than the
 //!   container's own, the device nodes are what CUDA opens. `/dev` is looked
-//!   at only when the host has NVIDIA devices at all (`/dev/nvidiactl`,
-//!   `/proc/driver/nvidia`, or a `/proc` entry), so that an AMD host pays two
-//!   failed lookups, not a scan of `/dev`.
+//!   at only when the host has NVIDIA devices at all (a
+//!   `/proc/driver/nvidia/gpus` directory, or `/dev/nvidiactl`), so that an
+//!   AMD host pays two failed lookups, not a scan of `/dev`.
 //! - A MIG-partitioned GPU is one GPU here: its instances are
 //!   `/dev/nvidia-caps/*`, which name no CUDA device by number.
 //!
@@ -157,10 +157,10 @@ const MINOR_BITS: u64 = 256;
 pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Gpu<'_>)) -> Option<Census> {
     let mut census = Census::default();
     let mut named = [0u64; (MINOR_BITS / 64) as usize];
-    let mut proc_entries = 0u32;
-    if let Some(dir) = host_path(sysroot, b"/proc/driver/nvidia/gpus").and_then(|p| open_dir(p.as_cstr()).ok()) {
+    let proc_dir = host_path(sysroot, b"/proc/driver/nvidia/gpus").and_then(|p| open_dir(p.as_cstr()).ok());
+    let proc_seen = proc_dir.is_some();
+    if let Some(dir) = proc_dir {
         let _ = for_each_entry(&dir, |name, _| {
-            proc_entries = proc_entries.saturating_add(1);
             let entry = name.to_bytes();
             let info = read_information(&dir, entry);
             let Some((info, minor)) = info.as_ref().and_then(|i| i.device_minor.map(|m| (i, m))) else {
@@ -182,9 +182,10 @@ pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Gpu<'_>)) -> Option<Census>
             ControlFlow::Continue(())
         });
     }
-    let has_nvidia = proc_entries > 0
-        || exists(host_path(sysroot, b"/dev/nvidiactl"))
-        || exists(host_path(sysroot, b"/proc/driver/nvidia"));
+    // `/proc/driver/nvidia/gpus` exists (even emptied, as LXD leaves it)
+    // wherever the driver is loaded and /proc is not hidden; else the
+    // control node tells.
+    let has_nvidia = proc_seen || exists(host_path(sysroot, b"/dev/nvidiactl"));
     if has_nvidia {
         if let Some(dev) = host_path(sysroot, b"/dev").and_then(|p| open_dir(p.as_cstr()).ok()) {
             let _ = for_each_entry(&dev, |name, _| {
