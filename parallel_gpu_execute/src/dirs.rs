@@ -87,8 +87,13 @@ pub fn for_each_line_at<const N: usize>(
 
 /// `<sysroot><absolute>`: a host path under the fake-hardware prefix (the
 /// real root when `sysroot` is empty).
+///
+/// Built in place (not through `StackPath::from_bytes(..).ok()`, whose
+/// `Result` to `Option` conversion copies the 4 KiB buffer through a second
+/// one on the stack).
 pub fn host_path(sysroot: &[u8], absolute: &[u8]) -> Option<StackPath> {
-    let mut p = StackPath::from_bytes(sysroot).ok()?;
+    let mut p = StackPath::new();
+    p.push(sysroot).ok()?;
     p.push(absolute).ok()?;
     Some(p)
 }

@@ -164,7 +164,9 @@ pub fn render_access(sysroot: &[u8], props: &NodeProperties) -> Access {
 
 /// `<sysroot>/dev/dri/renderD<minor>`.
 pub fn render_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
-    let mut path = host_path(sysroot, b"/dev/dri/renderD")?;
+    let mut path = StackPath::new();
+    path.push(sysroot).ok()?;
+    path.push(b"/dev/dri/renderD").ok()?;
     path.push_u64(minor).ok()?;
     Some(path)
 }

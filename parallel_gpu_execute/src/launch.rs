@@ -30,13 +30,14 @@ use wrapper_common::runfiles::{Runfiles, manifest_path, rlocation_from_cwd};
 /// it has no slash). Fails with 127/126 when that is not an executable file.
 #[inline(never)]
 pub fn resolve_test(test: &CStr) -> Result<StackPath, Error> {
-    let bytes = test.to_bytes();
-    if let Some(found) = runfiles_lookup(bytes) {
-        return Ok(exec::resolve(found.as_cstr())?);
-    }
-    Ok(exec::resolve(test)?)
+    let found = runfiles_lookup(test.to_bytes());
+    let name = found.as_ref().map_or(test, |f| f.as_cstr());
+    Ok(exec::resolve(name)?)
 }
 
+/// Never inlined: its runfiles paths then leave the stack before the test
+/// is checked, instead of adding to the deepest frame.
+#[inline(never)]
 fn runfiles_lookup(test: &[u8]) -> Option<StackPath> {
     let rlocation = rlocation_from_cwd(test, env::var_nonempty(b"TEST_WORKSPACE")?)?;
     let srcdir = env::var_nonempty(b"TEST_SRCDIR");

@@ -210,17 +210,28 @@ fn runfiles_dir() -> Option<&'static [u8]> {
 
 /// Finds `rocminfo` in the runfiles: a path ending in `/bin/rocminfo` that is
 /// an executable file.
+///
+/// The manifest scan and the tree walk are never inlined here: each has
+/// kilobytes of buffers, and only the one that runs should have its stack
+/// pages probed and faulted in.
 pub fn find() -> Option<StackPath> {
     let dir = runfiles_dir();
     if let Some(manifest) = manifest_path(dir) {
         return find_in_manifest(manifest.as_cstr(), dir);
     }
-    let mut path = StackPath::from_bytes(dir?).ok()?;
-    let root = open_dir(path.as_cstr()).ok()?;
-    let mut ancestors = [(0u64, 0u64); MAX_DEPTH + 1];
-    walk(&root, &mut path, false, &mut ancestors, 0)
+    find_in_tree(dir?)
 }
 
+#[inline(never)]
+fn find_in_tree(dir: &[u8]) -> Option<StackPath> {
+    let mut path = StackPath::new();
+    path.push(dir).ok()?;
+    let root = open_dir(path.as_cstr()).ok()?;
+    let mut ancestors = [(0u64, 0u64); MAX_DEPTH + 1];
+    walk(&root, &mut path, false, &mut ancestors, 0).then_some(path)
+}
+
+#[inline(never)]
 fn find_in_manifest(manifest: &CStr, dir: Option<&[u8]>) -> Option<StackPath> {
     let mut found = None;
     let mut rlocation = StackPath::new();
@@ -251,17 +262,20 @@ fn find_in_manifest(manifest: &CStr, dir: Option<&[u8]>) -> Option<StackPath> {
 /// Depth-first search for `bin/rocminfo` below `dir` (whose path is `path`),
 /// following symlinks. `ancestors` holds the (device, inode) of each
 /// directory on the current path, so a symlink loop is not followed.
+/// True when found, with `path` left naming it; else `path` is as it was.
+/// The path is built in the one buffer, so each level of the recursion
+/// adds only its directory read to the stack.
 fn walk(
     dir: &OwnedFd,
     path: &mut StackPath,
     in_bin: bool,
     ancestors: &mut [(u64, u64); MAX_DEPTH + 1],
     depth: usize,
-) -> Option<StackPath> {
-    let st = rustix::fs::fstat(dir).ok()?;
+) -> bool {
+    let Ok(st) = rustix::fs::fstat(dir) else { return false };
     let id = (st.st_dev, st.st_ino);
     if ancestors[..depth].contains(&id) {
-        return None;
+        return false;
     }
     ancestors[depth] = id;
     let saved = path.len();
@@ -278,20 +292,20 @@ fn walk(
             }
             _ => false,
         };
-        let result = if in_bin && name_bytes == b"rocminfo" && !is_dir && check_executable(path.as_cstr()).is_ok() {
-            Some(path.clone())
+        let found = if in_bin && name_bytes == b"rocminfo" && !is_dir {
+            check_executable(path.as_cstr()).is_ok()
         } else if is_dir && depth < MAX_DEPTH {
-            open_dir_at(dir, name).ok().and_then(|sub| walk(&sub, path, name_bytes == b"bin", ancestors, depth + 1))
+            open_dir_at(dir, name).is_ok_and(|sub| walk(&sub, path, name_bytes == b"bin", ancestors, depth + 1))
         } else {
-            None
+            false
         };
-        path.truncate(saved);
-        match result {
-            Some(p) => ControlFlow::Break(p),
-            None => ControlFlow::Continue(()),
+        if found {
+            return ControlFlow::Break(());
         }
+        path.truncate(saved);
+        ControlFlow::Continue(())
     });
-    found.ok().flatten()
+    matches!(found, Ok(Some(())))
 }
 
 /// What running rocminfo gave.
@@ -305,6 +319,7 @@ pub struct Report {
 /// Runs `rocminfo` with its stdout on a pipe and counts GPU agents,
 /// calling `on_gpu` with each one's name. stderr and stdin are the
 /// wrapper's own.
+#[inline(never)]
 pub fn run(path: &StackPath, mut on_gpu: impl FnMut(&[u8])) -> Result<Report, Errno> {
     let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let argv: [*const c_char; 2] = [path.as_cstr().as_ptr(), std::ptr::null()];

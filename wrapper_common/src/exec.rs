@@ -29,7 +29,7 @@ impl ExecFailure {
     /// True when nothing was found at all (exit 127) rather than found but
     /// not executable (exit 126).
     pub fn is_not_found(&self) -> bool {
-        matches!(self.errno, Errno::NOENT | Errno::NOTDIR | Errno::NAMETOOLONG | Errno::LOOP)
+        not_found(self.errno)
     }
 
     pub fn exit_code(&self) -> u8 {
@@ -42,6 +42,11 @@ impl fmt::Display for ExecFailure {
         let what = if self.is_not_found() { "not found" } else { "cannot execute" };
         write!(f, "{what}: {}: {}", Bytes(self.path.as_bytes()), self.errno)
     }
+}
+
+/// Errors that mean "nothing there" (127) rather than "cannot run it" (126).
+fn not_found(errno: Errno) -> bool {
+    matches!(errno, Errno::NOENT | Errno::NOTDIR | Errno::NAMETOOLONG | Errno::LOOP)
 }
 
 fn has_slash(name: &[u8]) -> bool {
@@ -65,44 +70,66 @@ fn join(dir: &[u8], name: &[u8]) -> Option<StackPath> {
 /// Finds the file `exec` would run, without running it: `name` itself when it
 /// contains a slash, else the first executable regular file named `name` in
 /// `PATH`. Used to fail fast (127/126) before waiting for a GPU.
+///
+/// The search itself keeps only an `Errno` and a slice per failure; the
+/// failure, with its path buffer, is built once, out of line, on the way
+/// out. So the common case (found) has one path buffer on the stack, not
+/// three (see the README's start-up cost notes). Never inlined, so that
+/// its callers' frames do not grow by its buffers.
+#[inline(never)]
 pub fn resolve(name: &CStr) -> Result<StackPath, ExecFailure> {
     let bytes = name.to_bytes();
     if bytes.is_empty() {
-        return Err(ExecFailure::new(bytes, Errno::NOENT));
+        return Err(failure(b"", bytes, Errno::NOENT));
     }
     if has_slash(bytes) {
-        check_executable(name)?;
-        return StackPath::from_bytes(bytes).map_err(|_| ExecFailure::new(bytes, Errno::NAMETOOLONG));
+        return match probe_executable(name) {
+            Ok(()) => StackPath::from_bytes(bytes).map_err(|_| failure(b"", bytes, Errno::NAMETOOLONG)),
+            Err(e) => Err(failure(b"", bytes, e)),
+        };
     }
     // As execvp: a candidate that exists but cannot be run is remembered,
     // and the search goes on; "not found" only when nothing was found.
-    let mut denied: Option<ExecFailure> = None;
+    let mut denied: Option<(&[u8], Errno)> = None;
     for dir in search_path().split(|&b| b == b':') {
         let Some(candidate) = join(dir, bytes) else { continue };
-        match check_executable(candidate.as_cstr()) {
+        match probe_executable(candidate.as_cstr()) {
             Ok(()) => return Ok(candidate),
-            Err(e) if !e.is_not_found() => {
-                denied.get_or_insert(e);
+            Err(e) if !not_found(e) => {
+                denied.get_or_insert((dir, e));
             }
             Err(_) => {}
         }
     }
-    Err(denied.unwrap_or_else(|| ExecFailure::new(bytes, Errno::NOENT)))
+    Err(match denied {
+        Some((dir, e)) => failure(if dir.is_empty() { b"." } else { dir }, bytes, e),
+        None => failure(b"", bytes, Errno::NOENT),
+    })
+}
+
+/// The failure for `dir/name` (just `name` when `dir` is empty).
+#[cold]
+#[inline(never)]
+fn failure(dir: &[u8], name: &[u8], errno: Errno) -> ExecFailure {
+    match join(dir, name).filter(|_| !dir.is_empty()) {
+        Some(path) => ExecFailure { path, errno },
+        None => ExecFailure::new(name, errno),
+    }
 }
 
 /// Is `path` a regular file this process may execute?
 pub fn check_executable(path: &CStr) -> Result<(), ExecFailure> {
-    let fail = |e| Err(ExecFailure::new(path.to_bytes(), e));
-    match rustix::fs::stat(path) {
-        Ok(st) if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile => {
-            fail(Errno::ACCESS)
-        }
-        Ok(_) => match rustix::fs::access(path, rustix::fs::Access::EXEC_OK) {
-            Ok(()) => Ok(()),
-            Err(e) => fail(e),
-        },
-        Err(e) => fail(e),
+    probe_executable(path).map_err(|e| failure(b"", path.to_bytes(), e))
+}
+
+/// [`check_executable`] without the failure's path buffer: `EACCES` for
+/// anything but a regular file, else what `access(X_OK)` says.
+fn probe_executable(path: &CStr) -> Result<(), Errno> {
+    let st = rustix::fs::stat(path)?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(Errno::ACCESS);
     }
+    rustix::fs::access(path, rustix::fs::Access::EXEC_OK)
 }
 
 /// `execve`, retried when interrupted. Returns only on failure.

@@ -77,6 +77,11 @@ impl ManifestEntry<'_> {
 
 /// Calls `f` for every well-formed entry of the manifest at `path`, in file
 /// order, until `f` breaks.
+///
+/// Never inlined, like [`manifest_lookup`]: the 16 KiB read buffer is then
+/// on the stack only while a manifest is read, not probed and faulted in by
+/// every caller that merely might read one.
+#[inline(never)]
 pub fn scan_manifest(
     path: &std::ffi::CStr,
     mut f: impl FnMut(&ManifestEntry<'_>) -> ControlFlow<()>,
@@ -95,6 +100,7 @@ pub fn scan_manifest(
 
 /// The target the manifest at `manifest` gives for `rlocation`, if any.
 /// Entries for empty files (no target) count as absent.
+#[inline(never)]
 pub fn manifest_lookup(manifest: &std::ffi::CStr, rlocation: &[u8]) -> Result<Option<StackPath>, Errno> {
     let mut found = None;
     let mut scratch = StackPath::new();
@@ -148,7 +154,8 @@ pub fn manifest_path(dir: Option<&[u8]>) -> Option<StackPath> {
     if let Some(named) = crate::env::var_nonempty(b"RUNFILES_MANIFEST_FILE") {
         return StackPath::from_bytes(named).ok();
     }
-    let mut in_dir = StackPath::from_bytes(dir?).ok()?;
+    let mut in_dir = StackPath::new();
+    in_dir.push(dir?).ok()?;
     in_dir.push_path(b"MANIFEST").ok()?;
     exists(&in_dir).then_some(in_dir)
 }
