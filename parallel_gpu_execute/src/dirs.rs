@@ -8,7 +8,7 @@ use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::ops::ControlFlow;
 use wrapper_common::StackPath;
-use wrapper_common::lines::{Line, for_each_line};
+use wrapper_common::lines::{Line, for_each_line_of_attribute};
 
 const DIR_FLAGS: OFlags = OFlags::DIRECTORY.union(OFlags::RDONLY).union(OFlags::CLOEXEC);
 
@@ -66,8 +66,9 @@ pub fn open_at(dir: impl AsFd, entry: &[u8], file: &[u8]) -> Option<OwnedFd> {
 }
 
 /// Calls `f` with each complete line of `<entry>/<file>` below `dir`, read
-/// through a stack buffer of `N` bytes (longer lines are skipped); `None`
-/// when the file cannot be opened or read.
+/// through a stack buffer of `N` bytes (longer lines are skipped) as a
+/// kernel attribute file, usually in one `read`; `None` when the file cannot
+/// be opened or read.
 pub fn for_each_line_at<const N: usize>(
     dir: impl AsFd,
     entry: &[u8],
@@ -76,7 +77,7 @@ pub fn for_each_line_at<const N: usize>(
 ) -> Option<()> {
     let fd = open_at(dir, entry, file)?;
     let mut buf = [0u8; N];
-    for_each_line(&fd, &mut buf, |Line { bytes, complete }| {
+    for_each_line_of_attribute(&fd, &mut buf, |Line { bytes, complete }| {
         if complete {
             f(bytes);
         }

@@ -63,6 +63,42 @@ pub fn for_each_line(
     }
 }
 
+/// [`for_each_line`] for a kernel attribute file (sysfs, procfs) or a small
+/// regular file, usually in one `read`: the kernel produces such a file
+/// whole on its first read, so a read that leaves room in `buf` is the
+/// whole file, and the second, end-of-file `read` is skipped (on a KFD host
+/// that is one system call per topology node). A file that fills `buf` is
+/// read again from its start, line by line. Not for pipes or sockets, whose
+/// reads may be short before the end.
+pub fn for_each_line_of_attribute(
+    fd: impl AsFd,
+    buf: &mut [u8],
+    mut f: impl FnMut(Line<'_>) -> ControlFlow<()>,
+) -> Result<(), Errno> {
+    let n = loop {
+        match rustix::io::read(fd.as_fd(), &mut *buf) {
+            Err(Errno::INTR) => continue,
+            other => break other?,
+        }
+    };
+    if n == buf.len() {
+        rustix::fs::seek(fd.as_fd(), rustix::fs::SeekFrom::Start(0))?;
+        return for_each_line(fd, buf, f);
+    }
+    let mut rest = &buf[..n];
+    while !rest.is_empty() {
+        let (line, next) = match rest.iter().position(|&b| b == b'\n') {
+            Some(nl) => (&rest[..nl], &rest[nl + 1..]),
+            None => (rest, &rest[rest.len()..]),
+        };
+        if f(Line { bytes: line, complete: true }).is_break() {
+            break;
+        }
+        rest = next;
+    }
+    Ok(())
+}
+
 /// Opens `path` for reading, close-on-exec, refusing to block on a FIFO.
 pub fn open_for_reading(path: &CStr) -> Result<OwnedFd, Errno> {
     rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY, Mode::empty())
@@ -134,6 +170,52 @@ mod tests {
         assert_eq!(got.len(), 5000);
         assert_eq!(got[4999].0, b"line4999");
         assert!(got.iter().all(|(_, c)| *c));
+    }
+
+    /// Lines of a regular file through [`for_each_line_of_attribute`].
+    fn attribute_lines(data: &[u8], bufsize: usize) -> Vec<(Vec<u8>, bool)> {
+        let mut file = tempfile_with(data);
+        let mut buf = vec![0u8; bufsize];
+        let mut out = Vec::new();
+        for_each_line_of_attribute(&mut file, &mut buf, |l| {
+            out.push((l.bytes.to_vec(), l.complete));
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        out
+    }
+
+    fn tempfile_with(data: &[u8]) -> std::fs::File {
+        let dir = std::env::temp_dir().join(format!("lines-attr-{}-{}", std::process::id(), data.len()));
+        std::fs::write(&dir, data).unwrap();
+        let file = std::fs::File::open(&dir).unwrap();
+        std::fs::remove_file(&dir).unwrap();
+        file
+    }
+
+    #[test]
+    fn attribute_file_read_whole_gives_the_same_lines() {
+        for (data, bufsize) in [
+            (&b"a b\n\ncd\nlast"[..], 64),
+            (&b"simd_count 304\ndrm_render_minor 128\n"[..], 1024),
+            (&b""[..], 16),
+            // Fills the buffer: read again, line by line, from the start.
+            (&b"short\n0123456789ABCDEF\nnext\n"[..], 8),
+            (&b"1234567\n"[..], 8),
+        ] {
+            assert_eq!(attribute_lines(data, bufsize), lines_of(data, bufsize), "{:?}", String::from_utf8_lossy(data));
+        }
+    }
+
+    #[test]
+    fn attribute_file_of_many_lines_is_read_in_full() {
+        let mut data = Vec::new();
+        for i in 0..500 {
+            data.extend_from_slice(format!("key{i} {i}\n").as_bytes());
+        }
+        let got = attribute_lines(&data, 1024);
+        assert_eq!(got.len(), 500);
+        assert_eq!(got[499].0, b"key499 499");
     }
 
     #[test]
