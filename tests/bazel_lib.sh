@@ -6,7 +6,7 @@
 #   out          the output directory (logs in ${out}/logs)
 #   output_root  Bazel's --output_user_root
 # It defines checks (the number of passed checks), say, ok, die, show_log,
-# bazel_cmd and run_bazel.
+# bazel_cmd, run_bazel and stop_bazel.
 
 checks=0
 
@@ -42,5 +42,16 @@ run_bazel() {
   if [[ ${status} -ne ${want} ]]; then
     show_log "${log}"
     die "'bazel $1 ...' exited with ${status}, want ${want} (log: ${log})"
+  fi
+}
+
+# stop_bazel [keep]: stops the Bazel server and, unless "keep" is
+# given, removes its output root (read-only files included).
+stop_bazel() {
+  [[ -d "${output_root}" ]] || return 0
+  bazel_cmd shutdown >/dev/null 2>&1 || true
+  if [[ "${1:-}" != keep ]]; then
+    chmod -R u+w "${output_root}" 2>/dev/null || true
+    rm -rf "${output_root}"
   fi
 }

@@ -191,10 +191,21 @@ impl Context<'_> {
         c
     }
 
-    pub(crate) fn pge_rocminfo(&self, key: Key, label: &str, srcdir: &Path, lock_name: &str) -> Case {
-        let mut c = self.pge(key, label, srcdir, &srcdir.join(WORKSPACE), &self.empty_sysroot, lock_name);
-        c.expect.extend(["on GPU(s) 0".to_string(), "ROCR_VISIBLE_DEVICES=0\n".to_string()]);
-        c
+    /// parallel_gpu_execute finding rocminfo in the runfiles: through the
+    /// MANIFEST of `with_manifest`, and by walking `walk` (a view of a tree
+    /// without one). Lock directories `<lock_prefix>-manifest` and `-walk`.
+    pub(crate) fn pge_rocminfo(&self, with_manifest: &Path, walk: &Path, lock_prefix: &str) -> [Case; 2] {
+        [
+            (Key::PgeRocminfoManifest, "with MANIFEST", with_manifest, "manifest"),
+            (Key::PgeRocminfoWalk, "no MANIFEST (walk)", walk, "walk"),
+        ]
+        .map(|(key, how, srcdir, lock)| {
+            let label = format!("parallel_gpu_execute, rocminfo in the runfiles, {how}");
+            let lock_name = format!("{lock_prefix}-{lock}");
+            let mut c = self.pge(key, &label, srcdir, &srcdir.join(WORKSPACE), &self.empty_sysroot, &lock_name);
+            c.expect.extend(["on GPU(s) 0".to_string(), "ROCR_VISIBLE_DEVICES=0\n".to_string()]);
+            c
+        })
     }
 
     pub(crate) fn classic(&self, label: &str, tree: &Tree, lock_name: &str) -> Case {

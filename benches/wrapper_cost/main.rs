@@ -187,20 +187,9 @@ fn main() {
             ctx.pge_pass_through(&small_plain),
             ctx.pge_tf_gpu_count(&small_plain),
             ctx.pge_kfd(&small_plain, "kfd-small"),
-            ctx.pge_rocminfo(
-                Key::PgeRocminfoManifest,
-                "parallel_gpu_execute, rocminfo in the runfiles, with MANIFEST",
-                small_rocm.srcdir(),
-                "rocminfo-small",
-            ),
-            ctx.pge_rocminfo(
-                Key::PgeRocminfoWalk,
-                "parallel_gpu_execute, rocminfo in the runfiles, no MANIFEST (walk)",
-                &small_view,
-                "rocminfo-small-walk",
-            ),
         ],
     };
+    small.cases.extend(ctx.pge_rocminfo(small_rocm.srcdir(), &small_view, "rocminfo-small"));
     small.cases.extend(ctx.musl(&small_plain));
     small.cases.extend(ctx.sanitizer(&small_plain));
     small.cases.push(ctx.classic("classic bash wrapper, rocminfo in the runfiles", &small_rocm, "classic-small"));
@@ -210,25 +199,10 @@ fn main() {
         title: large_title,
         rounds: settings.large_rounds,
         judged: false,
-        cases: vec![
-            ctx.direct(&large),
-            ctx.floor(&large),
-            ctx.pge_kfd(&large, "kfd-large"),
-            ctx.pge_rocminfo(
-                Key::PgeRocminfoManifest,
-                "parallel_gpu_execute, rocminfo in the runfiles, with MANIFEST",
-                large.srcdir(),
-                "rocminfo-large-manifest",
-            ),
-            ctx.pge_rocminfo(
-                Key::PgeRocminfoWalk,
-                "parallel_gpu_execute, rocminfo in the runfiles, no MANIFEST (walk)",
-                &large_view,
-                "rocminfo-large-walk",
-            ),
-            ctx.classic("classic bash wrapper, rocminfo in the runfiles", &large, "classic-large"),
-        ],
+        cases: vec![ctx.direct(&large), ctx.floor(&large), ctx.pge_kfd(&large, "kfd-large")],
     };
+    large_group.cases.extend(ctx.pge_rocminfo(large.srcdir(), &large_view, "rocminfo-large"));
+    large_group.cases.push(ctx.classic("classic bash wrapper, rocminfo in the runfiles", &large, "classic-large"));
 
     let devnull = open_devnull();
     let attr = Attr::new();

@@ -162,7 +162,9 @@ pub fn render_access(sysroot: &[u8], props: &NodeProperties) -> Access {
     }
 }
 
-/// `<sysroot>/dev/dri/renderD<minor>`.
+/// `<sysroot>/dev/dri/renderD<minor>`, built in its one buffer: through
+/// [`host_path`] and a push, the buffer would be moved out of an `Option`
+/// and back, with a second 4 KiB copy on the stack.
 pub fn render_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
     let mut path = StackPath::new();
     path.push(sysroot).ok()?;

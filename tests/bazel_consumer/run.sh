@@ -28,11 +28,7 @@ source "${here}/../bazel_lib.sh"
 
 cleanup() {
   local status=$?
-  if [[ -d "${output_root}" ]]; then
-    bazel_cmd shutdown >/dev/null 2>&1 || true
-    chmod -R u+w "${output_root}" 2>/dev/null || true
-    rm -rf "${output_root}"
-  fi
+  stop_bazel
   ((status == 0)) || printf 'consumer: FAILED after %ds; logs in %s\n' $((SECONDS - started)) "${out}/logs" >&2
   exit "${status}"
 }

@@ -45,13 +45,7 @@ source "${here}/../bazel_lib.sh"
 
 cleanup() {
   local status=$?
-  if [[ -d "${output_root}" ]]; then
-    bazel_cmd shutdown >/dev/null 2>&1 || true
-    if [[ "${E2E_KEEP_OUTPUT:-0}" != 1 ]]; then
-      chmod -R u+w "${output_root}" 2>/dev/null || true
-      rm -rf "${output_root}"
-    fi
-  fi
+  if [[ "${E2E_KEEP_OUTPUT:-0}" == 1 ]]; then stop_bazel keep; else stop_bazel; fi
   if [[ "${shared}" != "${out}/shared" ]]; then
     chmod -R u+w "${shared}" 2>/dev/null || true
     rm -rf "${shared}"

@@ -80,12 +80,12 @@ fn join(dir: &[u8], name: &[u8]) -> Option<StackPath> {
 pub fn resolve(name: &CStr) -> Result<StackPath, ExecFailure> {
     let bytes = name.to_bytes();
     if bytes.is_empty() {
-        return Err(failure(b"", bytes, Errno::NOENT));
+        return Err(failure(None, bytes, Errno::NOENT));
     }
     if has_slash(bytes) {
         return match probe_executable(name) {
-            Ok(()) => StackPath::from_bytes(bytes).map_err(|_| failure(b"", bytes, Errno::NAMETOOLONG)),
-            Err(e) => Err(failure(b"", bytes, e)),
+            Ok(()) => StackPath::from_bytes(bytes).map_err(|_| failure(None, bytes, Errno::NAMETOOLONG)),
+            Err(e) => Err(failure(None, bytes, e)),
         };
     }
     // As execvp: a candidate that exists but cannot be run is remembered,
@@ -102,16 +102,17 @@ pub fn resolve(name: &CStr) -> Result<StackPath, ExecFailure> {
         }
     }
     Err(match denied {
-        Some((dir, e)) => failure(if dir.is_empty() { b"." } else { dir }, bytes, e),
-        None => failure(b"", bytes, Errno::NOENT),
+        Some((dir, e)) => failure(Some(dir), bytes, e),
+        None => failure(None, bytes, Errno::NOENT),
     })
 }
 
-/// The failure for `dir/name` (just `name` when `dir` is empty).
+/// The failure for `name` tried in the PATH entry `dir` (as [`join`] names
+/// it), or for `name` itself.
 #[cold]
 #[inline(never)]
-fn failure(dir: &[u8], name: &[u8], errno: Errno) -> ExecFailure {
-    match join(dir, name).filter(|_| !dir.is_empty()) {
+fn failure(dir: Option<&[u8]>, name: &[u8], errno: Errno) -> ExecFailure {
+    match dir.and_then(|dir| join(dir, name)) {
         Some(path) => ExecFailure { path, errno },
         None => ExecFailure::new(name, errno),
     }
@@ -119,7 +120,7 @@ fn failure(dir: &[u8], name: &[u8], errno: Errno) -> ExecFailure {
 
 /// Is `path` a regular file this process may execute?
 pub fn check_executable(path: &CStr) -> Result<(), ExecFailure> {
-    probe_executable(path).map_err(|e| failure(b"", path.to_bytes(), e))
+    probe_executable(path).map_err(|e| failure(None, path.to_bytes(), e))
 }
 
 /// [`check_executable`] without the failure's path buffer: `EACCES` for

@@ -21,14 +21,34 @@ pub struct Line<'a> {
 
 /// Reads `fd` to the end (or until `f` breaks), calling `f` for each line.
 /// A last line without a trailing newline is passed too.
-pub fn for_each_line(
+pub fn for_each_line(fd: impl AsFd, buf: &mut [u8], f: impl FnMut(Line<'_>) -> ControlFlow<()>) -> Result<(), Errno> {
+    scan_lines(fd, buf, false, f)
+}
+
+/// [`for_each_line`] for a kernel attribute file (sysfs, procfs) or a small
+/// regular file: a `read` that returns less than it was asked for is taken
+/// as the end, so the second, end-of-file `read` is skipped (on a KFD host
+/// that is one system call per topology node). The kernel produces such a
+/// file whole on its first read; a larger file fills each read and is read
+/// on. Not for pipes or sockets, whose reads may be short before the end.
+pub fn for_each_line_of_attribute(
     fd: impl AsFd,
     buf: &mut [u8],
+    f: impl FnMut(Line<'_>) -> ControlFlow<()>,
+) -> Result<(), Errno> {
+    scan_lines(fd, buf, true, f)
+}
+
+fn scan_lines(
+    fd: impl AsFd,
+    buf: &mut [u8],
+    short_read_is_end: bool,
     mut f: impl FnMut(Line<'_>) -> ControlFlow<()>,
 ) -> Result<(), Errno> {
     let (mut start, mut end) = (0usize, 0usize);
     // Inside an over-long line whose beginning was already passed on.
     let mut skipping = false;
+    let mut at_end = false;
     loop {
         while let Some(nl) = buf[start..end].iter().position(|&b| b == b'\n') {
             if !skipping && f(Line { bytes: &buf[start..start + nl], complete: true }).is_break() {
@@ -47,10 +67,14 @@ pub fn for_each_line(
             skipping = true;
             end = 0;
         }
-        let n = loop {
-            match rustix::io::read(fd.as_fd(), &mut buf[end..]) {
-                Err(Errno::INTR) => continue,
-                other => break other?,
+        let n = if at_end {
+            0
+        } else {
+            loop {
+                match rustix::io::read(fd.as_fd(), &mut buf[end..]) {
+                    Err(Errno::INTR) => continue,
+                    other => break other?,
+                }
             }
         };
         if n == 0 {
@@ -59,44 +83,9 @@ pub fn for_each_line(
             }
             return Ok(());
         }
+        at_end = short_read_is_end && n < buf.len() - end;
         end += n;
     }
-}
-
-/// [`for_each_line`] for a kernel attribute file (sysfs, procfs) or a small
-/// regular file, usually in one `read`: the kernel produces such a file
-/// whole on its first read, so a read that leaves room in `buf` is the
-/// whole file, and the second, end-of-file `read` is skipped (on a KFD host
-/// that is one system call per topology node). A file that fills `buf` is
-/// read again from its start, line by line. Not for pipes or sockets, whose
-/// reads may be short before the end.
-pub fn for_each_line_of_attribute(
-    fd: impl AsFd,
-    buf: &mut [u8],
-    mut f: impl FnMut(Line<'_>) -> ControlFlow<()>,
-) -> Result<(), Errno> {
-    let n = loop {
-        match rustix::io::read(fd.as_fd(), &mut *buf) {
-            Err(Errno::INTR) => continue,
-            other => break other?,
-        }
-    };
-    if n == buf.len() {
-        rustix::fs::seek(fd.as_fd(), rustix::fs::SeekFrom::Start(0))?;
-        return for_each_line(fd, buf, f);
-    }
-    let mut rest = &buf[..n];
-    while !rest.is_empty() {
-        let (line, next) = match rest.iter().position(|&b| b == b'\n') {
-            Some(nl) => (&rest[..nl], &rest[nl + 1..]),
-            None => (rest, &rest[rest.len()..]),
-        };
-        if f(Line { bytes: line, complete: true }).is_break() {
-            break;
-        }
-        rest = next;
-    }
-    Ok(())
 }
 
 /// Opens `path` for reading, close-on-exec, refusing to block on a FIFO.
@@ -199,7 +188,7 @@ mod tests {
             (&b"a b\n\ncd\nlast"[..], 64),
             (&b"simd_count 304\ndrm_render_minor 128\n"[..], 1024),
             (&b""[..], 16),
-            // Fills the buffer: read again, line by line, from the start.
+            // Fills the buffer: each read is full, so reading goes on to the end.
             (&b"short\n0123456789ABCDEF\nnext\n"[..], 8),
             (&b"1234567\n"[..], 8),
         ] {
