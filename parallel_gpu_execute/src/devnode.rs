@@ -59,9 +59,9 @@ impl Access {
 
 /// Opens `path` read-write (and closes it again), as the GPU runtimes open
 /// their device nodes.
-pub fn open_device(path: &CBuf<4096>) -> Access {
+pub fn open_device(path: &CStr) -> Access {
     let flags = OFlags::RDWR | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
-    match rustix::fs::open(path.as_cstr(), flags, Mode::empty()) {
+    match rustix::fs::open(path, flags, Mode::empty()) {
         Ok(_) => Access::Opened,
         Err(Errno::NOENT | Errno::NOTDIR) => Access::Missing,
         Err(e @ (Errno::ACCESS | Errno::PERM)) => Access::Denied(e),

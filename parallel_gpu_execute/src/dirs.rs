@@ -7,8 +7,13 @@ use rustix::io::Errno;
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::ops::ControlFlow;
-use wrapper_common::StackPath;
 use wrapper_common::lines::{Line, for_each_line_of_attribute};
+use wrapper_common::{CBuf, StackPath, with_joined};
+
+/// `<entry>/<file>` below a directory: an entry name is at most 255 bytes
+/// (`NAME_MAX`) and the file names joined to it are short words, so this
+/// small buffer holds any such path that can exist.
+pub type EntryPath = CBuf<320>;
 
 const DIR_FLAGS: OFlags = OFlags::DIRECTORY.union(OFlags::RDONLY).union(OFlags::CLOEXEC);
 
@@ -59,7 +64,7 @@ pub fn count_entries(path: &CStr, mut keep: impl FnMut(&[u8]) -> bool) -> Option
 
 /// Opens `<entry>/<file>` below the directory `dir` for reading.
 pub fn open_at(dir: impl AsFd, entry: &[u8], file: &[u8]) -> Option<OwnedFd> {
-    let mut rel = StackPath::from_bytes(entry).ok()?;
+    let mut rel = EntryPath::from_bytes(entry).ok()?;
     rel.push_path(file).ok()?;
     let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
     rustix::fs::openat(dir, rel.as_cstr(), flags, Mode::empty()).ok()
@@ -86,15 +91,27 @@ pub fn for_each_line_at<const N: usize>(
     .ok()
 }
 
-/// `<sysroot><absolute>`: a host path under the fake-hardware prefix (the
-/// real root when `sysroot` is empty).
+/// Calls `f` with the host path `<sysroot><absolute>`, followed by `number`
+/// in decimal when given (`/dev/nvidia` and 3: `/dev/nvidia3`); `None`
+/// when no such path can be built. Built in a short buffer
+/// ([`with_joined`]): the counting paths carry no 4 KiB path buffer.
+pub fn with_host_path<R>(
+    sysroot: &[u8],
+    absolute: &[u8],
+    number: Option<u64>,
+    f: impl FnOnce(&CStr) -> R,
+) -> Option<R> {
+    with_joined(&[sysroot, absolute], number, f)
+}
+
+/// `<sysroot><absolute>`, as a `StackPath` to keep (messages, `--list`).
+/// The counting paths use [`with_host_path`] instead.
 ///
 /// Built in place (not through `StackPath::from_bytes(..).ok()`, whose
 /// `Result` to `Option` conversion copies the 4 KiB buffer through a second
 /// one on the stack).
 pub fn host_path(sysroot: &[u8], absolute: &[u8]) -> Option<StackPath> {
     let mut p = StackPath::new();
-    p.push(sysroot).ok()?;
-    p.push(absolute).ok()?;
+    p.push_all(&[sysroot, absolute], None).ok()?;
     Some(p)
 }

@@ -14,7 +14,6 @@
 
 use crate::cli::Flag;
 use std::fmt;
-use wrapper_common::StackPath;
 use wrapper_common::diag::{Bytes, Excerpt};
 use wrapper_common::exec::ExecFailure;
 
@@ -70,26 +69,30 @@ pub enum Error {
         test: String,
         profile: crate::settings::Profile,
     },
+    // The paths below are on the heap: an error travels up through the
+    // `Result` slot of every caller, and a 4 KiB `StackPath` there would put
+    // 4 KiB on each of their frames, faulted in at start-up even on the
+    // paths that never fail (README, "Where the time goes").
     /// The lock directory is missing and cannot be created, or is unusable.
     LockDir {
-        dir: StackPath,
+        dir: Box<[u8]>,
         action: &'static str,
         errno: rustix::io::Errno,
     },
     /// A lock file cannot be created in an existing directory.
     LockFileCreate {
-        path: StackPath,
+        path: Box<[u8]>,
         errno: rustix::io::Errno,
     },
     /// Something other than a regular file sits at a lock path.
     UnsafeLockPath {
-        path: StackPath,
+        path: Box<[u8]>,
         what: &'static str,
     },
     /// Any other failing system call, named.
     System {
         what: &'static str,
-        path: Option<StackPath>,
+        path: Option<Box<[u8]>>,
         errno: rustix::io::Errno,
     },
     /// The test could not be executed.
@@ -106,8 +109,8 @@ impl Error {
     }
 }
 
-fn path_of(p: &Option<StackPath>) -> Bytes<'_> {
-    Bytes(p.as_ref().map(StackPath::as_bytes).unwrap_or(b""))
+fn path_of(p: &Option<Box<[u8]>>) -> Bytes<'_> {
+    Bytes(p.as_deref().unwrap_or(b""))
 }
 
 impl fmt::Display for Error {
@@ -167,16 +170,16 @@ impl fmt::Display for Error {
             Error::LockDir { dir, action, errno } => write!(
                 f,
                 "lock directory {}: cannot {action}: {errno} (under Bazel's sandbox, make it writable with --sandbox_writable_path={})",
-                Excerpt(dir.as_bytes()),
-                Excerpt(dir.as_bytes())
+                Excerpt(dir),
+                Excerpt(dir)
             ),
             Error::LockFileCreate { path, errno } => write!(
                 f,
                 "cannot create lock file {}: {errno} (under Bazel's sandbox, make its directory writable with --sandbox_writable_path)",
-                Bytes(path.as_bytes())
+                Bytes(path)
             ),
             Error::UnsafeLockPath { path, what } => {
-                write!(f, "refusing lock path {}: it is {what}, not a regular file", Bytes(path.as_bytes()))
+                write!(f, "refusing lock path {}: it is {what}, not a regular file", Bytes(path))
             }
             Error::System { what, path, errno } => {
                 if path.is_some() {
@@ -211,7 +214,7 @@ mod tests {
         assert!(message.len() < Excerpt::MAX + 100, "{}", message.len());
         let e = Error::BadPoolId { variable: "ROCR_VISIBLE_DEVICES", id: value };
         assert!(e.to_string().contains("...' is not usable in a lock file name"));
-        let dir = StackPath::from_bytes(&[b'd'; 4000]).unwrap();
+        let dir = vec![b'd'; 4000].into_boxed_slice();
         let e = Error::LockDir { dir, action: "open it", errno: rustix::io::Errno::NAMETOOLONG };
         let message = e.to_string();
         assert!(message.contains("...: cannot open it: File name too long"), "{message}");

@@ -70,6 +70,17 @@ pub struct Seen {
     pub nvidia: Option<nvidia::Census>,
 }
 
+impl Seen {
+    /// How many of `source`'s GPUs refused this user.
+    fn denied(&self, source: Source) -> u32 {
+        match source {
+            Source::Kfd => self.kfd.map_or(0, |c| c.denied),
+            Source::Nvidia => self.nvidia.map_or(0, |c| c.denied),
+            _ => 0,
+        }
+    }
+}
+
 /// The mixed-host rule (see the module documentation): which sysfs source
 /// answers, with its usable count; `None` when neither saw a GPU.
 pub fn choose(vendor: Option<Vendor>, seen: &Seen) -> Option<(u32, Source)> {
@@ -98,7 +109,9 @@ pub fn count(settings: &Settings) -> (u32, Option<Source>) {
     }
     let seen = Seen { kfd: kfd::census(settings.sysroot, |_| {}), nvidia: nvidia::census(settings.sysroot, |_| {}) };
     if let Some((n, source)) = choose(settings.vendor, &seen) {
-        warn_denied(settings.sysroot, source, &seen);
+        if seen.denied(source) > 0 {
+            warn_denied(settings.sysroot, source, &seen);
+        }
         return (n, Some(source));
     }
     if let Some(n) = rocminfo::count_gpus(|_| {}) {
@@ -111,6 +124,10 @@ pub fn count(settings: &Settings) -> (u32, Option<Source>) {
 
 /// One warning line for the chosen source's GPUs whose device node exists
 /// but refused this user: which node, the error, and the group it needs.
+/// Out of line and called only when there is something to say: its paths
+/// stay off the stack of every other run.
+#[cold]
+#[inline(never)]
 fn warn_denied(sysroot: &[u8], source: Source, seen: &Seen) {
     let (denied, first, path) = match source {
         Source::Kfd => {

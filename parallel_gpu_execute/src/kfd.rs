@@ -22,7 +22,7 @@
 //! its GPU agents, which `ROCR_VISIBLE_DEVICES` selects.
 
 use crate::devnode::{Access, open_device};
-use crate::dirs::{for_each_entry, for_each_line_at, host_path, open_dir};
+use crate::dirs::{for_each_entry, for_each_line_at, open_dir, with_host_path};
 use std::ops::ControlFlow;
 use wrapper_common::StackPath;
 use wrapper_common::numbers::parse_u64;
@@ -155,22 +155,18 @@ pub fn render_access(sysroot: &[u8], props: &NodeProperties) -> Access {
     match props.drm_render_minor {
         RenderMinor::Missing => Access::Unchecked,
         RenderMinor::Invalid => Access::Invalid,
-        RenderMinor::Value(minor) => match render_node_path(sysroot, minor) {
-            Some(path) => open_device(&path),
-            None => Access::Invalid,
-        },
+        RenderMinor::Value(minor) => {
+            with_host_path(sysroot, RENDER_NODE, Some(minor), open_device).unwrap_or(Access::Invalid)
+        }
     }
 }
 
-/// `<sysroot>/dev/dri/renderD<minor>`, built in its one buffer: through
-/// [`host_path`] and a push, the buffer would be moved out of an `Option`
-/// and back, with a second 4 KiB copy on the stack.
+/// A render node's path, less its minor.
+const RENDER_NODE: &[u8] = b"/dev/dri/renderD";
+
+/// `<sysroot>/dev/dri/renderD<minor>`, to keep (for a message).
 pub fn render_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
-    let mut path = StackPath::new();
-    path.push(sysroot).ok()?;
-    path.push(b"/dev/dri/renderD").ok()?;
-    path.push_u64(minor).ok()?;
-    Some(path)
+    with_host_path(sysroot, RENDER_NODE, Some(minor), |p| StackPath::from_bytes(p.to_bytes()).ok())?
 }
 
 /// Scans the topology, calling `visit` for every node (GPU or not, in
@@ -183,8 +179,7 @@ pub fn render_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
 /// README's start-up cost notes).
 #[inline(never)]
 pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Node<'_>)) -> Option<Census> {
-    let nodes_path = host_path(sysroot, b"/sys/class/kfd/kfd/topology/nodes")?;
-    let nodes = open_dir(nodes_path.as_cstr()).ok()?;
+    let nodes = with_host_path(sysroot, b"/sys/class/kfd/kfd/topology/nodes", None, open_dir)?.ok()?;
     let mut census = Census::default();
     for_each_entry(&nodes, |name, _| {
         if let Some(props) = read_node(&nodes, name.to_bytes()) {

@@ -13,14 +13,15 @@ use crate::telemetry::seconds;
 use rustix::fd::IntoRawFd;
 use rustix::fs::{Mode as FileMode, OFlags};
 use rustix::io::FdFlags;
-use std::ffi::{CStr, c_char};
+use std::ffi::{CStr, CString, c_char};
 use std::fmt::Write as _;
 use wrapper_common::StackPath;
 use wrapper_common::argv::Argv;
 use wrapper_common::diag::{self, Bytes};
 use wrapper_common::env::{self, EnvBuilder};
 use wrapper_common::exec;
-use wrapper_common::runfiles::{Runfiles, manifest_path, rlocation_from_cwd};
+use wrapper_common::runfiles::{exists_cstr, manifest_lookup, rlocation_parts, separator, with_manifest_path};
+use wrapper_common::with_joined;
 
 /// Where the test binary is: an absolute path as is; else
 /// `$TEST_SRCDIR/$TEST_WORKSPACE/<test without ./>` when it exists (a
@@ -28,22 +29,38 @@ use wrapper_common::runfiles::{Runfiles, manifest_path, rlocation_from_cwd};
 /// runfiles manifest (`$RUNFILES_MANIFEST_FILE`, else
 /// `$TEST_SRCDIR/MANIFEST`); else the word as given (searched in `PATH` when
 /// it has no slash). Fails with 127/126 when that is not an executable file.
+///
+/// On the GPU path, which allocates anyway: the paths are on the heap or in
+/// short buffers, not in 4 KiB stack buffers that every run would fault in.
 #[inline(never)]
-pub fn resolve_test(test: &CStr) -> Result<StackPath, Error> {
+pub fn resolve_test(test: &CStr) -> Result<CString, Error> {
     let found = runfiles_lookup(test.to_bytes());
-    let name = found.as_ref().map_or(test, |f| f.as_cstr());
-    Ok(exec::resolve(name)?)
+    Ok(exec::resolve(found.as_deref().unwrap_or(test))?)
 }
 
-/// Never inlined: its runfiles paths then leave the stack before the test
+/// `<TEST_SRCDIR>/<rlocation>` when it exists, else the manifest's entry
+/// for it. Never inlined: its paths then leave the stack before the test
 /// is checked, instead of adding to the deepest frame.
 #[inline(never)]
-fn runfiles_lookup(test: &[u8]) -> Option<StackPath> {
-    let rlocation = rlocation_from_cwd(test, env::var_nonempty(b"TEST_WORKSPACE")?)?;
+fn runfiles_lookup(test: &[u8]) -> Option<CString> {
+    let [repo, slash, path] = rlocation_parts(test, env::var_nonempty(b"TEST_WORKSPACE")?)?;
     let srcdir = env::var_nonempty(b"TEST_SRCDIR");
-    let runfiles =
-        Runfiles { dir: srcdir.and_then(|d| StackPath::from_bytes(d).ok()), manifest: manifest_path(srcdir) };
-    runfiles.rlocation(rlocation.as_bytes())
+    if let Some(dir) = srcdir {
+        let in_tree =
+            with_joined(&[dir, separator(dir), repo, slash, path], None, |p| exists_cstr(p).then(|| p.to_owned()));
+        if let Some(Some(found)) = in_tree {
+            return Some(found);
+        }
+    }
+    manifest_entry(srcdir, &[repo, slash, path].concat())
+}
+
+/// The manifest's target for `rlocation`. Out of line: its 4 KiB paths are
+/// on the stack only when the runfiles tree did not have the test.
+#[inline(never)]
+fn manifest_entry(srcdir: Option<&[u8]>, rlocation: &[u8]) -> Option<CString> {
+    let target = with_manifest_path(srcdir, |manifest| manifest_lookup(manifest, rlocation).ok().flatten())??;
+    Some(target.as_cstr().to_owned())
 }
 
 /// The test and its arguments, space-separated, as messages show them.
@@ -176,7 +193,7 @@ fn annotate(mode: Mode, ids: &[u8], grant: &Grant) {
 }
 
 /// Hands the granted locks to the test and execs it. Returns only on failure.
-pub fn exec_test(test: &StackPath, argv: &Argv, command: usize, mode: Mode, pool: &Pool, grant: Grant) -> Error {
+pub fn exec_test(test: &CStr, argv: &Argv, command: usize, mode: Mode, pool: &Pool, grant: Grant) -> Error {
     let block = &pool.ids[grant.start..grant.start + grant.fds.len()];
     let ids = comma_list(block.iter().map(|id| &id[..]));
     let mut env = test_environment(mode, &ids, block.len());
@@ -190,8 +207,8 @@ pub fn exec_test(test: &StackPath, argv: &Argv, command: usize, mode: Mode, pool
     annotate(mode, &ids, &grant);
     // Each profile's script's own wording.
     let on = if matches!(mode, Mode::Jax { .. }) { "accelerator" } else { "GPU(s)" };
-    let line = format!("Running test {} on {on} {}", describe_test(test.as_bytes(), argv, command), Bytes(&ids));
-    diag::say(format_args!("{line}"));
+    let line = format!("Running test {} on {on} {}\n", describe_test(test.to_bytes(), argv, command), Bytes(&ids));
+    diag::say_line(line.as_bytes());
 
     // The locks are the only descriptors of ours that the test inherits.
     for fd in grant.fds {
@@ -201,8 +218,8 @@ pub fn exec_test(test: &StackPath, argv: &Argv, command: usize, mode: Mode, pool
         let _ = fd.into_raw_fd();
     }
     let mut test_argv: Vec<*const c_char> = Vec::with_capacity(argv.len() - command + 1);
-    test_argv.push(test.as_cstr().as_ptr());
+    test_argv.push(test.as_ptr());
     test_argv.extend(argv.iter_from(command + 1).map(CStr::as_ptr));
     test_argv.push(std::ptr::null());
-    Error::Exec(exec::exec(test.as_cstr(), test_argv.as_ptr(), env.as_envp()))
+    Error::Exec(exec::exec(test, test_argv.as_ptr(), env.as_envp()))
 }

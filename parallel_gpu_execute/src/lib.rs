@@ -78,22 +78,38 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
 
     let (count, source) = gpu_count::count(&settings);
     let Some(source) = source.filter(|_| count > 0) else {
-        diag::say(format_args!("Execute with no GPU support"));
+        diag::say_line(b"Execute with no GPU support\n");
         return Err(exec::exec(test, argv.tail_ptr(command), env::environ_ptr()).into());
     };
 
+    run_on_gpus(&argv, command, &settings, count, source)
+}
+
+/// The GPU path: resolve the test, take a slot, exec. Never inlined, so
+/// that its buffers (the test's path, the pool, the lock search) are not
+/// in `run`'s frame, which the pass-through would otherwise probe and fault
+/// in on every test run without a GPU.
+#[inline(never)]
+fn run_on_gpus(
+    argv: &Argv,
+    command: usize,
+    settings: &Settings,
+    count: u32,
+    source: gpu_count::Source,
+) -> Result<Answered, Error> {
+    let test = argv.get(command).ok_or(Error::NoCommand)?;
     let vendor = settings.vendor.unwrap_or(source.default_vendor());
     let test_path = launch::resolve_test(test)?;
     let needed = request::gpus_needed(argv.iter_from(command + 1).map(|a| a.to_bytes()));
     let mut pool = request::Pool::for_vendor(settings.profile, vendor, count)?;
     if settings.lock_names == identity::LockNames::Physical {
-        identity::apply(&settings, source, &mut pool);
+        identity::apply(settings, source, &mut pool);
     }
     if needed > pool.ids.len() as u64 {
         return Err(Error::PoolTooSmall { needed, pool: pool.ids.len(), variable: pool.variable });
     }
     let wait = settings.wait_ms.map(Duration::from_millis);
-    let describe = || launch::describe_test(test_path.as_bytes(), &argv, command);
+    let describe = || launch::describe_test(test_path.as_bytes(), argv, command);
     let grant = locks::acquire(
         settings.lock_dir,
         &pool,
@@ -103,8 +119,8 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
         settings.profile,
         &describe,
     )?;
-    let mode = launch::Mode::of(&settings, vendor, source);
-    Err(launch::exec_test(&test_path, &argv, command, mode, &pool, grant))
+    let mode = launch::Mode::of(settings, vendor, source);
+    Err(launch::exec_test(&test_path, argv, command, mode, &pool, grant))
 }
 
 /// The name the wrapper was started as (it picks the default profile).

@@ -32,7 +32,8 @@ use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 use std::ffi::CStr;
 use std::time::{Duration, Instant};
-use wrapper_common::{StackPath, diag};
+use wrapper_common::runfiles::separator;
+use wrapper_common::{CBuf, StackPath, diag, with_joined};
 
 /// Most lock descriptors a waiter keeps open; beyond that it closes them
 /// after each try and polls instead of watching (its own closes would wake it).
@@ -56,10 +57,22 @@ fn join(dir: &CStr, name: &[u8]) -> StackPath {
     p
 }
 
+/// `<dir>/<name>` for an error, on the heap (see [`Error`]'s paths).
+#[cold]
+#[inline(never)]
+fn named(dir: &CStr, name: &[u8]) -> Box<[u8]> {
+    join(dir, name).as_bytes().into()
+}
+
+/// A lock or queue file's name: the longest prefix (21 bytes), an id of at
+/// most 128 bytes, `_` and a slot number fit; a 4 KiB buffer would cost a
+/// stack page on every run.
+pub type LockName = CBuf<192>;
+
 /// `<prefix><id>_<slot>` (`gpulock3_0`): the name of one lock file inside
 /// the lock directory.
-pub fn lock_file_name(prefix: &[u8], id: &[u8], slot: u32) -> StackPath {
-    let mut name = StackPath::new();
+pub fn lock_file_name(prefix: &[u8], id: &[u8], slot: u32) -> LockName {
+    let mut name = LockName::new();
     // Ids are at most 128 bytes of a safe alphabet (checked in `request`),
     // so this always fits.
     let _ = name.push(prefix);
@@ -69,16 +82,10 @@ pub fn lock_file_name(prefix: &[u8], id: &[u8], slot: u32) -> StackPath {
     name
 }
 
-/// A path for a message: as given, or its first 4000 bytes when it is too
-/// long to be a path at all (the message then still names it).
-fn shown(path: &[u8]) -> StackPath {
-    StackPath::from_bytes(&path[..path.len().min(4000)]).unwrap_or_default()
-}
-
 /// Opens the lock directory, creating it (and its parents) when missing.
 pub fn open_lock_dir(dir: &CStr) -> Result<OwnedFd, Error> {
     let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
-    let fail = |action, errno| Error::LockDir { dir: shown(dir.to_bytes()), action, errno };
+    let fail = |action, errno| Error::LockDir { dir: dir.to_bytes().into(), action, errno };
     match rustix::fs::open(dir, flags, Mode::empty()) {
         Ok(fd) => return Ok(fd),
         Err(Errno::NOENT) => {}
@@ -120,16 +127,16 @@ fn describe(file_type: FileType) -> &'static str {
 
 /// Opens (creating when missing) one lock file, read-only, refusing anything
 /// that is not a regular file.
-pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &StackPath) -> Result<OwnedFd, Error> {
+pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<OwnedFd, Error> {
     let base = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-    let refuse = |what| Error::UnsafeLockPath { path: join(dir, name.as_bytes()), what };
+    let refuse = |what| Error::UnsafeLockPath { path: named(dir, name.as_bytes()), what };
     // A file that appears between the two opens is simply opened again.
     for _ in 0..8 {
         match rustix::fs::openat(dir_fd, name.as_cstr(), base, Mode::empty()) {
             Ok(fd) => {
                 let st = rustix::fs::fstat(&fd).map_err(|errno| Error::System {
                     what: "cannot stat lock file",
-                    path: Some(join(dir, name.as_bytes())),
+                    path: Some(named(dir, name.as_bytes())),
                     errno,
                 })?;
                 let file_type = FileType::from_raw_mode(st.st_mode);
@@ -144,7 +151,7 @@ pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &StackPath) -> Result<
             Err(errno) => {
                 return Err(Error::System {
                     what: "cannot open lock file",
-                    path: Some(join(dir, name.as_bytes())),
+                    path: Some(named(dir, name.as_bytes())),
                     errno,
                 });
             }
@@ -161,14 +168,18 @@ pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &StackPath) -> Result<
         ) {
             Ok(fd) => return Ok(fd),
             Err(Errno::EXIST) => {}
-            Err(errno) => return Err(Error::LockFileCreate { path: join(dir, name.as_bytes()), errno }),
+            Err(errno) => return Err(Error::LockFileCreate { path: named(dir, name.as_bytes()), errno }),
         }
     }
-    Err(Error::System { what: "lock file keeps changing", path: Some(join(dir, name.as_bytes())), errno: Errno::AGAIN })
+    Err(Error::System {
+        what: "lock file keeps changing",
+        path: Some(named(dir, name.as_bytes())),
+        errno: Errno::AGAIN,
+    })
 }
 
 /// Tries an exclusive lock without blocking: `Ok(true)` when taken.
-fn try_flock(fd: &OwnedFd, path: impl Fn() -> StackPath) -> Result<bool, Error> {
+fn try_flock(fd: &OwnedFd, path: impl Fn() -> Box<[u8]>) -> Result<bool, Error> {
     loop {
         match rustix::fs::flock(fd, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => return Ok(true),
@@ -203,7 +214,7 @@ impl<'a> Slots<'a> {
         Slots { dir, dir_fd, pool, slots, prefix, cached }
     }
 
-    fn name(&self, slot: u32, gpu: usize) -> StackPath {
+    fn name(&self, slot: u32, gpu: usize) -> LockName {
         lock_file_name(self.prefix, self.pool.lock_name(gpu), slot)
     }
 
@@ -214,7 +225,7 @@ impl<'a> Slots<'a> {
             Some(fd) => fd,
             None => open_lock_file(self.dir_fd, self.dir, &self.name(slot, gpu))?,
         };
-        if try_flock(&fd, || join(self.dir, self.name(slot, gpu).as_bytes()))? {
+        if try_flock(&fd, || named(self.dir, self.name(slot, gpu).as_bytes()))? {
             return Ok(Some(fd));
         }
         if let Some(c) = self.cached.as_mut() {
@@ -267,12 +278,13 @@ impl<'a> Slots<'a> {
     /// otherwise let two tests "hold" the same slot.
     fn still_linked(&self, grant: &Grant) -> bool {
         grant.fds.iter().enumerate().all(|(k, fd)| {
-            let path = join(self.dir, self.name(grant.slot, grant.start + k).as_bytes());
-            match (
-                rustix::fs::fstat(fd),
-                rustix::fs::statat(rustix::fs::CWD, path.as_cstr(), AtFlags::SYMLINK_NOFOLLOW),
-            ) {
-                (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_nlink > 0,
+            let name = self.name(grant.slot, grant.start + k);
+            let dir = self.dir.to_bytes();
+            let at_path = with_joined(&[dir, separator(dir), name.as_bytes()], None, |path| {
+                rustix::fs::statat(rustix::fs::CWD, path, AtFlags::SYMLINK_NOFOLLOW)
+            });
+            match (rustix::fs::fstat(fd), at_path) {
+                (Ok(a), Some(Ok(b))) => a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_nlink > 0,
                 _ => false,
             }
         })
@@ -301,7 +313,7 @@ fn fd_budget() -> usize {
 /// path, so a lock directory the wrapper cannot write still serves tests
 /// whose slot is free); refuses anything but a regular file there.
 fn open_existing_queue(dir_fd: &OwnedFd, dir: &CStr, queue_file: &[u8]) -> Result<Option<OwnedFd>, Error> {
-    let name = StackPath::from_bytes(queue_file).unwrap_or_default();
+    let name = LockName::from_bytes(queue_file).unwrap_or_default();
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
     match rustix::fs::openat(dir_fd, name.as_cstr(), flags, Mode::empty()) {
         Err(Errno::NOENT) => Ok(None),
@@ -314,7 +326,7 @@ fn open_existing_queue(dir_fd: &OwnedFd, dir: &CStr, queue_file: &[u8]) -> Resul
 /// Creates (or opens) the queue file for a wrapper that has to wait; `None`
 /// when the lock directory does not let it create files.
 fn create_queue(dir_fd: &OwnedFd, dir: &CStr, queue_file: &[u8]) -> Result<Option<OwnedFd>, Error> {
-    match open_lock_file(dir_fd, dir, &StackPath::from_bytes(queue_file).unwrap_or_default()) {
+    match open_lock_file(dir_fd, dir, &LockName::from_bytes(queue_file).unwrap_or_default()) {
         Ok(fd) => Ok(Some(fd)),
         Err(Error::LockFileCreate { errno: Errno::ACCESS | Errno::PERM | Errno::ROFS, .. }) => Ok(None),
         Err(e) => Err(e),
@@ -333,7 +345,7 @@ fn take_queue(
     no_slot: &dyn Fn() -> Error,
     announce: &mut dyn FnMut(Place),
 ) -> Result<bool, Error> {
-    if try_flock(queue, || join(dir, queue_file))? {
+    if try_flock(queue, || named(dir, queue_file))? {
         return Ok(false);
     }
     announce(Place::Behind(queued_behind(queue)));
@@ -347,7 +359,7 @@ fn take_queue(
             Err(Errno::INTR) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(no_slot()),
             Err(Errno::INTR) => {}
             Err(errno) => {
-                return Err(Error::System { what: "cannot flock", path: Some(join(dir, queue_file)), errno });
+                return Err(Error::System { what: "cannot flock", path: Some(named(dir, queue_file)), errno });
             }
         }
     }

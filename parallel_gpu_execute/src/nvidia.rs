@@ -24,7 +24,7 @@
 //! in any mix (`Model: \t\t Tesla P100`, `GPU Excluded:\t No`).
 
 use crate::devnode::{Access, open_device};
-use crate::dirs::{for_each_entry, for_each_line_at, host_path, open_dir};
+use crate::dirs::{for_each_entry, for_each_line_at, open_dir, with_host_path};
 use std::ops::ControlFlow;
 use wrapper_common::numbers::parse_u64;
 use wrapper_common::{CBuf, StackPath};
@@ -123,11 +123,17 @@ pub fn is_gpu_node(name: &[u8]) -> bool {
     name.strip_prefix(b"nvidia").is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit))
 }
 
-/// `<sysroot>/dev/nvidia<minor>`.
+/// A GPU's device node, less its minor.
+const DEVICE_NODE: &[u8] = b"/dev/nvidia";
+
+/// `<sysroot>/dev/nvidia<minor>`, to keep (for a message).
 pub fn device_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
-    let mut path = host_path(sysroot, b"/dev/nvidia")?;
-    path.push_u64(minor).ok()?;
-    Some(path)
+    with_host_path(sysroot, DEVICE_NODE, Some(minor), |p| StackPath::from_bytes(p.to_bytes()).ok())?
+}
+
+/// Opens `<sysroot>/dev/nvidia<minor>` as the driver's clients do.
+fn open_node(sysroot: &[u8], minor: u64) -> Access {
+    with_host_path(sysroot, DEVICE_NODE, Some(minor), open_device).unwrap_or(Access::Invalid)
 }
 
 fn read_information(dir: &rustix::fd::OwnedFd, entry: &[u8]) -> Option<Information> {
@@ -136,8 +142,9 @@ fn read_information(dir: &rustix::fd::OwnedFd, entry: &[u8]) -> Option<Informati
     Some(info)
 }
 
-fn exists(path: Option<StackPath>) -> bool {
-    path.is_some_and(|p| rustix::fs::access(p.as_cstr(), rustix::fs::Access::EXISTS).is_ok())
+fn exists(sysroot: &[u8], absolute: &[u8]) -> bool {
+    with_host_path(sysroot, absolute, None, |p| rustix::fs::access(p, rustix::fs::Access::EXISTS).is_ok())
+        .unwrap_or(false)
 }
 
 /// Minors below this are remembered (on the stack) when `/proc` names
@@ -157,7 +164,7 @@ const MINOR_BITS: u64 = 256;
 pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Gpu<'_>)) -> Option<Census> {
     let mut census = Census::default();
     let mut named = [0u64; (MINOR_BITS / 64) as usize];
-    let proc_dir = host_path(sysroot, b"/proc/driver/nvidia/gpus").and_then(|p| open_dir(p.as_cstr()).ok());
+    let proc_dir = with_host_path(sysroot, b"/proc/driver/nvidia/gpus", None, open_dir).and_then(Result::ok);
     let proc_seen = proc_dir.is_some();
     if let Some(dir) = proc_dir {
         let _ = for_each_entry(&dir, |name, _| {
@@ -171,11 +178,7 @@ pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Gpu<'_>)) -> Option<Census>
             if minor < MINOR_BITS {
                 named[(minor / 64) as usize] |= 1 << (minor % 64);
             }
-            let access = if info.excluded {
-                None
-            } else {
-                Some(device_node_path(sysroot, minor).map_or(Access::Invalid, |p| open_device(&p)))
-            };
+            let access = if info.excluded { None } else { Some(open_node(sysroot, minor)) };
             let gpu = Gpu { entry: Some(entry), info: Some(info), minor: Some(minor), access };
             census.add(&gpu);
             visit(&gpu);
@@ -185,9 +188,9 @@ pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Gpu<'_>)) -> Option<Census>
     // `/proc/driver/nvidia/gpus` exists (even emptied, as LXD leaves it)
     // wherever the driver is loaded and /proc is not hidden; else the
     // control node tells.
-    let has_nvidia = proc_seen || exists(host_path(sysroot, b"/dev/nvidiactl"));
+    let has_nvidia = proc_seen || exists(sysroot, b"/dev/nvidiactl");
     if has_nvidia {
-        if let Some(dev) = host_path(sysroot, b"/dev").and_then(|p| open_dir(p.as_cstr()).ok()) {
+        if let Some(dev) = with_host_path(sysroot, b"/dev", None, open_dir).and_then(Result::ok) {
             let _ = for_each_entry(&dev, |name, _| {
                 let name = name.to_bytes();
                 let minor = if is_gpu_node(name) { parse_u64(&name[b"nvidia".len()..]) } else { None };
@@ -195,7 +198,7 @@ pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Gpu<'_>)) -> Option<Census>
                 if minor < MINOR_BITS && named[(minor / 64) as usize] & (1 << (minor % 64)) != 0 {
                     return ControlFlow::Continue(());
                 }
-                let access = device_node_path(sysroot, minor).map_or(Access::Invalid, |p| open_device(&p));
+                let access = open_node(sysroot, minor);
                 let gpu = Gpu { entry: None, info: None, minor: Some(minor), access: Some(access) };
                 census.add(&gpu);
                 if gpu.usable() {

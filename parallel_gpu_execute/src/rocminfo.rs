@@ -21,7 +21,7 @@ use std::ffi::{CStr, c_char};
 use std::ops::ControlFlow;
 use wrapper_common::StackPath;
 use wrapper_common::exec::check_executable;
-use wrapper_common::runfiles::{manifest_path, scan_manifest};
+use wrapper_common::runfiles::{ManifestEntry, scan_manifest, unescape_into, with_manifest_path};
 use wrapper_common::{diag, env};
 
 /// Directory levels below the runfiles root that the walk descends.
@@ -208,55 +208,111 @@ fn runfiles_dir() -> Option<&'static [u8]> {
     env::var_nonempty(b"TEST_SRCDIR").or_else(|| env::var_nonempty(b"RUNFILES_DIR"))
 }
 
-/// Finds `rocminfo` in the runfiles: a path ending in `/bin/rocminfo` that is
-/// an executable file.
+/// Finds `rocminfo` in the runfiles (a path ending in `/bin/rocminfo`
+/// that is an executable file) and calls `f` with its path; `None` when
+/// there is none.
 ///
-/// The manifest scan and the tree walk are never inlined here: each has
-/// kilobytes of buffers, and only the one that runs should have its stack
-/// pages probed and faulted in.
-pub fn find() -> Option<StackPath> {
+/// The path is handed to `f` rather than returned: a returned 4 KiB path
+/// would need a slot in every caller's frame, probed and faulted in on every
+/// run that finds nothing, which is nearly all of them. The manifest scan and
+/// the tree walk are never inlined here: each has buffers of its own, and only
+/// the one that runs should have its stack pages touched.
+pub fn find<R>(f: impl FnOnce(&StackPath) -> R) -> Option<R> {
     let dir = runfiles_dir();
-    if let Some(manifest) = manifest_path(dir) {
-        return find_in_manifest(manifest.as_cstr(), dir);
+    let mut f = Some(f);
+    if let Some(found) = with_manifest_path(dir, |manifest| find_in_manifest(manifest, dir, &mut f)) {
+        return found;
     }
-    find_in_tree(dir?)
+    find_in_tree(dir?, f?)
 }
 
 #[inline(never)]
-fn find_in_tree(dir: &[u8]) -> Option<StackPath> {
+fn find_in_tree<R>(dir: &[u8], f: impl FnOnce(&StackPath) -> R) -> Option<R> {
     let mut path = StackPath::new();
     path.push(dir).ok()?;
     let root = open_dir(path.as_cstr()).ok()?;
     let mut ancestors = [(0u64, 0u64); MAX_DEPTH + 1];
-    walk(&root, &mut path, false, &mut ancestors, 0).then_some(path)
+    walk(&root, &mut path, false, &mut ancestors, 0).then(|| f(&path))
 }
 
+/// Scans the manifest; an entry whose rlocation ends in `/bin/rocminfo` is
+/// looked at out of line ([`try_manifest_entry`]), so that the scan's own
+/// frame, entered for every line, holds no path buffer.
 #[inline(never)]
-fn find_in_manifest(manifest: &CStr, dir: Option<&[u8]>) -> Option<StackPath> {
-    let mut found = None;
-    let mut rlocation = StackPath::new();
+fn find_in_manifest<R, F: FnOnce(&StackPath) -> R>(
+    manifest: &CStr,
+    dir: Option<&[u8]>,
+    f: &mut Option<F>,
+) -> Option<R> {
+    let mut result = None;
     let _ = scan_manifest(manifest, |entry| {
-        if entry.rlocation_into(&mut rlocation).is_err() || !rlocation.as_bytes().ends_with(b"/bin/rocminfo") {
-            return ControlFlow::Continue(());
-        }
-        // Prefer the runfiles tree's path (what the classic find printed),
-        // else the manifest's target.
-        if let Some(dir) = dir {
-            if let Ok(mut p) = StackPath::from_bytes(dir) {
-                if p.push_path(rlocation.as_bytes()).is_ok() && check_executable(p.as_cstr()).is_ok() {
-                    found = Some(p);
-                    return ControlFlow::Break(());
-                }
-            }
-        }
-        let mut target = StackPath::new();
-        if entry.target_into(&mut target).is_ok() && !target.is_empty() && check_executable(target.as_cstr()).is_ok() {
-            found = Some(target);
+        let candidate = if entry.escaped {
+            escaped_ends_with(entry.rlocation, ROCMINFO_SUFFIX)
+        } else {
+            entry.rlocation.ends_with(ROCMINFO_SUFFIX)
+        };
+        if candidate && try_manifest_entry(entry, dir, f, &mut result) {
             return ControlFlow::Break(());
         }
         ControlFlow::Continue(())
     });
-    found
+    result
+}
+
+const ROCMINFO_SUFFIX: &[u8] = b"/bin/rocminfo";
+
+/// Does the escaped manifest text `text` end in `suffix` once unescaped?
+/// The suffix holds no space, newline or backslash, so only a `\s`, `\n` or
+/// `\b` escape within its length could change the answer; such a line is
+/// unescaped in full, out of line.
+fn escaped_ends_with(text: &[u8], suffix: &[u8]) -> bool {
+    if !text.contains(&b'\\') {
+        return text.ends_with(suffix);
+    }
+    unescaped_ends_with(text, suffix)
+}
+
+#[cold]
+#[inline(never)]
+fn unescaped_ends_with(text: &[u8], suffix: &[u8]) -> bool {
+    let mut plain = StackPath::new();
+    unescape_into(text, true, &mut plain).is_ok() && plain.as_bytes().ends_with(suffix)
+}
+
+/// One manifest entry naming a rocminfo: its path in the runfiles tree (what
+/// the classic `find` printed) when that is executable, else the manifest's
+/// target when that is. True when one was, and `f` was called with it.
+#[cold]
+#[inline(never)]
+fn try_manifest_entry<R, F: FnOnce(&StackPath) -> R>(
+    entry: &ManifestEntry<'_>,
+    dir: Option<&[u8]>,
+    f: &mut Option<F>,
+    result: &mut Option<R>,
+) -> bool {
+    let mut rlocation = StackPath::new();
+    if entry.rlocation_into(&mut rlocation).is_err() || !rlocation.as_bytes().ends_with(ROCMINFO_SUFFIX) {
+        return false;
+    }
+    let mut path = StackPath::new();
+    let in_tree = dir.is_some_and(|dir| {
+        path.push(dir).is_ok()
+            && path.push_path(rlocation.as_bytes()).is_ok()
+            && check_executable(path.as_cstr()).is_ok()
+    });
+    if !in_tree {
+        path.truncate(0);
+        if entry.target_into(&mut path).is_err() || path.is_empty() || check_executable(path.as_cstr()).is_err() {
+            return false;
+        }
+    }
+    match f.take() {
+        Some(f) => {
+            *result = Some(f(&path));
+            true
+        }
+        None => false,
+    }
 }
 
 /// Depth-first search for `bin/rocminfo` below `dir` (whose path is `path`),
@@ -376,8 +432,13 @@ pub fn run(path: &StackPath, mut on_gpu: impl FnMut(&[u8])) -> Result<Report, Er
 /// README's start-up cost notes).
 #[inline(never)]
 pub fn count_gpus(on_gpu: impl FnMut(&[u8])) -> Option<u64> {
-    let path = find()?;
-    match run(&path, on_gpu) {
+    find(|path| run_and_count(path, on_gpu))
+}
+
+/// Runs the rocminfo found at `path`; its GPU count (0, with a warning, when
+/// it cannot be run or fails without listing any).
+fn run_and_count(path: &StackPath, on_gpu: impl FnMut(&[u8])) -> u64 {
+    match run(path, on_gpu) {
         Ok(report) => {
             if report.gpus == 0 && report.wait_status != 0 {
                 let (what, n) = if libc::WIFSIGNALED(report.wait_status) {
@@ -393,7 +454,7 @@ pub fn count_gpus(on_gpu: impl FnMut(&[u8])) -> Option<u64> {
                     ),
                 );
             }
-            Some(report.gpus)
+            report.gpus
         }
         Err(errno) => {
             diag::report(
@@ -403,7 +464,7 @@ pub fn count_gpus(on_gpu: impl FnMut(&[u8])) -> Option<u64> {
                     diag::Bytes(path.as_bytes())
                 ),
             );
-            Some(0)
+            0
         }
     }
 }

@@ -24,11 +24,11 @@
 //! use as absent and could make a test that is starting on it fail. Chips
 //! are numbered in PCI address order (the directory's order, sorted).
 
-use crate::dirs::{for_each_entry, host_path, open_at, open_dir, open_dir_at};
+use crate::dirs::{EntryPath, for_each_entry, open_at, open_dir, open_dir_at, with_host_path};
 use rustix::fs::{Access as Perm, AtFlags};
 use std::ops::ControlFlow;
+use wrapper_common::CBuf;
 use wrapper_common::numbers::parse_u64;
-use wrapper_common::{CBuf, StackPath};
 
 /// Google's PCI vendor id.
 pub const GOOGLE_VENDOR: &[u8] = b"0x1ae0";
@@ -95,7 +95,7 @@ fn attr(devices: &rustix::fd::OwnedFd, pci: &[u8], name: &[u8]) -> Option<CBuf<3
 
 /// `<pci>/accel/accel<N>` → `/dev/accel<N>`.
 fn accel_node(devices: &rustix::fd::OwnedFd, pci: &[u8]) -> Option<CBuf<64>> {
-    let mut rel = StackPath::from_bytes(pci).ok()?;
+    let mut rel = EntryPath::from_bytes(pci).ok()?;
     rel.push_path(b"accel").ok()?;
     let dir = open_dir_at(devices, rel.as_cstr()).ok()?;
     let name = for_each_entry(&dir, |name, _| {
@@ -113,7 +113,7 @@ fn accel_node(devices: &rustix::fd::OwnedFd, pci: &[u8]) -> Option<CBuf<64>> {
 
 /// `<pci>/iommu_group` → `/dev/vfio/<group>`.
 fn vfio_node(devices: &rustix::fd::OwnedFd, pci: &[u8]) -> Option<CBuf<64>> {
-    let mut rel = StackPath::from_bytes(pci).ok()?;
+    let mut rel = EntryPath::from_bytes(pci).ok()?;
     rel.push_path(b"iommu_group").ok()?;
     let mut target = [0u8; 256];
     let link = rustix::fs::readlinkat(devices, rel.as_cstr(), &mut target[..]).ok()?;
@@ -126,14 +126,16 @@ fn vfio_node(devices: &rustix::fd::OwnedFd, pci: &[u8]) -> Option<CBuf<64>> {
 
 fn node_state(sysroot: &[u8], node: Option<&CBuf<64>>) -> NodeState {
     let Some(node) = node else { return NodeState::Unnamed };
-    let Some(path) = host_path(sysroot, node.as_bytes()) else { return NodeState::Missing };
-    if rustix::fs::access(path.as_cstr(), Perm::EXISTS).is_err() {
-        return NodeState::Missing;
-    }
-    match rustix::fs::accessat(rustix::fs::CWD, path.as_cstr(), Perm::READ_OK | Perm::WRITE_OK, AtFlags::EACCESS) {
-        Ok(()) => NodeState::Usable,
-        Err(_) => NodeState::Denied,
-    }
+    with_host_path(sysroot, node.as_bytes(), None, |path| {
+        if rustix::fs::access(path, Perm::EXISTS).is_err() {
+            return NodeState::Missing;
+        }
+        match rustix::fs::accessat(rustix::fs::CWD, path, Perm::READ_OK | Perm::WRITE_OK, AtFlags::EACCESS) {
+            Ok(()) => NodeState::Usable,
+            Err(_) => NodeState::Denied,
+        }
+    })
+    .unwrap_or(NodeState::Missing)
 }
 
 /// Scans the PCI bus; calls `visit` for every TPU chip (directory order).
@@ -145,8 +147,7 @@ fn node_state(sysroot: &[u8], node: Option<&CBuf<64>>) -> NodeState {
 /// README's start-up cost notes).
 #[inline(never)]
 pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Chip<'_>)) -> Option<Census> {
-    let path = host_path(sysroot, b"/sys/bus/pci/devices")?;
-    let devices = open_dir(path.as_cstr()).ok()?;
+    let devices = with_host_path(sysroot, b"/sys/bus/pci/devices", None, open_dir)?.ok()?;
     let mut census = Census::default();
     for_each_entry(&devices, |name, _| {
         let pci = name.to_bytes();

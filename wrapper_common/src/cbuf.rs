@@ -27,6 +27,34 @@ pub struct CBuf<const N: usize> {
 /// Room for any path the kernel accepts (`PATH_MAX` includes the NUL).
 pub type StackPath = CBuf<4096>;
 
+/// What the paths of the no-GPU and counting paths fit: a real host's
+/// paths, Bazel's runfiles and short test prefixes.
+pub type ShortPath = CBuf<256>;
+
+/// Calls `f` with `parts` joined, followed by `number` in decimal when
+/// given; `None` when the path cannot be built (longer than `PATH_MAX`, or a
+/// part holds a NUL).
+///
+/// The path is built in a [`ShortPath`] when it fits, else in a full
+/// [`StackPath`], out of line. So a caller's frame holds 256 bytes, not
+/// 4 KiB that the stack probe would fault in on every run whether a path
+/// is long or not (README, "Where the time goes").
+pub fn with_joined<R>(parts: &[&[u8]], number: Option<u64>, f: impl FnOnce(&CStr) -> R) -> Option<R> {
+    let mut short = ShortPath::new();
+    match short.push_all(parts, number) {
+        Ok(()) => Some(f(short.as_cstr())),
+        Err(TooLong) => with_joined_long(parts, number, f),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn with_joined_long<R>(parts: &[&[u8]], number: Option<u64>, f: impl FnOnce(&CStr) -> R) -> Option<R> {
+    let mut long = StackPath::new();
+    long.push_all(parts, number).ok()?;
+    Some(f(long.as_cstr()))
+}
+
 impl<const N: usize> PartialEq for CBuf<N> {
     fn eq(&self, other: &Self) -> bool {
         self.as_bytes() == other.as_bytes()
@@ -62,6 +90,17 @@ impl<const N: usize> CBuf<N> {
         self.buf[end] = 0;
         self.len = end;
         Ok(())
+    }
+
+    /// Appends each of `parts`, then `number` in decimal when given.
+    pub fn push_all(&mut self, parts: &[&[u8]], number: Option<u64>) -> Result<(), TooLong> {
+        for part in parts {
+            self.push(part)?;
+        }
+        match number {
+            Some(n) => self.push_u64(n),
+            None => Ok(()),
+        }
     }
 
     /// Appends a decimal number.
@@ -126,6 +165,22 @@ mod tests {
         assert_eq!(p.as_cstr(), c"/a/b42");
         p.truncate(2);
         assert_eq!(p.as_cstr(), c"/a");
+    }
+
+    #[test]
+    fn joined_paths_short_and_long() {
+        assert_eq!(
+            with_joined(&[b"/sys", b"/dev/nvidia"], Some(3), |p| p.to_owned()),
+            Some(c"/sys/dev/nvidia3".into())
+        );
+        // Past the short buffer: built in the long one, the same.
+        let long = vec![b'd'; 1000];
+        let got = with_joined(&[&long, b"/x"], None, |p| p.to_bytes().to_vec()).unwrap();
+        assert_eq!(got.len(), 1002);
+        assert!(got.ends_with(b"d/x"));
+        // Past PATH_MAX, or with a NUL: no path.
+        assert_eq!(with_joined(&[&[b'd'; 5000]], None, |_| ()), None);
+        assert_eq!(with_joined(&[b"a\0b"], None, |_| ()), None);
     }
 
     #[test]

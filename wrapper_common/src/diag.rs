@@ -162,6 +162,12 @@ pub fn say(message: fmt::Arguments<'_>) {
     write_stderr(line.finish_line());
 }
 
+/// [`say`] for a line already built, which must end in `\n`: written as it
+/// is, without a 4 KiB line buffer on the stack.
+pub fn say_line(line: &[u8]) {
+    write_stderr(line);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

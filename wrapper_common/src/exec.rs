@@ -5,25 +5,29 @@
 //! exist, 126 when it exists but cannot be executed.
 
 use crate::cbuf::StackPath;
+use crate::cbuf::with_joined;
 use crate::diag::Bytes;
 use rustix::io::Errno;
-use std::ffi::{CStr, c_char};
+use std::ffi::{CStr, CString, c_char};
 use std::fmt;
 
 /// Why the test could not be started.
+///
+/// The path is on the heap, not in a [`StackPath`]: a failure travels up
+/// through the `Result` slot of every caller, and a 4 KiB buffer there puts
+/// 4 KiB more on each of their frames, which start-up then faults in on the
+/// paths that never fail (README, "Where the time goes"). It is built once,
+/// on the way out.
 #[derive(Debug)]
 pub struct ExecFailure {
     /// The path that was tried last (or the name, when no PATH entry fit).
-    pub path: StackPath,
+    pub path: Box<[u8]>,
     pub errno: Errno,
 }
 
 impl ExecFailure {
     fn new(path: &[u8], errno: Errno) -> ExecFailure {
-        // A path longer than the buffer cannot have been executed anyway; a
-        // cut copy still names it recognisably in the message.
-        let path = StackPath::from_bytes(&path[..path.len().min(4000)]).unwrap_or_default();
-        ExecFailure { path, errno }
+        ExecFailure { path: path.into(), errno }
     }
 
     /// True when nothing was found at all (exit 127) rather than found but
@@ -40,7 +44,7 @@ impl ExecFailure {
 impl fmt::Display for ExecFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let what = if self.is_not_found() { "not found" } else { "cannot execute" };
-        write!(f, "{what}: {}: {}", Bytes(self.path.as_bytes()), self.errno)
+        write!(f, "{what}: {}: {}", Bytes(&self.path), self.errno)
     }
 }
 
@@ -71,20 +75,21 @@ fn join(dir: &[u8], name: &[u8]) -> Option<StackPath> {
 /// contains a slash, else the first executable regular file named `name` in
 /// `PATH`. Used to fail fast (127/126) before waiting for a GPU.
 ///
-/// The search itself keeps only an `Errno` and a slice per failure; the
-/// failure, with its path buffer, is built once, out of line, on the way
-/// out. So the common case (found) has one path buffer on the stack, not
-/// three (see the README's start-up cost notes). Never inlined, so that
-/// its callers' frames do not grow by its buffers.
+/// On the GPU path only, which builds the test's environment on the heap
+/// anyway: the answer is a `CString`, and each PATH candidate is built in a
+/// short buffer ([`with_joined`]). The search keeps only an `Errno` and a
+/// slice per failure; the failure is built once, out of line, on the way
+/// out. Never inlined, so that its callers' frames do not grow by its
+/// buffers.
 #[inline(never)]
-pub fn resolve(name: &CStr) -> Result<StackPath, ExecFailure> {
+pub fn resolve(name: &CStr) -> Result<CString, ExecFailure> {
     let bytes = name.to_bytes();
     if bytes.is_empty() {
         return Err(failure(None, bytes, Errno::NOENT));
     }
     if has_slash(bytes) {
         return match probe_executable(name) {
-            Ok(()) => StackPath::from_bytes(bytes).map_err(|_| failure(None, bytes, Errno::NAMETOOLONG)),
+            Ok(()) => Ok(name.to_owned()),
             Err(e) => Err(failure(None, bytes, e)),
         };
     }
@@ -92,13 +97,16 @@ pub fn resolve(name: &CStr) -> Result<StackPath, ExecFailure> {
     // and the search goes on; "not found" only when nothing was found.
     let mut denied: Option<(&[u8], Errno)> = None;
     for dir in search_path().split(|&b| b == b':') {
-        let Some(candidate) = join(dir, bytes) else { continue };
-        match probe_executable(candidate.as_cstr()) {
-            Ok(()) => return Ok(candidate),
-            Err(e) if !not_found(e) => {
+        let dir_or_dot: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let tried = with_joined(&[dir_or_dot, crate::runfiles::separator(dir_or_dot), bytes], None, |candidate| {
+            probe_executable(candidate).map(|()| candidate.to_owned())
+        });
+        match tried {
+            Some(Ok(found)) => return Ok(found),
+            Some(Err(e)) if !not_found(e) => {
                 denied.get_or_insert((dir, e));
             }
-            Err(_) => {}
+            _ => {}
         }
     }
     Err(match denied {
@@ -113,7 +121,7 @@ pub fn resolve(name: &CStr) -> Result<StackPath, ExecFailure> {
 #[inline(never)]
 fn failure(dir: Option<&[u8]>, name: &[u8], errno: Errno) -> ExecFailure {
     match dir.and_then(|dir| join(dir, name)) {
-        Some(path) => ExecFailure { path, errno },
+        Some(path) => ExecFailure::new(path.as_bytes(), errno),
         None => ExecFailure::new(name, errno),
     }
 }
@@ -183,28 +191,28 @@ pub fn exec(program: &CStr, argv: *const *const c_char, envp: *const *const c_ch
         }
         return ExecFailure::new(name, errno);
     }
-    let mut failure = ExecFailure::new(name, Errno::NOENT);
-    let mut saw_eacces = false;
+    // As execvp: the last candidate that refused (EACCES) is the failure
+    // when no candidate ran; else "not found". Only a `PATH` entry is kept
+    // per failure, and the failure is built on the way out: a successful
+    // exec allocates nothing and carries no 4 KiB candidate buffer.
+    let mut denied: Option<&[u8]> = None;
     for dir in search_path().split(|&b| b == b':') {
-        let Some(candidate) = join(dir, name) else { continue };
-        let mut errno = execve(candidate.as_cstr(), argv, envp);
-        if errno == Errno::NOEXEC {
-            errno = exec_as_script(candidate.as_cstr(), argv, envp);
-        }
-        match errno {
-            Errno::ACCESS => {
-                saw_eacces = true;
-                failure = ExecFailure::new(candidate.as_bytes(), errno);
-            }
-            Errno::NOENT | Errno::NOTDIR | Errno::STALE | Errno::NODEV | Errno::TIMEDOUT => {
-                if !saw_eacces {
-                    failure = ExecFailure::new(name, Errno::NOENT);
-                }
-            }
-            other => return ExecFailure::new(candidate.as_bytes(), other),
+        let dir_or_dot: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let tried = with_joined(&[dir_or_dot, crate::runfiles::separator(dir_or_dot), name], None, |candidate| {
+            let errno = execve(candidate, argv, envp);
+            if errno == Errno::NOEXEC { exec_as_script(candidate, argv, envp) } else { errno }
+        });
+        match tried {
+            None => {}
+            Some(Errno::ACCESS) => denied = Some(dir),
+            Some(Errno::NOENT | Errno::NOTDIR | Errno::STALE | Errno::NODEV | Errno::TIMEDOUT) => {}
+            Some(other) => return failure(Some(dir), name, other),
         }
     }
-    failure
+    match denied {
+        Some(dir) => failure(Some(dir), name, Errno::ACCESS),
+        None => ExecFailure::new(name, Errno::NOENT),
+    }
 }
 
 #[cfg(test)]

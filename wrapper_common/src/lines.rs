@@ -9,6 +9,34 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use std::ffi::CStr;
 use std::ops::ControlFlow;
+use std::sync::Mutex;
+
+/// Size of the [`with_read_buffer`] buffer.
+pub const READ_BUFFER: usize = 16 * 1024;
+
+/// One process-wide read buffer in `.bss`. Unlike a buffer on the stack it
+/// is not zeroed on every use (the kernel hands it out zeroed once) and
+/// costs a page fault only for each page a `read` actually fills: a stack
+/// buffer's pages are all touched by the stack probe when its function is
+/// entered, used or not (README, "Where the time goes").
+static SHARED: Mutex<[u8; READ_BUFFER]> = Mutex::new([0; READ_BUFFER]);
+
+/// Calls `f` with a buffer of [`READ_BUFFER`] bytes: the shared static one,
+/// or, when that is in use (a nested call, or another thread in a test), a
+/// fresh one on the stack. Its contents on entry are unspecified.
+pub fn with_read_buffer<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    match SHARED.try_lock() {
+        Ok(mut shared) => f(&mut shared[..]),
+        Err(_) => on_the_stack(f),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn on_the_stack<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    let mut buf = [0u8; READ_BUFFER];
+    f(&mut buf)
+}
 
 /// One line as read, without its `\n`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +135,18 @@ pub fn for_each_line_in_file(
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn a_nested_read_buffer_is_a_different_one() {
+        with_read_buffer(|outer| {
+            outer[0] = 1;
+            with_read_buffer(|inner| {
+                assert_eq!(inner.len(), READ_BUFFER);
+                inner[0] = 2;
+            });
+            assert_eq!(outer[0], 1, "the inner call must not have been given the outer buffer");
+        });
+    }
 
     fn lines_of(data: &[u8], bufsize: usize) -> Vec<(Vec<u8>, bool)> {
         let (r, w) = rustix::pipe::pipe().unwrap();

@@ -9,13 +9,13 @@
 //! starts the line with a space and escapes them (`\s`, `\n`, `\b`).
 
 use crate::cbuf::StackPath;
-use crate::lines::{Line, for_each_line_in_file};
+use crate::lines::{Line, for_each_line_in_file, with_read_buffer};
 use rustix::io::Errno;
 use std::ops::ControlFlow;
 
 /// Buffer size for reading a manifest: lines longer than this cannot name a
 /// path the kernel accepts, and are skipped.
-pub const MANIFEST_BUFFER: usize = 16 * 1024;
+pub const MANIFEST_BUFFER: usize = crate::lines::READ_BUFFER;
 
 /// One manifest line, split but not yet unescaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,23 +78,24 @@ impl ManifestEntry<'_> {
 /// Calls `f` for every well-formed entry of the manifest at `path`, in file
 /// order, until `f` breaks.
 ///
-/// Never inlined, like [`manifest_lookup`]: the 16 KiB read buffer is then
-/// on the stack only while a manifest is read, not probed and faulted in by
-/// every caller that merely might read one.
+/// Read through the shared static buffer ([`with_read_buffer`]): a small
+/// manifest then touches one page of it, where a 16 KiB stack buffer had
+/// four probed and faulted in. Never inlined, like [`manifest_lookup`].
 #[inline(never)]
 pub fn scan_manifest(
     path: &std::ffi::CStr,
     mut f: impl FnMut(&ManifestEntry<'_>) -> ControlFlow<()>,
 ) -> Result<(), Errno> {
-    let mut buf = [0u8; MANIFEST_BUFFER];
-    for_each_line_in_file(path, &mut buf, |Line { bytes, complete }| {
-        if !complete {
-            return ControlFlow::Continue(());
-        }
-        match parse_manifest_line(bytes) {
-            Some(entry) => f(&entry),
-            None => ControlFlow::Continue(()),
-        }
+    with_read_buffer(|buf| {
+        for_each_line_in_file(path, buf, |Line { bytes, complete }| {
+            if !complete {
+                return ControlFlow::Continue(());
+            }
+            match parse_manifest_line(bytes) {
+                Some(entry) => f(&entry),
+                None => ControlFlow::Continue(()),
+            }
+        })
     })
 }
 
@@ -160,9 +161,28 @@ pub fn manifest_path(dir: Option<&[u8]>) -> Option<StackPath> {
     exists(&in_dir).then_some(in_dir)
 }
 
+/// Calls `f` with the runfiles manifest's path, as [`manifest_path`] finds
+/// it, without a 4 KiB buffer on the caller's stack: `$RUNFILES_MANIFEST_FILE`
+/// is passed as it is, `<dir>/MANIFEST` is built with [`with_joined`].
+/// `None` when there is no manifest.
+pub fn with_manifest_path<R>(dir: Option<&[u8]>, f: impl FnOnce(&std::ffi::CStr) -> R) -> Option<R> {
+    if let Some(named) = crate::env::var_nonempty_cstr(b"RUNFILES_MANIFEST_FILE") {
+        return Some(f(named));
+    }
+    let dir = dir?;
+    crate::cbuf::with_joined(&[dir, separator(dir), b"MANIFEST"], None, |path| {
+        rustix::fs::access(path, rustix::fs::Access::EXISTS).is_ok().then(|| f(path))
+    })?
+}
+
 /// Does `path` exist (following symlinks)?
 pub fn exists(path: &StackPath) -> bool {
-    rustix::fs::access(path.as_cstr(), rustix::fs::Access::EXISTS).is_ok()
+    exists_cstr(path.as_cstr())
+}
+
+/// [`exists`] for any C string.
+pub fn exists_cstr(path: &std::ffi::CStr) -> bool {
+    rustix::fs::access(path, rustix::fs::Access::EXISTS).is_ok()
 }
 
 /// Does the file or directory at `path` exist, with `path` given as bytes?
@@ -185,6 +205,15 @@ pub fn strip_dot_slash(mut path: &[u8]) -> &[u8] {
 /// repository, named as Bazel's short paths name it) is `<repo>/x`. `None`
 /// for an absolute path, a path that climbs further, or one too long.
 pub fn rlocation_from_cwd(path: &[u8], workspace: &[u8]) -> Option<StackPath> {
+    let mut rlocation = StackPath::new();
+    rlocation.push_all(&rlocation_parts(path, workspace)?, None).ok()?;
+    Some(rlocation)
+}
+
+/// [`rlocation_from_cwd`] as the three parts that make it up when joined
+/// (`[<workspace>, "/", <path>]`, or `[<repo>/x, "", ""]`), for building it
+/// where it is used without a buffer of its own.
+pub fn rlocation_parts<'a>(path: &'a [u8], workspace: &'a [u8]) -> Option<[&'a [u8]; 3]> {
     let path = strip_dot_slash(path);
     if path.is_empty() || path == b".." || path.first() == Some(&b'/') {
         return None;
@@ -195,14 +224,18 @@ pub fn rlocation_from_cwd(path: &[u8], workspace: &[u8]) -> Option<StackPath> {
         if other_repo.is_empty() || climbs {
             return None;
         }
-        return StackPath::from_bytes(other_repo).ok();
+        return Some([other_repo, b"", b""]);
     }
     if workspace.is_empty() {
         return None;
     }
-    let mut rlocation = StackPath::from_bytes(workspace).ok()?;
-    rlocation.push_path(path).ok()?;
-    Some(rlocation)
+    Some([workspace, separator(workspace), path])
+}
+
+/// What joins `dir` and a relative path: `/`, unless `dir` is empty or
+/// already ends in one (as [`StackPath::push_path`] joins).
+pub fn separator(dir: &[u8]) -> &'static [u8] {
+    if dir.is_empty() || dir.ends_with(b"/") { b"" } else { b"/" }
 }
 
 #[cfg(test)]
