@@ -18,7 +18,11 @@ pub(crate) struct Bins {
     pub(crate) san: Option<PathBuf>,
     pub(crate) tag: PathBuf,
     pub(crate) floor: PathBuf,
+    pub(crate) kfd_floor: PathBuf,
     pub(crate) test: PathBuf,
+    /// A directory with musl builds of the wrappers
+    /// (`WRAPPER_BENCH_MUSL_BINS`), when given.
+    pub(crate) musl_wrappers: Option<PathBuf>,
     /// The musl floor and test (`musl-gcc -static`), when musl-gcc exists.
     pub(crate) musl: Option<(PathBuf, PathBuf)>,
     pub(crate) hold: PathBuf,
@@ -51,7 +55,11 @@ pub(crate) fn compile_musl(source: &Path, out: &Path) -> bool {
     Command::new("musl-gcc").args(["-static", "-O2", "-o"]).arg(out).arg(source).status().is_ok_and(|s| s.success())
 }
 
-pub(crate) fn build(root: &Path, work: &Path) -> Bins {
+pub(crate) fn build(root: &Path, work: &Path, musl_wrappers: Option<PathBuf>) -> Bins {
+    if let Some(dir) = &musl_wrappers {
+        let pge = dir.join("parallel_gpu_execute");
+        assert!(pge.is_file(), "WRAPPER_BENCH_MUSL_BINS: {} is missing", pge.display());
+    }
     let target = target_dir(root);
     eprintln!("wrapper_cost: cargo build --release (parallel_gpu_execute, sanitizer_wrapper, tag_filters)");
     let all = ["parallel_gpu_execute", "sanitizer_wrapper", "tag_filters"];
@@ -80,7 +88,9 @@ pub(crate) fn build(root: &Path, work: &Path) -> Bins {
         pge: bin("parallel_gpu_execute"),
         san: san_built.then(|| bin("sanitizer_wrapper")),
         tag: bin("tag_filters"),
+        musl_wrappers,
         floor: c("floor", "exec"),
+        kfd_floor: c("floor", "kfd_exec"),
         test: c("floor", "true"),
         musl: {
             let (floor, test) = (work.join("musl_exec"), work.join("musl_true"));

@@ -14,6 +14,8 @@ pub(crate) enum Arg {
 pub(crate) enum Key {
     Direct,
     Floor,
+    /// `benches/floor/kfd_exec.c`: the system calls of the KFD path, in C.
+    KfdFloor,
     /// A static musl `int main(){return 0;}`, exec'd directly.
     MuslDirect,
     /// A static musl C execv of that musl test.
@@ -21,6 +23,10 @@ pub(crate) enum Key {
     PgePassThrough,
     PgeTfGpuCount,
     PgeKfd,
+    /// The same three, run by a musl build of parallel_gpu_execute.
+    MuslPgePassThrough,
+    MuslPgeTfGpuCount,
+    MuslPgeKfd,
     PgeRocminfoManifest,
     PgeRocminfoWalk,
     SanPassThrough,
@@ -31,15 +37,16 @@ pub(crate) enum Key {
 
 impl Key {
     pub(crate) fn is_wrapper(self) -> bool {
-        !matches!(self, Key::Direct | Key::Floor | Key::MuslDirect | Key::MuslFloor | Key::Classic)
+        !matches!(self, Key::Direct | Key::Floor | Key::KfdFloor | Key::MuslDirect | Key::MuslFloor | Key::Classic)
     }
 
-    /// The most this case may cost, as a multiple of the floor.
+    /// The most this case may cost, as a multiple of the floor (the
+    /// targets of the start-up cost issue, on either CPU kind).
     pub(crate) fn floor_target(self) -> Option<f64> {
         match self {
-            Key::PgePassThrough => Some(1.10),
-            Key::PgeTfGpuCount => Some(1.15),
-            Key::PgeKfd => Some(1.20),
+            Key::PgePassThrough | Key::MuslPgePassThrough => Some(1.05),
+            Key::PgeTfGpuCount | Key::MuslPgeTfGpuCount => Some(1.05),
+            Key::PgeKfd | Key::MuslPgeKfd => Some(1.10),
             _ => None,
         }
     }
@@ -126,6 +133,44 @@ impl Context<'_> {
     pub(crate) fn floor(&self, tree: &Tree) -> Case {
         let label = "floor: static C execv, then the test";
         self.case(Key::Floor, label, tree.srcdir(), &tree.cwd(), vec![lit(&self.bins.floor), test_abs(tree)])
+    }
+
+    /// The pass-through, `TF_GPU_COUNT` and KFD cases again, run by the musl
+    /// build in `bins.musl_wrappers` (`WRAPPER_BENCH_MUSL_BINS`), when given.
+    pub(crate) fn musl_pge(&self, tree: &Tree) -> Vec<Case> {
+        let Some(dir) = &self.bins.musl_wrappers else { return Vec::new() };
+        let musl = lit(dir.join("parallel_gpu_execute"));
+        let cases = [
+            (Key::MuslPgePassThrough, self.pge_pass_through(tree)),
+            (Key::MuslPgeTfGpuCount, self.pge_tf_gpu_count(tree)),
+            (Key::MuslPgeKfd, self.pge_kfd(tree, "kfd-small-musl")),
+        ];
+        cases
+            .into_iter()
+            .map(|(key, mut c)| {
+                c.key = key;
+                c.label = c.label.replacen("parallel_gpu_execute", "parallel_gpu_execute (musl build)", 1);
+                c.cmd[0] = musl.clone();
+                c
+            })
+            .collect()
+    }
+
+    /// The KFD floor: the KFD path's system calls (every node's properties,
+    /// each GPU's render node opened, one flock) in C, on the KFD host.
+    pub(crate) fn kfd_floor(&self, tree: &Tree) -> Case {
+        let label = "KFD floor: static C, the KFD path's system calls, then the test";
+        let mut c = self.case(
+            Key::KfdFloor,
+            label,
+            tree.srcdir(),
+            &tree.cwd(),
+            vec![lit(&self.bins.kfd_floor), test_abs(tree)],
+        );
+        c.env.push(("PARALLEL_GPU_EXECUTE_SYSROOT".into(), self.kfd_sysroot.clone().into()));
+        c.env.push(("PARALLEL_GPU_EXECUTE_LOCK_DIR".into(), self.locks.join("kfd-floor").into()));
+        c.expect.push("ROCR_VISIBLE_DEVICES=0\n".into());
+        c
     }
 
     /// The musl direct exec and the musl floor, when musl-gcc built them.

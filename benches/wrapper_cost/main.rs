@@ -45,7 +45,11 @@
 //! - `WRAPPER_BENCH_LARGE_ITERS=N`: rounds of the large-tree group (default 40, quick 3);
 //! - `WRAPPER_BENCH_CONTENTION=N`: contention rounds (default 5, quick 1);
 //! - `WRAPPER_BENCH_FILES=N`: files in the large tree (default 50000);
-//! - `WRAPPER_BENCH_MARKDOWN=1`: the results as Markdown tables too.
+//! - `WRAPPER_BENCH_MARKDOWN=1`: the results as Markdown tables too;
+//! - `WRAPPER_BENCH_MUSL_BINS=DIR`: a directory with musl builds of the
+//!   wrappers (a release's, or `tools/musl_build_std.sh`'s): the
+//!   pass-through, `TF_GPU_COUNT` and KFD cases are run by that
+//!   parallel_gpu_execute too, and the sizes table lists them.
 //!
 //! Run as a test (`cargo test --benches`, which passes no `--bench`), it runs
 //! the quick mode.
@@ -83,7 +87,7 @@ const TEST_WORD: &str = "./pkg/gpu_test";
 const PROBE_WORD: &str = "./pkg/env_probe";
 const HOLD_WORD: &str = "./pkg/hold";
 const GPUS: u32 = 8;
-const SIZE_LIMIT: u64 = 1_200_000;
+const SIZE_LIMIT: u64 = 1_000_000;
 const RSS_LIMIT_KIB: i64 = 2048;
 const CONTENTION_TESTS: usize = 64;
 const CONTENTION_SLOTS: u32 = 2;
@@ -98,6 +102,7 @@ struct Settings {
     contention_rounds: usize,
     large_files: usize,
     markdown: bool,
+    musl_bins: Option<PathBuf>,
     /// The settings that differ from the defaults, for the reproduce line.
     given: Vec<String>,
 }
@@ -140,7 +145,11 @@ impl Settings {
         let large_rounds = env_count("WRAPPER_BENCH_LARGE_ITERS", if quick { 3 } else { 40 }, &mut given);
         let contention_rounds = env_count("WRAPPER_BENCH_CONTENTION", if quick { 1 } else { 5 }, &mut given);
         let large_files = env_count("WRAPPER_BENCH_FILES", 50_000, &mut given);
-        Settings { quick, small_rounds, large_rounds, contention_rounds, large_files, markdown, given }
+        let musl_bins = std::env::var_os("WRAPPER_BENCH_MUSL_BINS").filter(|v| !v.is_empty()).map(PathBuf::from);
+        if let Some(dir) = &musl_bins {
+            given.push(format!("WRAPPER_BENCH_MUSL_BINS={}", dir.display()));
+        }
+        Settings { quick, small_rounds, large_rounds, contention_rounds, large_files, markdown, musl_bins, given }
     }
 }
 
@@ -155,7 +164,7 @@ fn main() {
     // SAFETY: the benchmark is single-threaded here; nothing reads the
     // environment concurrently.
     unsafe { std::env::set_var("CARGO_TARGET_TMPDIR", &tmp_base) };
-    let bins = build(root, &target.join("wrapper-bench").join("bin"));
+    let bins = build(root, &target.join("wrapper-bench").join("bin"), settings.musl_bins.clone());
 
     eprintln!("wrapper_cost: laying out runfiles trees ({} files in the large one)", settings.large_files);
     let t0 = Instant::now();
@@ -166,7 +175,11 @@ fn main() {
     let small_view = without_manifest(&small_rocm, &scratch.join("small-without-manifest"));
     let large_view = without_manifest(&large, &scratch.join("large-without-manifest"));
     let tmp = scratch.join("test_tmpdir");
-    fs::create_dir_all(&tmp).unwrap();
+    // Bazel creates the test's output directories before it starts the
+    // test; the wrappers write their annotation into one of them.
+    for dir in ["test.outputs", "test.outputs_manifest"] {
+        fs::create_dir_all(tmp.join(dir)).unwrap();
+    }
     let empty_sysroot = scratch.join("empty-sysroot");
     fs::create_dir_all(&empty_sysroot).unwrap();
     let mut kfd = Sysroot::new(&scratch);
@@ -187,10 +200,12 @@ fn main() {
             ctx.pge_pass_through(&small_plain),
             ctx.pge_tf_gpu_count(&small_plain),
             ctx.pge_kfd(&small_plain, "kfd-small"),
+            ctx.kfd_floor(&small_plain),
         ],
     };
     small.cases.extend(ctx.pge_rocminfo(small_rocm.srcdir(), &small_view, "rocminfo-small"));
     small.cases.extend(ctx.musl(&small_plain));
+    small.cases.extend(ctx.musl_pge(&small_plain));
     small.cases.extend(ctx.sanitizer(&small_plain));
     small.cases.push(ctx.classic("classic bash wrapper, rocminfo in the runfiles", &small_rocm, "classic-small"));
 
@@ -245,6 +260,16 @@ fn main() {
         ms(glibc_start)
     );
     println!("({start_note})");
+    let kfd_note = match (small.median(Key::KfdFloor), small.median(Key::PgeKfd)) {
+        (Some(kfd_floor), Some(ours)) => format!(
+            "the KFD floor (the KFD path's system calls alone, in C) costs {:.2}x the floor here; \
+             parallel_gpu_execute's KFD path costs {:.2}x the KFD floor",
+            kfd_floor / small.median(Key::Floor).unwrap(),
+            ours / kfd_floor
+        ),
+        _ => "the KFD floor did not run".to_string(),
+    };
+    println!("({kfd_note})");
     let musl_note = match (small.median(Key::MuslFloor), small.median(Key::MuslDirect)) {
         (Some(floor), Some(direct)) => Some(format!(
             "a static musl execv wrapper costs {:.2}x a direct exec of a static musl test here, where the glibc floor costs {:.2}x a direct exec: \
@@ -276,6 +301,7 @@ fn main() {
         println!("\n---- Markdown ----\n");
         print!("{}", cases.markdown());
         println!("\n{}{}.\n", start_note[..1].to_uppercase(), &start_note[1..]);
+        println!("{}{}.\n", kfd_note[..1].to_uppercase(), &kfd_note[1..]);
         if let Some(note) = &musl_note {
             println!("{}{}.\n", note[..1].to_uppercase(), &note[1..]);
         }

@@ -217,20 +217,26 @@ pub(crate) fn contention_table(c: &Contention) -> Table {
 
 pub(crate) fn size_table(bins: &Bins) -> Table {
     let mut t = Table::new(&["static binary (release)", "bytes", "target"]);
-    let rows = [
-        ("parallel_gpu_execute", Some(&bins.pge), true),
-        ("sanitizer_wrapper", bins.san.as_ref(), true),
-        ("tag_filters", Some(&bins.tag), true),
-        ("floor (C, gcc -static)", Some(&bins.floor), false),
+    let mut rows = vec![
+        ("parallel_gpu_execute".to_string(), Some(bins.pge.clone()), true),
+        ("sanitizer_wrapper".to_string(), bins.san.clone(), true),
+        ("tag_filters".to_string(), Some(bins.tag.clone()), true),
     ];
+    if let Some(dir) = &bins.musl_wrappers {
+        for name in ["parallel_gpu_execute", "sanitizer_wrapper", "tag_filters"] {
+            let path = dir.join(name);
+            rows.push((format!("{name} (musl build)"), path.is_file().then_some(path), true));
+        }
+    }
+    rows.push(("floor (C, gcc -static)".to_string(), Some(bins.floor.clone()), false));
     for (name, path, target) in rows {
         let Some(path) = path else {
-            t.push(vec![name.to_string(), "not built".to_string(), "MISS".to_string()]);
+            t.push(vec![name, "not built".to_string(), "MISS".to_string()]);
             continue;
         };
         let len = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        let v = if target { format!("<= 1.2 MB {}", verdict(len <= SIZE_LIMIT)) } else { "(for scale)".to_string() };
-        t.push(vec![name.to_string(), thousands(len), v]);
+        let v = if target { format!("<= 1.0 MB {}", verdict(len <= SIZE_LIMIT)) } else { "(for scale)".to_string() };
+        t.push(vec![name, thousands(len), v]);
     }
     t
 }

@@ -85,10 +85,7 @@ impl WaitingSignals {
     /// Arms SIGALRM at `deadline`, then every 20 ms until disarmed.
     pub fn arm_timer(&mut self, deadline: Instant) {
         let first = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-        let timeval = |d: Duration| libc::timeval {
-            tv_sec: d.as_secs() as libc::time_t,
-            tv_usec: d.subsec_micros() as libc::suseconds_t,
-        };
+        let timeval = |d: Duration| libc::timeval { tv_sec: d.as_secs() as _, tv_usec: d.subsec_micros() as _ };
         let value = libc::itimerval { it_interval: timeval(Duration::from_millis(20)), it_value: timeval(first) };
         // SAFETY: setitimer with a valid itimerval and a NULL old value.
         unsafe { libc::setitimer(libc::ITIMER_REAL, &value, std::ptr::null_mut()) };

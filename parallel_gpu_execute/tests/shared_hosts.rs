@@ -129,6 +129,22 @@ fn annotations_reach_bazel_and_a_failure_to_write_them_is_a_warning() {
         std::fs::read_to_string(dir.join("parallel_gpu_execute.part")).unwrap(),
         "parallel_gpu_execute: GPU(s) 0,1 slot 0 mode classic waited 0.0 s\n"
     );
+    // A file left by an earlier run (a retry) is rewritten in place and cut
+    // to the new line: nothing of the longer old content is left behind.
+    std::fs::write(dir.join("parallel_gpu_execute.part"), "x".repeat(500)).unwrap();
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "1").env("TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR", &dir);
+        },
+        &[],
+    );
+    Record::of(out.assert_success());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("parallel_gpu_execute.part")).unwrap(),
+        "parallel_gpu_execute: GPU(s) 0 slot 0 mode classic waited 0.0 s\n",
+        "{}",
+        out.explain()
+    );
     // A directory that does not exist: one warning, the test runs.
     let out = f.run_test(
         |c| {
