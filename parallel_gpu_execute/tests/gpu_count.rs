@@ -206,3 +206,44 @@ fn tf_gpu_count_zero_is_the_no_gpu_path() {
     out.assert_success().assert_stderr_contains("Execute with no GPU support");
     assert_eq!(Record::of(&out).var("CUDA_VISIBLE_DEVICES"), None);
 }
+
+#[test]
+fn a_sysroot_longer_than_the_short_path_buffer_counts_the_same() {
+    // Host paths are built in a 256-byte buffer, and only a longer one in a
+    // full PATH_MAX buffer (`with_joined`): a long prefix must see the same
+    // KFD and NVIDIA hardware as a short one.
+    let mut f = Fixture::new("longroot");
+    f.sysroot.add_kfd_cpu();
+    for minor in 128..131 {
+        f.sysroot.add_kfd_gpu(minor);
+    }
+    let mut long = f.dir.join("");
+    for i in 0..4 {
+        long = long.join(format!("{i}{}", "d".repeat(90)));
+    }
+    std::fs::create_dir_all(long.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&f.sysroot.root, &long).unwrap();
+    assert!(long.as_os_str().len() > 300, "{}", long.display());
+    let with_long = |c: &mut test_support::Cmd| {
+        c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &long);
+    };
+    assert_eq!(observed_count(&f, with_long), "3");
+    let out = f.run_test(with_long, &["--num_processes=2"]);
+    out.assert_success();
+    assert_eq!(Record::of(&out).var("ROCR_VISIBLE_DEVICES"), Some("0,1"), "{}", out.explain());
+
+    let nvidia = Fixture::new("longroot-nvidia");
+    nvidia.sysroot.add_nvidia_proc_gpus(2);
+    let mut long = nvidia.dir.join("");
+    for i in 0..4 {
+        long = long.join(format!("{i}{}", "n".repeat(90)));
+    }
+    std::fs::create_dir_all(long.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&nvidia.sysroot.root, &long).unwrap();
+    assert_eq!(
+        observed_count(&nvidia, |c| {
+            c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &long);
+        }),
+        "2"
+    );
+}
