@@ -19,7 +19,7 @@ use wrapper_common::argv::Argv;
 use wrapper_common::diag::{self, Bytes};
 use wrapper_common::env::{self, EnvBuilder};
 use wrapper_common::exec;
-use wrapper_common::runfiles::{exists_cstr, manifest_lookup, rlocation_parts, separator, with_manifest_path};
+use wrapper_common::runfiles::{manifest_lookup, rlocation_parts, separator, with_manifest_path};
 use wrapper_common::with_joined;
 
 /// Where the test binary is: an absolute path as is; else
@@ -33,25 +33,44 @@ use wrapper_common::with_joined;
 /// short buffers, not in 4 KiB stack buffers that every run would fault in.
 #[inline(never)]
 pub fn resolve_test(test: &CStr) -> Result<CString, Error> {
-    let found = runfiles_lookup(test.to_bytes());
-    Ok(exec::resolve(found.as_deref().unwrap_or(test))?)
+    match runfiles_lookup(test.to_bytes()) {
+        Some(Lookup::InTree(checked)) => Ok(checked?),
+        Some(Lookup::InManifest(target)) => Ok(exec::resolve(&target)?),
+        None => Ok(exec::resolve(test)?),
+    }
+}
+
+/// Where the runfiles put the test.
+enum Lookup {
+    /// `<TEST_SRCDIR>/<rlocation>` exists, and was checked for executing
+    /// (a found file that cannot be run is its 126).
+    InTree(Result<CString, exec::ExecFailure>),
+    /// The manifest's target, not checked yet.
+    InManifest(CString),
 }
 
 /// `<TEST_SRCDIR>/<rlocation>` when it exists, else the manifest's entry
-/// for it. Never inlined: its paths then leave the stack before the test
-/// is checked, instead of adding to the deepest frame.
+/// for it. The tree path is checked for executing at once: that check's
+/// `stat` also says whether it exists, so the test costs one path lookup
+/// less than an existence check followed by [`exec::resolve`]. Never
+/// inlined: its paths then leave the stack before the test is checked,
+/// instead of adding to the deepest frame.
 #[inline(never)]
-fn runfiles_lookup(test: &[u8]) -> Option<CString> {
+fn runfiles_lookup(test: &[u8]) -> Option<Lookup> {
     let [repo, slash, path] = rlocation_parts(test, env::var_nonempty(b"TEST_WORKSPACE")?)?;
     let srcdir = env::var_nonempty(b"TEST_SRCDIR");
     if let Some(dir) = srcdir {
         let in_tree =
-            with_joined(&[dir, separator(dir), repo, slash, path], None, |p| exists_cstr(p).then(|| p.to_owned()));
-        if let Some(Some(found)) = in_tree {
-            return Some(found);
+            with_joined(&[dir, separator(dir), repo, slash, path], None, |p| match exec::check_executable(p) {
+                Ok(()) => Some(Ok(p.to_owned())),
+                Err(e) if e.is_not_found() => None,
+                Err(e) => Some(Err(e)),
+            });
+        if let Some(Some(checked)) = in_tree {
+            return Some(Lookup::InTree(checked));
         }
     }
-    manifest_entry(srcdir, &[repo, slash, path].concat())
+    manifest_entry(srcdir, &[repo, slash, path].concat()).map(Lookup::InManifest)
 }
 
 /// The manifest's target for `rlocation`. Out of line: its 4 KiB paths are

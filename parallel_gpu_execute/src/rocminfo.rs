@@ -21,7 +21,8 @@ use std::ffi::{CStr, c_char};
 use std::ops::ControlFlow;
 use wrapper_common::StackPath;
 use wrapper_common::exec::check_executable;
-use wrapper_common::runfiles::{ManifestEntry, scan_manifest, unescape_into, with_manifest_path};
+use wrapper_common::runfiles::{ManifestEntry, scan_manifest, separator, unescape_into};
+use wrapper_common::with_joined;
 use wrapper_common::{diag, env};
 
 /// Directory levels below the runfiles root that the walk descends.
@@ -217,13 +218,23 @@ fn runfiles_dir() -> Option<&'static [u8]> {
 /// run that finds nothing, which is nearly all of them. The manifest scan and
 /// the tree walk are never inlined here: each has buffers of its own, and only
 /// the one that runs should have its stack pages touched.
+///
+/// The manifest is `$RUNFILES_MANIFEST_FILE` when set, else
+/// `<runfiles>/MANIFEST`; the latter is opened without an existence check
+/// first (one path lookup less), and only its absence sends the search to
+/// the tree walk.
 pub fn find<R>(f: impl FnOnce(&StackPath) -> R) -> Option<R> {
     let dir = runfiles_dir();
     let mut f = Some(f);
-    if let Some(found) = with_manifest_path(dir, |manifest| find_in_manifest(manifest, dir, &mut f)) {
-        return found;
+    if let Some(named) = env::var_nonempty_cstr(b"RUNFILES_MANIFEST_FILE") {
+        return find_in_manifest(named, dir, &mut f).ok().flatten();
     }
-    find_in_tree(dir?, f?)
+    let dir = dir?;
+    match with_joined(&[dir, separator(dir), b"MANIFEST"], None, |m| find_in_manifest(m, Some(dir), &mut f)) {
+        Some(Ok(found)) => found,
+        Some(Err(Errno::NOENT | Errno::NOTDIR)) | None => find_in_tree(dir, f?),
+        Some(Err(_)) => None,
+    }
 }
 
 #[inline(never)]
@@ -243,9 +254,9 @@ fn find_in_manifest<R, F: FnOnce(&StackPath) -> R>(
     manifest: &CStr,
     dir: Option<&[u8]>,
     f: &mut Option<F>,
-) -> Option<R> {
+) -> Result<Option<R>, Errno> {
     let mut result = None;
-    let _ = scan_manifest(manifest, |entry| {
+    scan_manifest(manifest, |entry| {
         let candidate = if entry.escaped {
             escaped_ends_with(entry.rlocation, ROCMINFO_SUFFIX)
         } else {
@@ -255,8 +266,8 @@ fn find_in_manifest<R, F: FnOnce(&StackPath) -> R>(
             return ControlFlow::Break(());
         }
         ControlFlow::Continue(())
-    });
-    result
+    })?;
+    Ok(result)
 }
 
 const ROCMINFO_SUFFIX: &[u8] = b"/bin/rocminfo";
