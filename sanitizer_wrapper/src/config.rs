@@ -9,7 +9,7 @@
 //! options given as well replace the file's (see `cli::Options`).
 //!
 //! Finding it costs at most two `access`/`stat` calls when the runfiles tree
-//! exists, and reads nothing: the pass-through stays free of the heap and of
+//! exists, with no 4 KiB path buffer on the stack, and reads nothing: the pass-through stays free of the heap and of
 //! manifest scans. Only in a manifest-only layout (no runfiles directory)
 //! is the file looked up in the manifest, under the rlocation of argv[0].
 //! Reading a file that exists may allocate (the values are kept as copies).
@@ -17,11 +17,11 @@
 use crate::cli::{self, Opt, Options, Word};
 use crate::error::{Error, LineProblem};
 use crate::locate;
+use std::ffi::CStr;
 use std::ops::ControlFlow;
-use wrapper_common::StackPath;
-use wrapper_common::env;
-use wrapper_common::lines::{Line, for_each_line_in_file};
-use wrapper_common::runfiles::{exists, manifest_lookup, rlocation_from_cwd};
+use wrapper_common::lines::{Line, for_each_line_in_file, with_read_buffer};
+use wrapper_common::runfiles::{exists_cstr, manifest_lookup, rlocation_from_cwd};
+use wrapper_common::{StackPath, env, with_joined};
 
 /// Appended to argv[0] to name the file.
 pub const SUFFIX: &[u8] = b".sanitizer_wrapper.conf";
@@ -49,25 +49,33 @@ impl Config {
 }
 
 /// Reads the configuration file of the wrapper started as `argv0`, if it
-/// has one.
+/// has one: beside argv[0] when it exists there; else, when there is no
+/// runfiles directory, wherever the manifest says.
+///
+/// The first two looks use short path buffers (`with_joined`) and the
+/// variables' own strings, so the pass-through carries no 4 KiB path on its
+/// stack; the manifest lookup, for manifest-only layouts, is out of line.
 pub fn load(argv0: &[u8]) -> Result<Option<Config>, Error> {
-    match find(argv0) {
-        Some(file) => read(file).map(Some),
+    if argv0.contains(&b'/') {
+        let beside = with_joined(&[argv0, SUFFIX], None, |path| exists_cstr(path).then(|| read(path)));
+        if let Some(Some(config)) = beside {
+            return config.map(Some);
+        }
+    }
+    if locate::runfiles_dir_is_directory(argv0) {
+        return Ok(None);
+    }
+    match in_manifest(argv0) {
+        Some(file) => read(file.as_cstr()).map(Some),
         None => Ok(None),
     }
 }
 
-/// Where the configuration file is: beside argv[0] when it exists there;
-/// else, when there is no runfiles directory, wherever the manifest says.
-pub fn find(argv0: &[u8]) -> Option<StackPath> {
-    let beside = locate::beside_argv0(argv0, SUFFIX)?;
-    if exists(&beside) {
-        return Some(beside);
-    }
+/// The configuration file's entry in the runfiles manifest, under the
+/// rlocation of argv[0].
+#[inline(never)]
+fn in_manifest(argv0: &[u8]) -> Option<StackPath> {
     let dir = locate::runfiles_dir(argv0);
-    if dir.as_ref().is_some_and(locate::is_directory) {
-        return None;
-    }
     let manifest = locate::manifest(dir.as_ref(), argv0)?;
     let workspace = env::var_nonempty(b"TEST_WORKSPACE").unwrap_or(b"");
     let mut rlocation = argv0_rlocation(argv0, dir.as_ref().map(StackPath::as_bytes), workspace)?;
@@ -109,29 +117,31 @@ pub fn parse_line(line: &[u8]) -> Result<Option<(Opt, &[u8])>, LineProblem> {
     }
 }
 
-/// Reads and checks the whole file; the first bad line is the error.
-pub fn read(file: StackPath) -> Result<Config, Error> {
+/// Reads and checks the whole file; the first bad line is the error. Read
+/// through the shared static read buffer (its first [`LINE_BUFFER`] bytes).
+pub fn read(file: &CStr) -> Result<Config, Error> {
     let mut config = Config::default();
-    let mut buf = [0u8; LINE_BUFFER];
     let mut number = 0;
     let mut problem = None;
-    let read = for_each_line_in_file(file.as_cstr(), &mut buf, |Line { bytes, complete }| {
-        number += 1;
-        let parsed = if complete { parse_line(bytes) } else { Err(LineProblem::TooLong(LINE_BUFFER - 1)) };
-        match parsed {
-            Ok(Some((opt, value))) => config.values[opt as usize] = Some(value.to_vec()),
-            Ok(None) => {}
-            Err(p) => {
-                problem = Some(p);
-                return ControlFlow::Break(());
+    let read = with_read_buffer(|buf| {
+        for_each_line_in_file(file, &mut buf[..LINE_BUFFER], |Line { bytes, complete }| {
+            number += 1;
+            let parsed = if complete { parse_line(bytes) } else { Err(LineProblem::TooLong(LINE_BUFFER - 1)) };
+            match parsed {
+                Ok(Some((opt, value))) => config.values[opt as usize] = Some(value.to_vec()),
+                Ok(None) => {}
+                Err(p) => {
+                    problem = Some(p);
+                    return ControlFlow::Break(());
+                }
             }
-        }
-        ControlFlow::Continue(())
+            ControlFlow::Continue(())
+        })
     });
     if let Some(problem) = problem {
-        return Err(Error::ConfigLine { file, line: number, problem });
+        return Err(Error::ConfigLine { file: file.to_bytes().into(), line: number, problem });
     }
-    read.map_err(|errno| Error::ConfigRead { file, errno })?;
+    read.map_err(|errno| Error::ConfigRead { file: file.to_bytes().into(), errno })?;
     Ok(config)
 }
 

@@ -13,7 +13,6 @@
 
 use crate::cli::Opt;
 use std::fmt;
-use wrapper_common::StackPath;
 use wrapper_common::diag::Excerpt;
 use wrapper_common::exec::ExecFailure;
 
@@ -22,9 +21,12 @@ const USAGE_HINT: &str = "usage: sanitizer_wrapper [OPTIONS] [--] TEST [ARGS...]
 
 pub const EXIT_USAGE: u8 = 2;
 
-// `Unresolved` carries three paths in stack buffers, as every error here does
-// (reporting needs no heap); the value is built once, on the way out.
-#[allow(clippy::large_enum_variant)]
+/// A path named in a message, on the heap: an error travels up through the
+/// `Result` slot of every caller, and a 4 KiB `StackPath` there would put
+/// 4 KiB on each of their frames, faulted in at start-up even on the
+/// pass-through (README, "Where the time goes"). Built once, on the way out.
+pub type Shown = Box<[u8]>;
+
 #[derive(Debug)]
 pub enum Error {
     /// An option the wrapper does not know, before the test command.
@@ -34,14 +36,14 @@ pub enum Error {
     /// No test command after the options.
     NoCommand,
     /// The configuration file exists but cannot be read.
-    ConfigRead { file: StackPath, errno: rustix::io::Errno },
+    ConfigRead { file: Shown, errno: rustix::io::Errno },
     /// A line of the configuration file that is not `--name=value`.
-    ConfigLine { file: StackPath, line: usize, problem: LineProblem },
+    ConfigLine { file: Shown, line: usize, problem: LineProblem },
     /// A configured file that does not resolve; `path` is the value as given.
-    Unresolved { option: Opt, path: StackPath, looked: Looked },
+    Unresolved { option: Opt, path: Shown, looked: Looked },
     /// A resolved path that a sanitizer option cannot carry: it needs quoting
     /// (it holds a space, `,` or `:`) and holds both quote characters.
-    Unquotable { option: Opt, path: StackPath },
+    Unquotable { option: Opt, path: Shown },
     /// Any other failing system call, named.
     System { what: &'static str, errno: rustix::io::Errno },
     /// The test (or the chained wrapper) could not be executed.
@@ -72,9 +74,9 @@ pub enum Looked {
     /// The path is absolute and does not exist.
     Absolute,
     /// `dir_path` is `<runfiles dir>/<path>`; either may be missing.
-    Runfiles { dir_path: Option<StackPath>, manifest: Option<StackPath> },
+    Runfiles { dir_path: Option<Shown>, manifest: Option<Shown> },
     /// The manifest names a file that does not exist.
-    ManifestTarget { manifest: StackPath, target: StackPath },
+    ManifestTarget { manifest: Shown, target: Shown },
 }
 
 impl Error {
@@ -86,8 +88,8 @@ impl Error {
     }
 }
 
-fn show(p: &StackPath) -> Excerpt<'_> {
-    Excerpt(p.as_bytes())
+fn show(p: &[u8]) -> Excerpt<'_> {
+    Excerpt(p)
 }
 
 impl fmt::Display for LineProblem {
@@ -164,8 +166,8 @@ impl From<ExecFailure> for Error {
 mod tests {
     use super::*;
 
-    fn path(p: &str) -> StackPath {
-        StackPath::from_bytes(p.as_bytes()).unwrap()
+    fn path(p: &str) -> Shown {
+        p.as_bytes().into()
     }
 
     fn unresolved(looked: Looked) -> String {

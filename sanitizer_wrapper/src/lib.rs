@@ -35,7 +35,7 @@ use error::Error;
 use std::ffi::{CStr, c_char};
 use wrapper_common::argv::Argv;
 use wrapper_common::runfiles::Runfiles;
-use wrapper_common::{StackPath, diag, env, exec};
+use wrapper_common::{diag, env, exec};
 
 /// The name every message starts with.
 pub const TOOL: &str = "sanitizer_wrapper";
@@ -63,15 +63,23 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
     if options.is_empty() {
         return Err(exec::exec(test, argv.tail_ptr(command), env::environ_ptr()).into());
     }
+    run_with_options(&argv, command, argv0, &options)
+}
 
-    let files = resolve_files(&locate::discover(argv0), &options)?;
-    let mut environment = environment::test_environment(&options, &files)?;
+/// The options path: resolve the files, set the variables, exec. Never
+/// inlined, so that its paths (five of them, 4 KiB each) are not in `run`'s
+/// frame, which the pass-through would otherwise probe and fault in.
+#[inline(never)]
+fn run_with_options(argv: &Argv, command: usize, argv0: &[u8], options: &Options<'_>) -> Result<Answered, Error> {
+    let test = argv.get(command).ok_or(Error::NoCommand)?;
+    let files = resolve_files(&locate::discover(argv0), options)?;
+    let mut environment = environment::test_environment(options, &files)?;
     let envp = match environment.as_mut() {
         Some(changed) => changed.as_envp(),
         None => env::environ_ptr(),
     };
     let failure = match &files.run_under {
-        Some(wrapper) => exec_chained(wrapper, &argv, command, envp),
+        Some(wrapper) => exec_chained(wrapper, argv, command, envp),
         None => exec::exec(test, argv.tail_ptr(command), envp),
     };
     Err(failure.into())
@@ -91,12 +99,12 @@ fn resolve_files(runfiles: &Runfiles, options: &Options<'_>) -> Result<Files, Er
 }
 
 /// Execs `wrapper TEST ARGS...`. Returns only on failure.
-fn exec_chained(wrapper: &StackPath, argv: &Argv, command: usize, envp: *const *const c_char) -> exec::ExecFailure {
+fn exec_chained(wrapper: &CStr, argv: &Argv, command: usize, envp: *const *const c_char) -> exec::ExecFailure {
     let mut chained: Vec<*const c_char> = Vec::with_capacity(argv.len() - command + 2);
-    chained.push(wrapper.as_cstr().as_ptr());
+    chained.push(wrapper.as_ptr());
     chained.extend(argv.iter_from(command).map(CStr::as_ptr));
     chained.push(std::ptr::null());
-    exec::exec(wrapper.as_cstr(), chained.as_ptr(), envp)
+    exec::exec(wrapper, chained.as_ptr(), envp)
 }
 
 fn print(text: &[u8]) -> Result<Answered, Error> {

@@ -14,10 +14,11 @@
 
 use crate::cli::Opt;
 use crate::error::{Error, Looked};
-use wrapper_common::StackPath;
+use std::ffi::{CStr, CString};
 use wrapper_common::env;
 use wrapper_common::paths::absolute;
 use wrapper_common::runfiles::{Runfiles, exists, manifest_path};
+use wrapper_common::{StackPath, with_joined};
 
 /// `<argv0><suffix>`, when argv[0] names a path.
 pub fn beside_argv0(argv0: &[u8], suffix: &[u8]) -> Option<StackPath> {
@@ -37,10 +38,18 @@ pub fn runfiles_dir(argv0: &[u8]) -> Option<StackPath> {
     }
 }
 
-/// Is there a directory at `path`?
-pub fn is_directory(path: &StackPath) -> bool {
-    rustix::fs::stat(path.as_cstr())
-        .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory)
+/// Is the runfiles directory [`runfiles_dir`] names a directory? Without
+/// a 4 KiB copy of it: the variable's own string, or `<argv0>.runfiles` in
+/// a short buffer.
+pub fn runfiles_dir_is_directory(argv0: &[u8]) -> bool {
+    let is_dir = |path: &CStr| {
+        rustix::fs::stat(path)
+            .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory)
+    };
+    match env::var_nonempty_cstr(b"RUNFILES_DIR").or_else(|| env::var_nonempty_cstr(b"TEST_SRCDIR")) {
+        Some(dir) => is_dir(dir),
+        None => argv0.contains(&b'/') && with_joined(&[argv0, b".runfiles"], None, is_dir).unwrap_or(false),
+    }
 }
 
 /// The runfiles manifest to read, given the directory candidate.
@@ -57,30 +66,35 @@ pub fn discover(argv0: &[u8]) -> Runfiles {
 
 /// The absolute path of the file that `option`'s `value` names: an absolute
 /// path that exists, or a runfiles path found in `runfiles`.
-pub fn resolve(runfiles: &Runfiles, option: Opt, value: &[u8]) -> Result<StackPath, Error> {
+/// Never inlined: its 4 KiB paths are then on the stack once, while one
+/// file is resolved, not once per configured file in the caller's frame.
+#[inline(never)]
+pub fn resolve(runfiles: &Runfiles, option: Opt, value: &[u8]) -> Result<CString, Error> {
     // Only the first 4000 bytes of an impossible value are worth quoting.
-    let given = StackPath::from_bytes(&value[..value.len().min(4000)]).unwrap_or_default();
-    let unresolved = |looked| Error::Unresolved { option, path: given.clone(), looked };
+    let unresolved = |looked| Error::Unresolved { option, path: value[..value.len().min(4000)].into(), looked };
     if value.first() == Some(&b'/') {
         return match StackPath::from_bytes(value) {
-            Ok(path) if exists(&path) => Ok(path),
+            Ok(path) if exists(&path) => Ok(path.as_cstr().to_owned()),
             _ => Err(unresolved(Looked::Absolute)),
         };
     }
+    let shown = |p: &StackPath| -> Box<[u8]> { p.as_bytes().into() };
     let Some(found) = runfiles.rlocation(value) else {
         let dir_path = runfiles.dir.as_ref().and_then(|d| {
             let mut p = d.clone();
             p.push_path(value).ok()?;
-            Some(p)
+            Some(shown(&p))
         });
-        return Err(unresolved(Looked::Runfiles { dir_path, manifest: runfiles.manifest.clone() }));
+        return Err(unresolved(Looked::Runfiles { dir_path, manifest: runfiles.manifest.as_ref().map(shown) }));
     };
     // The tree is only ever answered with a path that exists; a manifest
     // entry is taken at its word, so check it here rather than leave a
     // sanitizer to fail on a missing file later.
     if !exists(&found) {
-        let manifest = runfiles.manifest.clone().unwrap_or_default();
-        return Err(unresolved(Looked::ManifestTarget { manifest, target: found }));
+        let manifest = runfiles.manifest.as_ref().map(shown).unwrap_or_default();
+        return Err(unresolved(Looked::ManifestTarget { manifest, target: shown(&found) }));
     }
-    absolute(found.as_bytes()).map_err(|errno| Error::System { what: "cannot name the working directory", errno })
+    absolute(found.as_bytes())
+        .map(|path| path.as_cstr().to_owned())
+        .map_err(|errno| Error::System { what: "cannot name the working directory", errno })
 }
