@@ -207,6 +207,18 @@ fn tf_gpu_count_zero_is_the_no_gpu_path() {
     assert_eq!(Record::of(&out).var("CUDA_VISIBLE_DEVICES"), None);
 }
 
+/// A path of over 300 bytes below `dir` that is a symlink to `target`.
+fn long_alias(dir: &test_support::TempDir, target: &std::path::Path) -> std::path::PathBuf {
+    let mut long = dir.join("");
+    for i in 0..4 {
+        long = long.join(format!("{i}{}", "d".repeat(90)));
+    }
+    std::fs::create_dir_all(long.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(target, &long).unwrap();
+    assert!(long.as_os_str().len() > 300, "{}", long.display());
+    long
+}
+
 #[test]
 fn a_sysroot_longer_than_the_short_path_buffer_counts_the_same() {
     // Host paths are built in a 256-byte buffer, and only a longer one in a
@@ -217,13 +229,7 @@ fn a_sysroot_longer_than_the_short_path_buffer_counts_the_same() {
     for minor in 128..131 {
         f.sysroot.add_kfd_gpu(minor);
     }
-    let mut long = f.dir.join("");
-    for i in 0..4 {
-        long = long.join(format!("{i}{}", "d".repeat(90)));
-    }
-    std::fs::create_dir_all(long.parent().unwrap()).unwrap();
-    std::os::unix::fs::symlink(&f.sysroot.root, &long).unwrap();
-    assert!(long.as_os_str().len() > 300, "{}", long.display());
+    let long = long_alias(&f.dir, &f.sysroot.root);
     let with_long = |c: &mut test_support::Cmd| {
         c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &long);
     };
@@ -234,12 +240,7 @@ fn a_sysroot_longer_than_the_short_path_buffer_counts_the_same() {
 
     let nvidia = Fixture::new("longroot-nvidia");
     nvidia.sysroot.add_nvidia_proc_gpus(2);
-    let mut long = nvidia.dir.join("");
-    for i in 0..4 {
-        long = long.join(format!("{i}{}", "n".repeat(90)));
-    }
-    std::fs::create_dir_all(long.parent().unwrap()).unwrap();
-    std::os::unix::fs::symlink(&nvidia.sysroot.root, &long).unwrap();
+    let long = long_alias(&nvidia.dir, &nvidia.sysroot.root);
     assert_eq!(
         observed_count(&nvidia, |c| {
             c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &long);
