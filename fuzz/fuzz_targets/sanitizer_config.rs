@@ -11,7 +11,6 @@ use libfuzzer_sys::fuzz_target;
 use sanitizer_wrapper::cli::Opt;
 use sanitizer_wrapper::config::{LINE_BUFFER, parse_line, read};
 use sanitizer_wrapper::error::Error;
-use wrapper_common::StackPath;
 
 /// Reference for one line: `Ok(None)` blank or comment, `Ok(Some)` an
 /// option, `Err(())` anything else.
@@ -51,8 +50,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let file = MemFile::new(data);
-    let path = StackPath::from_bytes(file.path().to_bytes()).unwrap();
-    match read(path) {
+    match read(file.path()) {
         Ok(config) => {
             assert_eq!(first_bad, None, "accepted a bad line");
             let options = config.options();
