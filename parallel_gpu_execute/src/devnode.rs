@@ -74,7 +74,7 @@ pub fn open_device(path: &CStr) -> Access {
 pub fn owner_group(sysroot: &[u8], node: &CStr) -> Option<(u32, Option<CBuf<64>>)> {
     let gid = rustix::fs::stat(node).ok()?.st_gid;
     let mut name = None;
-    if let Some(group_file) = host_path(sysroot, b"/etc/group") {
+    if let Some(group_file) = host_path(sysroot, b"/etc/group", None) {
         let mut buf = [0u8; 1024];
         let _ = for_each_line_in_file(group_file.as_cstr(), &mut buf, |Line { bytes, complete }| {
             // name:password:gid:members

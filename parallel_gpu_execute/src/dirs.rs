@@ -104,14 +104,14 @@ pub fn with_host_path<R>(
     with_joined(&[sysroot, absolute], number, f)
 }
 
-/// `<sysroot><absolute>`, as a `StackPath` to keep (messages, `--list`).
-/// The counting paths use [`with_host_path`] instead.
+/// `<sysroot><absolute>`, followed by `number` when given, as a `StackPath`
+/// to keep (messages). The counting paths use [`with_host_path`] instead.
 ///
 /// Built in place (not through `StackPath::from_bytes(..).ok()`, whose
 /// `Result` to `Option` conversion copies the 4 KiB buffer through a second
 /// one on the stack).
-pub fn host_path(sysroot: &[u8], absolute: &[u8]) -> Option<StackPath> {
+pub fn host_path(sysroot: &[u8], absolute: &[u8], number: Option<u64>) -> Option<StackPath> {
     let mut p = StackPath::new();
-    p.push_all(&[sysroot, absolute], None).ok()?;
+    p.push_all(&[sysroot, absolute], number).ok()?;
     Some(p)
 }

@@ -22,7 +22,7 @@
 //! its GPU agents, which `ROCR_VISIBLE_DEVICES` selects.
 
 use crate::devnode::{Access, open_device};
-use crate::dirs::{for_each_entry, for_each_line_at, open_dir, with_host_path};
+use crate::dirs::{for_each_entry, for_each_line_at, host_path, open_dir, with_host_path};
 use std::ops::ControlFlow;
 use wrapper_common::StackPath;
 use wrapper_common::numbers::parse_u64;
@@ -166,7 +166,7 @@ const RENDER_NODE: &[u8] = b"/dev/dri/renderD";
 
 /// `<sysroot>/dev/dri/renderD<minor>`, to keep (for a message).
 pub fn render_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
-    with_host_path(sysroot, RENDER_NODE, Some(minor), |p| StackPath::from_bytes(p.to_bytes()).ok())?
+    host_path(sysroot, RENDER_NODE, Some(minor))
 }
 
 /// Scans the topology, calling `visit` for every node (GPU or not, in

@@ -19,8 +19,8 @@ use wrapper_common::argv::Argv;
 use wrapper_common::diag::{self, Bytes};
 use wrapper_common::env::{self, EnvBuilder};
 use wrapper_common::exec;
-use wrapper_common::runfiles::{manifest_lookup, rlocation_parts, separator, with_manifest_path};
-use wrapper_common::with_joined;
+use wrapper_common::runfiles::{manifest_lookup, rlocation_parts, with_manifest_path};
+use wrapper_common::{separator, with_joined};
 
 /// Where the test binary is: an absolute path as is; else
 /// `$TEST_SRCDIR/$TEST_WORKSPACE/<test without ./>` when it exists (a

@@ -32,8 +32,7 @@ use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 use std::ffi::CStr;
 use std::time::{Duration, Instant};
-use wrapper_common::runfiles::separator;
-use wrapper_common::{CBuf, StackPath, diag, with_joined};
+use wrapper_common::{CBuf, StackPath, diag, separator, with_joined};
 
 /// Most lock descriptors a waiter keeps open; beyond that it closes them
 /// after each try and polls instead of watching (its own closes would wake it).

@@ -24,7 +24,7 @@
 //! in any mix (`Model: \t\t Tesla P100`, `GPU Excluded:\t No`).
 
 use crate::devnode::{Access, open_device};
-use crate::dirs::{for_each_entry, for_each_line_at, open_dir, with_host_path};
+use crate::dirs::{for_each_entry, for_each_line_at, host_path, open_dir, with_host_path};
 use std::ops::ControlFlow;
 use wrapper_common::numbers::parse_u64;
 use wrapper_common::{CBuf, StackPath};
@@ -128,7 +128,7 @@ const DEVICE_NODE: &[u8] = b"/dev/nvidia";
 
 /// `<sysroot>/dev/nvidia<minor>`, to keep (for a message).
 pub fn device_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
-    with_host_path(sysroot, DEVICE_NODE, Some(minor), |p| StackPath::from_bytes(p.to_bytes()).ok())?
+    host_path(sysroot, DEVICE_NODE, Some(minor))
 }
 
 /// Opens `<sysroot>/dev/nvidia<minor>` as the driver's clients do.

@@ -21,9 +21,9 @@ use std::ffi::{CStr, c_char};
 use std::ops::ControlFlow;
 use wrapper_common::StackPath;
 use wrapper_common::exec::check_executable;
-use wrapper_common::runfiles::{ManifestEntry, scan_manifest, separator, unescape_into};
-use wrapper_common::with_joined;
+use wrapper_common::runfiles::{ManifestEntry, scan_manifest, unescape_into};
 use wrapper_common::{diag, env};
+use wrapper_common::{separator, with_joined};
 
 /// Directory levels below the runfiles root that the walk descends.
 const MAX_DEPTH: usize = 64;

@@ -31,6 +31,13 @@ pub type StackPath = CBuf<4096>;
 /// paths, Bazel's runfiles and short test prefixes.
 pub type ShortPath = CBuf<256>;
 
+/// What joins `dir` and a relative path: `/`, unless `dir` is empty or
+/// already ends in one. The one rule for both [`CBuf::push_path`] and the
+/// paths built with [`with_joined`].
+pub fn separator(dir: &[u8]) -> &'static [u8] {
+    if dir.is_empty() || dir.ends_with(b"/") { b"" } else { b"/" }
+}
+
 /// Calls `f` with `parts` joined, followed by `number` in decimal when
 /// given; `None` when the path cannot be built (longer than `PATH_MAX`, or a
 /// part holds a NUL).
@@ -113,9 +120,7 @@ impl<const N: usize> CBuf<N> {
     /// then `component`.
     pub fn push_path(&mut self, component: &[u8]) -> Result<(), TooLong> {
         let saved = self.len;
-        if self.len > 0 && self.buf[self.len - 1] != b'/' {
-            self.push(b"/")?;
-        }
+        self.push(separator(self.as_bytes()))?;
         self.push(component).inspect_err(|_| self.truncate(saved))
     }
 

@@ -154,16 +154,10 @@ pub fn report(tool: &str, message: fmt::Arguments<'_>) {
     write_stderr(line.finish_line());
 }
 
-/// Writes `<message>\n` to stderr in one write, without a tool prefix (for
-/// the lines the classic scripts printed, which CI logs are grepped for).
-pub fn say(message: fmt::Arguments<'_>) {
-    let mut line = LineBuf::<4096>::new();
-    let _ = line.write_fmt(message);
-    write_stderr(line.finish_line());
-}
-
-/// [`say`] for a line already built, which must end in `\n`: written as it
-/// is, without a 4 KiB line buffer on the stack.
+/// Writes `line`, which must end in `\n`, to stderr in one write, without a
+/// tool prefix (for the lines the classic scripts printed, which CI logs
+/// are grepped for). The caller builds the line: no 4 KiB line buffer on
+/// the stack.
 pub fn say_line(line: &[u8]) {
     write_stderr(line);
 }

@@ -5,7 +5,7 @@
 //! exist, 126 when it exists but cannot be executed.
 
 use crate::cbuf::StackPath;
-use crate::cbuf::with_joined;
+use crate::cbuf::{separator, with_joined};
 use crate::diag::Bytes;
 use rustix::io::Errno;
 use std::ffi::{CStr, CString, c_char};
@@ -62,13 +62,25 @@ fn search_path() -> &'static [u8] {
     crate::env::var(b"PATH").unwrap_or(b"/bin:/usr/bin")
 }
 
-/// Joins a PATH entry and a program name (an empty entry is the current
-/// directory, as in execvp).
+/// A PATH entry as a directory: an empty entry is the current directory,
+/// as in execvp.
+fn entry_dir(dir: &[u8]) -> &[u8] {
+    if dir.is_empty() { b"." } else { dir }
+}
+
+/// Joins a PATH entry and a program name, to keep (for a failure).
 fn join(dir: &[u8], name: &[u8]) -> Option<StackPath> {
     let mut p = StackPath::new();
-    p.push(if dir.is_empty() { b"." } else { dir }).ok()?;
+    p.push(entry_dir(dir)).ok()?;
     p.push_path(name).ok()?;
     Some(p)
+}
+
+/// Calls `f` with the PATH entry `dir` joined to `name`, built in a short
+/// buffer ([`with_joined`]); `None` when no such path can be built.
+fn with_candidate<R>(dir: &[u8], name: &[u8], f: impl FnOnce(&CStr) -> R) -> Option<R> {
+    let dir = entry_dir(dir);
+    with_joined(&[dir, separator(dir), name], None, f)
 }
 
 /// Finds the file `exec` would run, without running it: `name` itself when it
@@ -97,10 +109,7 @@ pub fn resolve(name: &CStr) -> Result<CString, ExecFailure> {
     // and the search goes on; "not found" only when nothing was found.
     let mut denied: Option<(&[u8], Errno)> = None;
     for dir in search_path().split(|&b| b == b':') {
-        let dir_or_dot: &[u8] = if dir.is_empty() { b"." } else { dir };
-        let tried = with_joined(&[dir_or_dot, crate::runfiles::separator(dir_or_dot), bytes], None, |candidate| {
-            probe_executable(candidate).map(|()| candidate.to_owned())
-        });
+        let tried = with_candidate(dir, bytes, |candidate| probe_executable(candidate).map(|()| candidate.to_owned()));
         match tried {
             Some(Ok(found)) => return Ok(found),
             Some(Err(e)) if !not_found(e) => {
@@ -197,8 +206,7 @@ pub fn exec(program: &CStr, argv: *const *const c_char, envp: *const *const c_ch
     // exec allocates nothing and carries no 4 KiB candidate buffer.
     let mut denied: Option<&[u8]> = None;
     for dir in search_path().split(|&b| b == b':') {
-        let dir_or_dot: &[u8] = if dir.is_empty() { b"." } else { dir };
-        let tried = with_joined(&[dir_or_dot, crate::runfiles::separator(dir_or_dot), name], None, |candidate| {
+        let tried = with_candidate(dir, name, |candidate| {
             let errno = execve(candidate, argv, envp);
             if errno == Errno::NOEXEC { exec_as_script(candidate, argv, envp) } else { errno }
         });

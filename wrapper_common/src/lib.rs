@@ -18,4 +18,4 @@ pub mod numbers;
 pub mod paths;
 pub mod runfiles;
 
-pub use cbuf::{CBuf, ShortPath, StackPath, TooLong, with_joined};
+pub use cbuf::{CBuf, ShortPath, StackPath, TooLong, separator, with_joined};

@@ -8,7 +8,7 @@
 //! line each. When a path contains a space, newline or backslash, Bazel
 //! starts the line with a space and escapes them (`\s`, `\n`, `\b`).
 
-use crate::cbuf::StackPath;
+use crate::cbuf::{StackPath, separator};
 use crate::lines::{Line, for_each_line_in_file, with_read_buffer};
 use rustix::io::Errno;
 use std::ops::ControlFlow;
@@ -230,12 +230,6 @@ pub fn rlocation_parts<'a>(path: &'a [u8], workspace: &'a [u8]) -> Option<[&'a [
         return None;
     }
     Some([workspace, separator(workspace), path])
-}
-
-/// What joins `dir` and a relative path: `/`, unless `dir` is empty or
-/// already ends in one (as [`StackPath::push_path`] joins).
-pub fn separator(dir: &[u8]) -> &'static [u8] {
-    if dir.is_empty() || dir.ends_with(b"/") { b"" } else { b"/" }
 }
 
 #[cfg(test)]
