@@ -21,7 +21,7 @@ use std::ffi::CStr;
 use std::ops::ControlFlow;
 use wrapper_common::lines::{Line, for_each_line_in_file, with_read_buffer};
 use wrapper_common::runfiles::{exists_cstr, manifest_lookup, rlocation_from_cwd};
-use wrapper_common::{StackPath, env, with_joined};
+use wrapper_common::{StackPath, env};
 
 /// Appended to argv[0] to name the file.
 pub const SUFFIX: &[u8] = b".sanitizer_wrapper.conf";
@@ -56,11 +56,9 @@ impl Config {
 /// variables' own strings, so the pass-through carries no 4 KiB path on its
 /// stack; the manifest lookup, for manifest-only layouts, is out of line.
 pub fn load(argv0: &[u8]) -> Result<Option<Config>, Error> {
-    if argv0.contains(&b'/') {
-        let beside = with_joined(&[argv0, SUFFIX], None, |path| exists_cstr(path).then(|| read(path)));
-        if let Some(Some(config)) = beside {
-            return config.map(Some);
-        }
+    let beside = locate::with_beside_argv0(argv0, SUFFIX, |path| exists_cstr(path).then(|| read(path)));
+    if let Some(Some(config)) = beside {
+        return config.map(Some);
     }
     if locate::runfiles_dir_is_directory(argv0) {
         return Ok(None);

@@ -20,36 +20,49 @@ use wrapper_common::paths::absolute;
 use wrapper_common::runfiles::{Runfiles, exists, manifest_path};
 use wrapper_common::{StackPath, with_joined};
 
+/// The parts of `<argv0><suffix>`, when argv[0] names a path.
+fn beside_parts<'a>(argv0: &'a [u8], suffix: &'a [u8]) -> Option<[&'a [u8]; 2]> {
+    argv0.contains(&b'/').then_some([argv0, suffix])
+}
+
+/// The parts of the runfiles directory to look in: `$RUNFILES_DIR`, else
+/// `$TEST_SRCDIR`, else `<argv0>.runfiles`.
+fn runfiles_dir_parts(argv0: &[u8]) -> Option<[&[u8]; 2]> {
+    match env::var_nonempty(b"RUNFILES_DIR").or_else(|| env::var_nonempty(b"TEST_SRCDIR")) {
+        Some(dir) => Some([dir, b""]),
+        None => beside_parts(argv0, b".runfiles"),
+    }
+}
+
+fn kept(parts: [&[u8]; 2]) -> Option<StackPath> {
+    let mut path = StackPath::new();
+    path.push_all(&parts, None).ok()?;
+    Some(path)
+}
+
 /// `<argv0><suffix>`, when argv[0] names a path.
 pub fn beside_argv0(argv0: &[u8], suffix: &[u8]) -> Option<StackPath> {
-    if !argv0.contains(&b'/') {
-        return None;
-    }
-    let mut path = StackPath::from_bytes(argv0).ok()?;
-    path.push(suffix).ok()?;
-    Some(path)
+    kept(beside_parts(argv0, suffix)?)
+}
+
+/// [`beside_argv0`] built in a short buffer for `f` ([`with_joined`]).
+pub fn with_beside_argv0<R>(argv0: &[u8], suffix: &[u8], f: impl FnOnce(&CStr) -> R) -> Option<R> {
+    with_joined(&beside_parts(argv0, suffix)?, None, f)
 }
 
 /// The runfiles directory to look in (it may not exist).
 pub fn runfiles_dir(argv0: &[u8]) -> Option<StackPath> {
-    match env::var_nonempty(b"RUNFILES_DIR").or_else(|| env::var_nonempty(b"TEST_SRCDIR")) {
-        Some(dir) => StackPath::from_bytes(dir).ok(),
-        None => beside_argv0(argv0, b".runfiles"),
-    }
+    kept(runfiles_dir_parts(argv0)?)
 }
 
-/// Is the runfiles directory [`runfiles_dir`] names a directory? Without
-/// a 4 KiB copy of it: the variable's own string, or `<argv0>.runfiles` in
-/// a short buffer.
+/// Is the runfiles directory [`runfiles_dir`] names a directory? Built in
+/// a short buffer ([`with_joined`]), not a 4 KiB copy.
 pub fn runfiles_dir_is_directory(argv0: &[u8]) -> bool {
     let is_dir = |path: &CStr| {
         rustix::fs::stat(path)
             .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory)
     };
-    match env::var_nonempty_cstr(b"RUNFILES_DIR").or_else(|| env::var_nonempty_cstr(b"TEST_SRCDIR")) {
-        Some(dir) => is_dir(dir),
-        None => argv0.contains(&b'/') && with_joined(&[argv0, b".runfiles"], None, is_dir).unwrap_or(false),
-    }
+    runfiles_dir_parts(argv0).and_then(|parts| with_joined(&parts, None, is_dir)).unwrap_or(false)
 }
 
 /// The runfiles manifest to read, given the directory candidate.
