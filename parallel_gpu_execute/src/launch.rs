@@ -201,15 +201,7 @@ fn annotate(mode: Mode, ids: &[u8], grant: &Grant) {
     let written = with_joined(&[dir, separator(dir), ANNOTATION_FILE], None, |path| {
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NOCTTY;
         let fd = rustix::fs::open(path, flags, FileMode::from_raw_mode(0o644))?;
-        let mut rest = line.as_bytes();
-        while !rest.is_empty() {
-            match rustix::io::write(&fd, rest) {
-                Ok(0) => return Err(rustix::io::Errno::IO),
-                Ok(n) => rest = &rest[n..],
-                Err(rustix::io::Errno::INTR) => {}
-                Err(e) => return Err(e),
-            }
-        }
+        diag::write_all(&fd, line.as_bytes())?;
         rustix::fs::ftruncate(&fd, line.len() as u64)
     });
     match written {

@@ -113,31 +113,12 @@ impl fmt::Display for Excerpt<'_> {
     }
 }
 
-/// Writes all of `bytes` to stderr, retrying on interruption; errors are
-/// ignored (there is nowhere left to report them).
-pub fn write_stderr(bytes: &[u8]) {
+/// Writes all of `bytes` to `fd`, retrying on interruption; a write that
+/// writes nothing is `EIO`.
+pub fn write_all(fd: impl rustix::fd::AsFd, bytes: &[u8]) -> Result<(), rustix::io::Errno> {
     let mut rest = bytes;
     while !rest.is_empty() {
-        // SAFETY: stderr is not owned by any Rust object here; writing to it
-        // through a borrowed fd for the duration of the call is sound even if
-        // it was closed (the call then fails with EBADF).
-        let stderr = unsafe { rustix::fd::BorrowedFd::borrow_raw(2) };
-        match rustix::io::write(stderr, rest) {
-            Ok(0) => return,
-            Ok(n) => rest = &rest[n..],
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return,
-        }
-    }
-}
-
-/// Writes all of `bytes` to stdout (for `--help` and `--version`).
-pub fn write_stdout(bytes: &[u8]) -> Result<(), rustix::io::Errno> {
-    let mut rest = bytes;
-    while !rest.is_empty() {
-        // SAFETY: as for stderr above.
-        let stdout = unsafe { rustix::fd::BorrowedFd::borrow_raw(1) };
-        match rustix::io::write(stdout, rest) {
+        match rustix::io::write(fd.as_fd(), rest) {
             Ok(0) => return Err(rustix::io::Errno::IO),
             Ok(n) => rest = &rest[n..],
             Err(rustix::io::Errno::INTR) => {}
@@ -145,6 +126,23 @@ pub fn write_stdout(bytes: &[u8]) -> Result<(), rustix::io::Errno> {
         }
     }
     Ok(())
+}
+
+/// Writes all of `bytes` to stderr; errors are ignored (there is nowhere
+/// left to report them).
+pub fn write_stderr(bytes: &[u8]) {
+    // SAFETY: stderr is not owned by any Rust object here; writing to it
+    // through a borrowed fd for the duration of the call is sound even if
+    // it was closed (the call then fails with EBADF).
+    let stderr = unsafe { rustix::fd::BorrowedFd::borrow_raw(2) };
+    let _ = write_all(stderr, bytes);
+}
+
+/// Writes all of `bytes` to stdout (for `--help` and `--version`).
+pub fn write_stdout(bytes: &[u8]) -> Result<(), rustix::io::Errno> {
+    // SAFETY: as for stderr above.
+    let stdout = unsafe { rustix::fd::BorrowedFd::borrow_raw(1) };
+    write_all(stdout, bytes)
 }
 
 /// Writes `<tool>: <message>\n` to stderr in one write.
