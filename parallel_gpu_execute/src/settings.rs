@@ -134,6 +134,20 @@ fn flag_or_var(
     }
 }
 
+/// [`flag_or_var`]'s value read by `parse`, when given; a value `parse`
+/// rejects is a `BadValue` that names the flag or variable and `expected`.
+fn parsed<T>(
+    flag: Option<&'static CStr>,
+    flag_name: &'static str,
+    var: &'static str,
+    parse: impl FnOnce(&[u8]) -> Option<T>,
+    expected: &'static str,
+) -> Result<Option<T>, Error> {
+    let Some((name, value)) = flag_or_var(flag, flag_name, var) else { return Ok(None) };
+    let value = value.to_bytes();
+    parse(value).map(Some).ok_or(Error::BadValue { name, value, expected })
+}
+
 fn bounded(name: &'static str, value: &'static [u8], min: u64, max: u64, expected: &'static str) -> Result<u64, Error> {
     match parse_u64(value) {
         Some(n) if (min..=max).contains(&n) => Ok(n),
@@ -144,14 +158,8 @@ fn bounded(name: &'static str, value: &'static [u8], min: u64, max: u64, expecte
 impl Settings {
     /// The settings in force for the wrapper started as `argv0`.
     pub fn load(flags: &Flags, argv0: &[u8]) -> Result<Settings, Error> {
-        let profile = match flag_or_var(flags.profile, "--profile", "PARALLEL_GPU_EXECUTE_PROFILE") {
-            Some((name, v)) => Profile::parse(v.to_bytes()).ok_or(Error::BadValue {
-                name,
-                value: v.to_bytes(),
-                expected: "xla or jax",
-            })?,
-            None => Profile::from_argv0(argv0),
-        };
+        let profile = parsed(flags.profile, "--profile", "PARALLEL_GPU_EXECUTE_PROFILE", Profile::parse, "xla or jax")?
+            .unwrap_or_else(|| Profile::from_argv0(argv0));
         let count_var = profile.count_variable();
         let tf_gpu_count = match env::var_nonempty(count_var.as_bytes()) {
             Some(v) => Some(bounded(count_var, v, 0, MAX_GPU_COUNT.into(), "an integer from 0 to 4096")? as u32),
@@ -169,36 +177,24 @@ impl Settings {
             Some((_, dir)) => dir,
             None => DEFAULT_LOCK_DIR,
         };
-        let vendor = match flag_or_var(flags.vendor, "--vendor", "PARALLEL_GPU_EXECUTE_VENDOR") {
-            Some((name, v)) => Some(Vendor::parse(v.to_bytes()).ok_or(Error::BadValue {
-                name,
-                value: v.to_bytes(),
-                expected: "rocm, cuda or classic",
-            })?),
-            None => None,
-        };
-        let wait_ms = match flag_or_var(flags.wait, "--wait", "PARALLEL_GPU_EXECUTE_WAIT") {
-            Some((name, v)) => match parse_seconds_as_millis(v.to_bytes()) {
-                Some(ms) if ms <= MAX_WAIT_MS => Some(ms),
-                _ => {
-                    return Err(Error::BadValue {
-                        name,
-                        value: v.to_bytes(),
-                        expected: "seconds, from 0 (fail at once) to 2592000, e.g. 600 or 1.5",
-                    });
-                }
-            },
-            None => None,
-        };
+        let vendor =
+            parsed(flags.vendor, "--vendor", "PARALLEL_GPU_EXECUTE_VENDOR", Vendor::parse, "rocm, cuda or classic")?;
+        let wait_ms = parsed(
+            flags.wait,
+            "--wait",
+            "PARALLEL_GPU_EXECUTE_WAIT",
+            |v| parse_seconds_as_millis(v).filter(|&ms| ms <= MAX_WAIT_MS),
+            "seconds, from 0 (fail at once) to 2592000, e.g. 600 or 1.5",
+        )?;
         let sysroot = env::var_nonempty(b"PARALLEL_GPU_EXECUTE_SYSROOT").unwrap_or(b"");
-        let lock_names = match flag_or_var(flags.lock_names, "--lock-names", "PARALLEL_GPU_EXECUTE_LOCK_NAMES") {
-            Some((name, v)) => LockNames::parse(v.to_bytes()).ok_or(Error::BadValue {
-                name,
-                value: v.to_bytes(),
-                expected: "index or physical",
-            })?,
-            None => LockNames::Index,
-        };
+        let lock_names = parsed(
+            flags.lock_names,
+            "--lock-names",
+            "PARALLEL_GPU_EXECUTE_LOCK_NAMES",
+            LockNames::parse,
+            "index or physical",
+        )?
+        .unwrap_or(LockNames::Index);
         Ok(Settings { profile, tf_gpu_count, tests_per_gpu, lock_dir, vendor, wait_ms, sysroot, lock_names })
     }
 }
