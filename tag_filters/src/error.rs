@@ -4,7 +4,6 @@
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug)]
 pub enum Error {
@@ -29,17 +28,17 @@ pub enum Error {
     /// The table file has no `base = ...` line.
     TableNoBase { file: PathBuf },
     /// stdout could not be written; a closed pipe is reported by the exit
-    /// code alone (see `main`).
+    /// code alone (see `is_quiet`).
     Stdout(io::Error),
 }
 
 impl Error {
-    pub fn exit_code(&self) -> ExitCode {
+    pub fn exit_code(&self) -> u8 {
         match self {
             // 1 is taken by `--explain`'s "not selected", so a driver that
             // tests it cannot mistake a failed write for an answer.
-            Error::Stdout(_) => ExitCode::from(3),
-            _ => ExitCode::from(2),
+            Error::Stdout(_) => 3,
+            _ => 2,
         }
     }
 
@@ -130,9 +129,9 @@ mod tests {
 
     #[test]
     fn exit_codes() {
-        assert_eq!(Error::ExplainWithFormat.exit_code(), ExitCode::from(2));
+        assert_eq!(Error::ExplainWithFormat.exit_code(), 2);
         let broken = Error::Stdout(io::ErrorKind::BrokenPipe.into());
-        assert_eq!(broken.exit_code(), ExitCode::from(3));
+        assert_eq!(broken.exit_code(), 3);
         assert!(broken.is_quiet());
         assert!(!Error::Stdout(io::ErrorKind::StorageFull.into()).is_quiet());
     }

@@ -31,7 +31,6 @@ use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use cli::Request;
 use error::Error;
@@ -66,9 +65,9 @@ pub fn load_table(argv0: Option<&OsStr>, args: &[OsString]) -> Result<Table, Err
 /// locates the table file beside the executable. Returns the exit code of
 /// a run that went as asked: 0, or 1 when `--explain` finds the target not
 /// selected.
-pub fn run(argv0: Option<&OsStr>, args: &[OsString], stdout: &mut impl Write) -> Result<ExitCode, Error> {
+pub fn run(argv0: Option<&OsStr>, args: &[OsString], stdout: &mut impl Write) -> Result<u8, Error> {
     let table = load_table(argv0, args)?;
-    let mut code = ExitCode::SUCCESS;
+    let mut code = 0;
     let text = match cli::parse(args, &table)? {
         Request::Help => output::help(&table),
         Request::Version => output::version(),
@@ -76,14 +75,14 @@ pub fn run(argv0: Option<&OsStr>, args: &[OsString], stdout: &mut impl Write) ->
         Request::Explain { configs, target_tags } => {
             let verdict = TagFilter::compose(&table, configs).explain(&target_tags);
             if !verdict.is_selected() {
-                code = ExitCode::FAILURE;
+                code = 1;
             }
             output::verdict(&verdict, &target_tags)
         }
     };
     // Flush too: a locked stdout buffers, and an error left in the buffer
     // would otherwise be lost when it is dropped. (A stdout that was never
-    // open, `>&-`, is a sink to Rust's std: it reports success.)
+    // open, `>&-`, is a sink to Rust's std: its EBADF reports success.)
     stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).map_err(Error::Stdout)?;
     Ok(code)
 }
