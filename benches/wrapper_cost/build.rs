@@ -18,7 +18,8 @@ pub(crate) struct Bins {
     pub(crate) san: Option<PathBuf>,
     pub(crate) tag: PathBuf,
     pub(crate) floor: PathBuf,
-    pub(crate) kfd_floor: PathBuf,
+    /// `benches/floor/slot_exec.c`: the TF_GPU_COUNT and KFD floors.
+    pub(crate) slot_floor: PathBuf,
     pub(crate) test: PathBuf,
     /// A directory with musl builds of the wrappers
     /// (`WRAPPER_BENCH_MUSL_BINS`), when given.
@@ -28,6 +29,25 @@ pub(crate) struct Bins {
     pub(crate) hold: PathBuf,
     pub(crate) maxrss: PathBuf,
     pub(crate) classic: PathBuf,
+}
+
+impl Bins {
+    /// Every executable a case runs (the classic script's bash aside, which
+    /// is the system's).
+    pub(crate) fn executables(&self) -> Vec<PathBuf> {
+        let mut all =
+            vec![self.pge.clone(), self.floor.clone(), self.slot_floor.clone(), self.test.clone(), self.hold.clone()];
+        all.extend(self.san.clone());
+        if let Some((floor, test)) = &self.musl {
+            all.extend([floor.clone(), test.clone()]);
+        }
+        if let Some(dir) = &self.musl_wrappers {
+            all.extend(
+                ["parallel_gpu_execute", "sanitizer_wrapper"].map(|b| dir.join(b)).into_iter().filter(|p| p.is_file()),
+            );
+        }
+        all
+    }
 }
 
 pub(crate) fn cargo_build(root: &Path, target: &Path, packages: &[&str]) -> bool {
@@ -90,7 +110,7 @@ pub(crate) fn build(root: &Path, work: &Path, musl_wrappers: Option<PathBuf>) ->
         tag: bin("tag_filters"),
         musl_wrappers,
         floor: c("floor", "exec"),
-        kfd_floor: c("floor", "kfd_exec"),
+        slot_floor: c("floor", "slot_exec"),
         test: c("floor", "true"),
         musl: {
             let (floor, test) = (work.join("musl_exec"), work.join("musl_true"));

@@ -14,7 +14,11 @@ pub(crate) enum Arg {
 pub(crate) enum Key {
     Direct,
     Floor,
-    /// `benches/floor/kfd_exec.c`: the system calls of the KFD path, in C.
+    /// `benches/floor/slot_exec.c` with `TF_GPU_COUNT`: the system calls
+    /// of that path, in C.
+    CountFloor,
+    /// `benches/floor/slot_exec.c` on the KFD host: the system calls of the
+    /// KFD path, in C.
     KfdFloor,
     /// A static musl `int main(){return 0;}`, exec'd directly.
     MuslDirect,
@@ -37,7 +41,16 @@ pub(crate) enum Key {
 
 impl Key {
     pub(crate) fn is_wrapper(self) -> bool {
-        !matches!(self, Key::Direct | Key::Floor | Key::KfdFloor | Key::MuslDirect | Key::MuslFloor | Key::Classic)
+        !matches!(
+            self,
+            Key::Direct
+                | Key::Floor
+                | Key::CountFloor
+                | Key::KfdFloor
+                | Key::MuslDirect
+                | Key::MuslFloor
+                | Key::Classic
+        )
     }
 
     /// The most this case may cost, as a multiple of the floor (the
@@ -156,21 +169,31 @@ impl Context<'_> {
             .collect()
     }
 
-    /// The KFD floor: the KFD path's system calls (every node's properties,
-    /// each GPU's render node opened, one flock) in C, on the KFD host.
-    pub(crate) fn kfd_floor(&self, tree: &Tree) -> Case {
-        let label = "KFD floor: static C, the KFD path's system calls, then the test";
-        let mut c = self.case(
-            Key::KfdFloor,
-            label,
-            tree.srcdir(),
-            &tree.cwd(),
-            vec![lit(&self.bins.kfd_floor), test_abs(tree)],
-        );
-        c.env.push(("PARALLEL_GPU_EXECUTE_SYSROOT".into(), self.kfd_sysroot.clone().into()));
-        c.env.push(("PARALLEL_GPU_EXECUTE_LOCK_DIR".into(), self.locks.join("kfd-floor").into()));
-        c.expect.push("ROCR_VISIBLE_DEVICES=0\n".into());
-        c
+    /// The slot floors (`benches/floor/slot_exec.c`): the system calls the
+    /// `TF_GPU_COUNT` path, and the KFD path on the KFD host, must make under
+    /// the project's contract, in C, in the environment of the wrapper's own
+    /// case (`like`, whose lock directory name it borrows with `-floor`).
+    pub(crate) fn slot_floor(&self, like: &Case, lock_name: &str) -> Case {
+        let (key, label) = match like.key {
+            Key::PgeTfGpuCount => {
+                (Key::CountFloor, "TF_GPU_COUNT floor: static C, that path's system calls, then the test")
+            }
+            _ => (Key::KfdFloor, "KFD floor: static C, the KFD path's system calls, then the test"),
+        };
+        let mut env = like.env.clone();
+        env.retain(|(k, _)| k != "PARALLEL_GPU_EXECUTE_LOCK_DIR");
+        env.push(("PARALLEL_GPU_EXECUTE_LOCK_DIR".into(), self.locks.join(format!("{lock_name}-floor")).into()));
+        Case {
+            key,
+            label: label.to_string(),
+            cmd: vec![lit(&self.bins.slot_floor), test_rel()],
+            env,
+            cwd: like.cwd.clone(),
+            expect: like.expect.clone(),
+            reject: like.reject.clone(),
+            samples: Vec::new(),
+            rss_kib: None,
+        }
     }
 
     /// The musl direct exec and the musl floor, when musl-gcc built them.

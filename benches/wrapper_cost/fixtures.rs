@@ -16,6 +16,8 @@ pub(crate) enum Content {
 pub(crate) struct Tree {
     pub(crate) runfiles: Runfiles,
     pub(crate) files: usize,
+    /// The copies of built programs in it (for `pagecache::settle`).
+    pub(crate) programs: Vec<PathBuf>,
     pub(crate) _dir: TempDir,
 }
 
@@ -25,6 +27,7 @@ impl Tree {
         let dir = TempDir::new(label);
         let mut runfiles = Runfiles::new(&dir, WORKSPACE);
         entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut programs = Vec::new();
         for (rlocation, content) in &entries {
             match content {
                 Content::Text(text) => {
@@ -36,6 +39,7 @@ impl Tree {
                 Content::Copy(program) => {
                     let real = runfiles.add(rlocation, "", true);
                     fs::copy(program, &real).expect("copy a program into the execroot");
+                    programs.push(real);
                 }
                 Content::Link(target) => {
                     let link = runfiles.srcdir.join(rlocation);
@@ -46,7 +50,7 @@ impl Tree {
             }
         }
         runfiles.write_manifest();
-        Tree { runfiles, files: entries.len(), _dir: dir }
+        Tree { runfiles, files: entries.len(), programs, _dir: dir }
     }
 
     pub(crate) fn srcdir(&self) -> &Path {

@@ -69,6 +69,7 @@ mod build;
 mod cases;
 mod fixtures;
 mod measure;
+mod pagecache;
 mod report;
 mod spawn;
 
@@ -200,9 +201,10 @@ fn main() {
             ctx.pge_pass_through(&small_plain),
             ctx.pge_tf_gpu_count(&small_plain),
             ctx.pge_kfd(&small_plain, "kfd-small"),
-            ctx.kfd_floor(&small_plain),
         ],
     };
+    let floors = [ctx.slot_floor(&small.cases[3], "tf"), ctx.slot_floor(&small.cases[4], "kfd-small")];
+    small.cases.extend(floors);
     small.cases.extend(ctx.pge_rocminfo(small_rocm.srcdir(), &small_view, "rocminfo-small"));
     small.cases.extend(ctx.musl(&small_plain));
     small.cases.extend(ctx.musl_pge(&small_plain));
@@ -219,6 +221,19 @@ fn main() {
     large_group.cases.extend(ctx.pge_rocminfo(large.srcdir(), &large_view, "rocminfo-large"));
     large_group.cases.push(ctx.classic("classic bash wrapper, rocminfo in the runfiles", &large, "classic-large"));
 
+    let mut programs = bins.executables();
+    for tree in [&small_plain, &small_rocm, &large] {
+        programs.extend(tree.programs.iter().cloned());
+    }
+    let stayed = pagecache::settle(&programs);
+    eprintln!(
+        "wrapper_cost: page cache: {} of {} executables written back and dropped (each is read back on its first exec)",
+        programs.len() - stayed.len(),
+        programs.len()
+    );
+    for file in &stayed {
+        eprintln!("wrapper_cost: WARNING: {} stayed in the page cache; its first-run state differs", file.display());
+    }
     let devnull = open_devnull();
     let attr = Attr::new();
     run_group(&mut small, &attr, devnull.as_raw_fd(), &bins.maxrss);
@@ -260,15 +275,21 @@ fn main() {
         ms(glibc_start)
     );
     println!("({start_note})");
-    let kfd_note = match (small.median(Key::KfdFloor), small.median(Key::PgeKfd)) {
-        (Some(kfd_floor), Some(ours)) => format!(
-            "the KFD floor (the KFD path's system calls alone, in C) costs {:.2}x the floor here; \
-             parallel_gpu_execute's KFD path costs {:.2}x the KFD floor",
-            kfd_floor / small.median(Key::Floor).unwrap(),
-            ours / kfd_floor
+    let floor = small.median(Key::Floor).unwrap();
+    let slot_floor = |path: &str, key: Key, ours: Key| match (small.median(key), small.median(ours)) {
+        (Some(at_least), Some(ours)) => format!(
+            "the {path} floor (that path's system calls alone, in C) costs {:.2}x the floor here, \
+             parallel_gpu_execute's {path} path {:.2}x the {path} floor",
+            at_least / floor,
+            ours / at_least
         ),
-        _ => "the KFD floor did not run".to_string(),
+        _ => format!("the {path} floor did not run"),
     };
+    let kfd_note = format!(
+        "{}; {}",
+        slot_floor("TF_GPU_COUNT", Key::CountFloor, Key::PgeTfGpuCount),
+        slot_floor("KFD", Key::KfdFloor, Key::PgeKfd)
+    );
     println!("({kfd_note})");
     let musl_note = match (small.median(Key::MuslFloor), small.median(Key::MuslDirect)) {
         (Some(floor), Some(direct)) => Some(format!(

@@ -1,0 +1,144 @@
+/* The slot floors: the system calls that giving a test one GPU slot needs
+ * under this project's contract, and nothing else, then exec. Built with
+ * `cc -static -O2` like the plain floor; a wrapper's ratio to this floor is
+ * what its own code costs on that path, and this floor's ratio to the plain
+ * one is what the contract's kernel work costs on the machine at hand.
+ *
+ * The count: with TF_GPU_COUNT set, no hardware is probed (the
+ * `TF_GPU_COUNT floor`). Otherwise (the `KFD floor`), for each node of
+ * <sysroot>/sys/class/kfd/kfd/topology/nodes it reads `properties`, and for
+ * each GPU node (simd_count > 0) it opens and closes its render node
+ * read-write, as the wrappers' contract asks.
+ *
+ * The slot, as the wrapper must take it on either path:
+ * - the test checked for executing before any slot is taken (access);
+ * - the lock directory opened (created only when missing);
+ * - the waiting queue looked for (`gpulock.queue`: absent here, so no wait);
+ * - `gpulock0_0` opened (created when missing) and flock'ed, then checked to
+ *   still be the file at its path (fstat against fstatat);
+ * - the annotation `parallel_gpu_execute.part` written into
+ *   TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR (rewritten in place and cut to
+ *   length: an O_TRUNC of an existing file costs more on ext4);
+ * - the "Running test" line on stderr;
+ * - ROCR_ and HIP_VISIBLE_DEVICES (or CUDA_VISIBLE_DEVICES with
+ *   TF_GPU_COUNT) and TF_PER_DEVICE_MEMORY_LIMIT_MB set, then execv, the
+ *   lock inherited (opened without O_CLOEXEC, so no fcntl is needed).
+ * What it leaves out that the wrapper does: the NVIDIA probe on the KFD
+ * path, the descriptor-limit query, and every check of a value or error.
+ *
+ * The sysroot and lock directory come from PARALLEL_GPU_EXECUTE_SYSROOT and
+ * PARALLEL_GPU_EXECUTE_LOCK_DIR, as the wrapper reads them. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct dirent64_raw {
+    unsigned long long ino;
+    long long off;
+    unsigned short reclen;
+    unsigned char type;
+    char name[];
+};
+
+/* The number after `key ` on a line of `text`, or -1. */
+static long field(const char *text, const char *key) {
+    size_t n = strlen(key);
+    for (const char *p = text; (p = strstr(p, key)) != NULL; p += n) {
+        if ((p == text || p[-1] == '\n') && p[n] == ' ') return strtol(p + n + 1, NULL, 10);
+    }
+    return -1;
+}
+
+/* Reads every KFD node's properties and opens each GPU's render node. */
+static int count_kfd(const char *root) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/sys/class/kfd/kfd/topology/nodes", root);
+    int nodes = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (nodes < 0) return 0;
+    int gpus = 0;
+    char dents[4096];
+    long got;
+    while ((got = syscall(SYS_getdents64, nodes, dents, sizeof dents)) > 0) {
+        for (long at = 0; at < got;) {
+            struct dirent64_raw *d = (struct dirent64_raw *)(dents + at);
+            at += d->reclen;
+            if (d->name[0] == '.') continue;
+            char rel[512], props[1024];
+            snprintf(rel, sizeof rel, "%s/properties", d->name);
+            int fd = openat(nodes, rel, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+            if (fd < 0) continue;
+            ssize_t n = read(fd, props, sizeof props - 1);
+            close(fd);
+            props[n > 0 ? n : 0] = '\0';
+            long minor = field(props, "drm_render_minor");
+            if (field(props, "simd_count") > 0 && minor > 0) {
+                snprintf(path, sizeof path, "%s/dev/dri/renderD%ld", root, minor);
+                int node = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+                if (node >= 0) {
+                    close(node);
+                    gpus++;
+                }
+            }
+        }
+    }
+    close(nodes);
+    return gpus;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    const char *root = getenv("PARALLEL_GPU_EXECUTE_SYSROOT");
+    const char *locks = getenv("PARALLEL_GPU_EXECUTE_LOCK_DIR");
+    const char *count = getenv("TF_GPU_COUNT");
+    const char *notes = getenv("TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR");
+    if (root == NULL) root = "";
+    if (locks == NULL) locks = "/var/lock";
+    int gpus = count != NULL && *count != '\0' ? atoi(count) : count_kfd(root);
+    if (gpus < 1) return 3;
+    if (access(argv[1], X_OK) != 0) return 127;
+
+    int dir = open(locks, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0 && errno == ENOENT && mkdir(locks, 0777) == 0) dir = open(locks, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) return 2;
+    int queue = openat(dir, "gpulock.queue", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (queue >= 0) return 4; /* someone waits: not the path this floor measures */
+    int lock = openat(dir, "gpulock0_0", O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    if (lock < 0 && errno == ENOENT) lock = openat(dir, "gpulock0_0", O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0666);
+    if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) != 0) return 1;
+    struct stat held, named;
+    if (fstat(lock, &held) != 0 || fstatat(dir, "gpulock0_0", &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+        held.st_dev != named.st_dev || held.st_ino != named.st_ino)
+        return 1;
+
+    const char *mode = count != NULL && *count != '\0' ? "cuda" : "rocm";
+    if (notes != NULL && *notes != '\0') {
+        char path[4096], line[256];
+        snprintf(path, sizeof path, "%s/parallel_gpu_execute.part", notes);
+        int len = snprintf(line, sizeof line, "parallel_gpu_execute: GPU(s) 0 slot 0 mode %s waited 0.0 s\n", mode);
+        int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            if (write(fd, line, len) == len) ftruncate(fd, len);
+            close(fd);
+        }
+    }
+    char line[4096];
+    int len = snprintf(line, sizeof line, "Running test %s on GPU(s) 0\n", argv[1]);
+    if (write(2, line, len) < 0) { /* as the wrapper: a closed stderr does not stop the test */ }
+    if (count != NULL && *count != '\0') {
+        setenv("CUDA_VISIBLE_DEVICES", "0", 1);
+        setenv("TF_PER_DEVICE_MEMORY_LIMIT_MB", "4200", 0);
+    } else {
+        setenv("ROCR_VISIBLE_DEVICES", "0", 1);
+        setenv("HIP_VISIBLE_DEVICES", "0", 1);
+        setenv("TF_PER_DEVICE_MEMORY_LIMIT_MB", "4096", 0);
+    }
+    execv(argv[1], argv + 1);
+    return 127;
+}
