@@ -24,6 +24,9 @@ pub(crate) enum Key {
     MuslDirect,
     /// A static musl C execv of that musl test.
     MuslFloor,
+    /// The same musl execv of the glibc test the wrappers run: what the
+    /// musl builds' rows compare with to show their own code's cost.
+    MuslFloorGlibcTest,
     PgePassThrough,
     PgeTfGpuCount,
     PgeKfd,
@@ -49,6 +52,7 @@ impl Key {
                 | Key::KfdFloor
                 | Key::MuslDirect
                 | Key::MuslFloor
+                | Key::MuslFloorGlibcTest
                 | Key::Classic
         )
     }
@@ -214,6 +218,13 @@ impl Context<'_> {
                 tree.srcdir(),
                 &tree.cwd(),
                 vec![lit(floor), test],
+            ),
+            self.case(
+                Key::MuslFloorGlibcTest,
+                "musl floor, then the (glibc) test the wrappers run",
+                tree.srcdir(),
+                &tree.cwd(),
+                vec![lit(floor), test_abs(tree)],
             ),
         ]
     }

@@ -300,6 +300,23 @@ fn main() {
         )),
         _ => None,
     };
+    let musl_own = match (small.median(Key::MuslFloorGlibcTest), small.median(Key::MuslPgePassThrough)) {
+        (Some(at_least), Some(pass)) => {
+            let of = |key| small.median(key).map_or("-".to_string(), |t| format!("{:.2}x", t / at_least));
+            Some(format!(
+                "the musl build of parallel_gpu_execute costs {:.2}x (pass-through), {} (TF_GPU_COUNT) and {} (KFD) \
+                 the musl floor that runs the same test",
+                pass / at_least,
+                of(Key::MuslPgeTfGpuCount),
+                of(Key::MuslPgeKfd)
+            ))
+        }
+        _ => None,
+    };
+    let musl_note = match (musl_note, musl_own) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
     if let Some(note) = &musl_note {
         println!("({note})");
     }

@@ -2,8 +2,12 @@
 //! wrapper has something to change.
 //!
 //! Reading goes straight to `environ`, so a lookup costs a scan of the
-//! pointer array and nothing else. Nothing in these binaries calls `setenv`,
-//! so the strings `environ` points to stay valid until `execve`.
+//! pointer array and nothing else: each entry is compared with the name in
+//! place, byte by byte, and only a matching entry's value is measured (a
+//! `strlen` of every entry for every lookup was, with musl's bytewise
+//! `strlen`, two thirds of the pass-through's instructions). Nothing in
+//! these binaries calls `setenv`, so the strings `environ` points to stay
+//! valid until `execve`.
 
 use std::ffi::{CStr, CString, c_char};
 
@@ -22,6 +26,14 @@ pub fn environ_ptr() -> *const *const c_char {
 
 /// Every `KEY=value` entry of the environment.
 pub fn entries() -> impl Iterator<Item = &'static CStr> {
+    // SAFETY: each pointer is a valid C string that lives until `execve`
+    // (`entry_ptrs`).
+    entry_ptrs().map(|p| unsafe { CStr::from_ptr(p) })
+}
+
+/// The entries of `environ` as they are: valid C strings that live until
+/// `execve`, none of them measured.
+fn entry_ptrs() -> impl Iterator<Item = *const c_char> {
     let mut p = environ_ptr();
     std::iter::from_fn(move || {
         if p.is_null() {
@@ -36,9 +48,39 @@ pub fn entries() -> impl Iterator<Item = &'static CStr> {
                 return None;
             }
             p = p.add(1);
-            Some(CStr::from_ptr(entry))
+            Some(entry)
         }
     })
+}
+
+/// A name as `after_key` takes it: one without a NUL byte (which no entry's
+/// key can hold).
+#[derive(Clone, Copy)]
+struct Key<'a>(&'a [u8]);
+
+impl Key<'_> {
+    fn new(name: &[u8]) -> Option<Key<'_>> {
+        (!name.contains(&0)).then_some(Key(name))
+    }
+}
+
+/// When the C string at `entry` is `name=value` (or just `name`, an entry
+/// without `=`), the byte after the name: `=` or the terminating NUL.
+///
+/// # Safety
+/// `entry` must point to a valid NUL-terminated string.
+#[inline]
+unsafe fn after_key(entry: *const c_char, Key(name): Key<'_>) -> Option<u8> {
+    for (i, &want) in name.iter().enumerate() {
+        // SAFETY: bytes 0..i matched `name`, which has no NUL, so the
+        // terminator is not among them and byte i is still in the string.
+        if unsafe { *entry.add(i) } as u8 != want {
+            return None;
+        }
+    }
+    // SAFETY: as above, for i = name.len().
+    let next = unsafe { *entry.add(name.len()) } as u8;
+    matches!(next, b'=' | 0).then_some(next)
 }
 
 /// Splits `KEY=value`; an entry without `=` has an empty value.
@@ -52,11 +94,11 @@ fn split_entry(entry: &[u8]) -> (&[u8], &[u8]) {
 /// The value of `name`, as `getenv` would return it (the first entry wins).
 /// The value is a suffix of its `KEY=value` entry, so it is still a C string.
 pub fn var_cstr(name: &[u8]) -> Option<&'static CStr> {
-    entries().find_map(|e| {
-        let bytes = e.to_bytes_with_nul();
-        let value_start = name.len() + 1;
-        let matches = bytes.len() > value_start && bytes.starts_with(name) && bytes[name.len()] == b'=';
-        matches.then(|| CStr::from_bytes_with_nul(&bytes[value_start..]).unwrap_or(c""))
+    let key = Key::new(name)?;
+    entry_ptrs().find_map(|e| {
+        // SAFETY: `e` is a valid C string (`entry_ptrs`); after a `=` at
+        // name.len(), the value starts one byte on and ends at the same NUL.
+        unsafe { (after_key(e, key)? == b'=').then(|| CStr::from_ptr(e.add(name.len() + 1))) }
     })
 }
 
@@ -86,11 +128,12 @@ pub struct EnvBuilder {
 
 impl EnvBuilder {
     pub fn from_current() -> EnvBuilder {
-        EnvBuilder { entries: entries().map(CStr::as_ptr).collect(), owned: Vec::new() }
+        EnvBuilder { entries: entry_ptrs().collect(), owned: Vec::new() }
     }
 
     /// Removes every entry for `key`.
     pub fn remove(&mut self, key: &[u8]) -> &mut Self {
+        let Some(key) = Key::new(key) else { return self };
         self.entries.retain(|&p| {
             if p.is_null() {
                 // The terminator `as_envp` added; it is added again there.
@@ -98,8 +141,7 @@ impl EnvBuilder {
             }
             // SAFETY: every pointer in `entries` is a valid C string, either
             // from `environ` or from `owned`, which outlives `entries`.
-            let e = unsafe { CStr::from_ptr(p) };
-            split_entry(e.to_bytes()).0 != key
+            unsafe { after_key(p, key) }.is_none()
         });
         self
     }
@@ -168,6 +210,34 @@ mod tests {
         assert_eq!(split_entry(b"K=v=w"), (&b"K"[..], &b"v=w"[..]));
         assert_eq!(split_entry(b"K"), (&b"K"[..], &b""[..]));
         assert_eq!(split_entry(b"=x"), (&b""[..], &b"x"[..]));
+    }
+
+    #[test]
+    fn keys_are_compared_in_place() {
+        let key = |entry: &CStr, name: &[u8]| {
+            // SAFETY: `entry` is a C string literal.
+            Key::new(name).and_then(|name| unsafe { after_key(entry.as_ptr(), name) })
+        };
+        assert_eq!(key(c"TF_GPU_COUNT=8", b"TF_GPU_COUNT"), Some(b'='));
+        assert_eq!(key(c"TF_GPU_COUNT=", b"TF_GPU_COUNT"), Some(b'='));
+        // An entry without `=` has the whole entry as its key.
+        assert_eq!(key(c"TF_GPU_COUNT", b"TF_GPU_COUNT"), Some(0));
+        // A longer key, a shorter one, another one.
+        assert_eq!(key(c"TF_GPU_COUNTS=8", b"TF_GPU_COUNT"), None);
+        assert_eq!(key(c"TF_GPU=8", b"TF_GPU_COUNT"), None);
+        assert_eq!(key(c"PATH=/bin", b"TF_GPU_COUNT"), None);
+        assert_eq!(key(c"", b"A"), None);
+        // An empty name is the key of `=x`; a name with a NUL never matches
+        // (it would otherwise compare past the terminator).
+        assert_eq!(key(c"=x", b""), Some(b'='));
+        assert_eq!(key(c"A", b"A\0B"), None);
+    }
+
+    #[test]
+    fn builder_removes_by_whole_key() {
+        let mut b = EnvBuilder { entries: Vec::new(), owned: Vec::new() };
+        b.set(b"KEY", b"1").set(b"KEYS", b"2").set(b"KE", b"3").remove(b"KEY");
+        assert_eq!((b.get(b"KEY"), b.get(b"KEYS"), b.get(b"KE")), (None, Some(&b"2"[..]), Some(&b"3"[..])));
     }
 
     #[test]
