@@ -19,8 +19,8 @@ load("@bazel_tools//tools/build_defs/repo:http.bzl", "http_archive")
 
 # name: (version, sha256, crate_name, features, deps, has_build_script)
 CRATES = {
-    "bitflags": ("2.13.2", "3ded4057c258ba199e2d26386d3af3780957ecaee6c4ef4041c6b4b8b97c0b06", "bitflags", ["std"], [], False),
-    "libc": ("0.2.191", "65cd87c9a6d60536580b316ad985726104730a5151c99845f2490428ef91240a", "libc", ["default", "std"], [], True),
+    "bitflags": ("2.13.2", "3ded4057c258ba199e2d26386d3af3780957ecaee6c4ef4041c6b4b8b97c0b06", "bitflags", [], [], False),
+    "libc": ("0.2.191", "65cd87c9a6d60536580b316ad985726104730a5151c99845f2490428ef91240a", "libc", [], [], True),
     "linux-raw-sys": (
         "0.12.1",
         "32a66949e030da00e8c7d4434b251670a91556f4144941d37452769c25d58a53",
@@ -33,7 +33,7 @@ CRATES = {
         "1.1.6",
         "e5e76742e5294153d4dde1207dbec5bdd81eef6fabdc0d2118babadabfd858aa",
         "rustix",
-        ["alloc", "event", "fs", "param", "pipe", "process", "std"],
+        ["alloc", "event", "fs", "param", "pipe", "process", "thread", "time"],
         ["bitflags", "linux-raw-sys"],
         True,
     ),

@@ -17,8 +17,11 @@ EDITION = "2024"
 STATIC_PLATFORM = Label("//bazel:linux_x86_64_musl")
 
 # Static whatever rustc's default for the target: a future default cannot
-# make the wrappers dynamic.
-STATIC_RUSTC_FLAGS = ["-Ctarget-feature=+crt-static"]
+# make the wrappers dynamic. And `panic=abort` in every compilation mode, as
+# Cargo's profiles have it: parallel_gpu_execute is `no_std` and has no
+# unwinder (its libraries, built with rules_rust's default, may unwind: a
+# binary that aborts can link them).
+STATIC_RUSTC_FLAGS = ["-Ctarget-feature=+crt-static", "-Cpanic=abort"]
 
 def workspace_crate(name, deps = [], crates = [], dev_deps = [], testonly = False, visibility = None):
     """Declares what Cargo builds from the crate in this package.

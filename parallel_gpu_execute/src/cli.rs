@@ -9,7 +9,7 @@
 
 use crate::error::Error;
 use crate::{list, status};
-use std::ffi::CStr;
+use core::ffi::CStr;
 use wrapper_common::argv::Argv;
 
 pub const USAGE: &str = "\

@@ -2,11 +2,13 @@
 //! which group it would need when it may not.
 
 use crate::dirs::host_path;
+use crate::prelude::*;
+use core::ffi::CStr;
+use core::ops::ControlFlow;
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
-use std::ffi::CStr;
-use std::ops::ControlFlow;
 use wrapper_common::CBuf;
+use wrapper_common::diag::Os;
 use wrapper_common::lines::{Line, for_each_line_in_file};
 use wrapper_common::numbers::parse_u64;
 
@@ -38,8 +40,8 @@ impl Access {
             Access::Unchecked => "no node to check (counted)".to_string(),
             Access::Opened => "opened".to_string(),
             Access::Missing => "missing (not given to this container)".to_string(),
-            Access::Denied(e) => format!("denied: {e}"),
-            Access::Failed(e) => format!("cannot open: {e}"),
+            Access::Denied(e) => format!("denied: {}", Os(e)),
+            Access::Failed(e) => format!("cannot open: {}", Os(e)),
             Access::Invalid => "unusable node number".to_string(),
         }
     }

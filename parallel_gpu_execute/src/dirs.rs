@@ -1,12 +1,12 @@
 //! Directory reading with `getdents64` into a stack buffer (no `opendir`,
 //! which allocates its buffer on the heap).
 
+use core::ffi::CStr;
+use core::mem::MaybeUninit;
+use core::ops::ControlFlow;
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{FileType, Mode, OFlags, RawDir};
 use rustix::io::Errno;
-use std::ffi::CStr;
-use std::mem::MaybeUninit;
-use std::ops::ControlFlow;
 use wrapper_common::lines::{Line, for_each_line_of_attribute};
 use wrapper_common::{CBuf, StackPath, with_joined};
 
@@ -23,6 +23,23 @@ pub fn open_dir(path: &CStr) -> Result<OwnedFd, Errno> {
 
 pub fn open_dir_at(dir: impl AsFd, name: &CStr) -> Result<OwnedFd, Errno> {
     rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty())
+}
+
+/// The whole of a (small) file, such as `/proc/locks` or `/proc/<pid>/stat`,
+/// on the heap; `None` when it cannot be opened or read. For `--status`
+/// only, which allocates anyway.
+pub fn read_file(path: &CStr) -> Option<alloc::vec::Vec<u8>> {
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY, Mode::empty()).ok()?;
+    let mut data = alloc::vec::Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match rustix::io::read(&fd, &mut chunk) {
+            Ok(0) => return Some(data),
+            Ok(n) => data.extend_from_slice(&chunk[..n]),
+            Err(Errno::INTR) => {}
+            Err(_) => return None,
+        }
+    }
 }
 
 /// Calls `f` with the name and type of each entry of `dir` except `.` and

@@ -13,8 +13,9 @@
 //! and leaves no process of its own behind.
 
 use crate::cli::Flag;
-use std::fmt;
-use wrapper_common::diag::{Bytes, Excerpt};
+use crate::prelude::*;
+use core::fmt;
+use wrapper_common::diag::{Bytes, Excerpt, Os};
 use wrapper_common::exec::ExecFailure;
 
 /// Appended to usage errors, so that they stay one line.
@@ -169,23 +170,25 @@ impl fmt::Display for Error {
             ),
             Error::LockDir { dir, action, errno } => write!(
                 f,
-                "lock directory {}: cannot {action}: {errno} (under Bazel's sandbox, make it writable with --sandbox_writable_path={})",
+                "lock directory {}: cannot {action}: {} (under Bazel's sandbox, make it writable with --sandbox_writable_path={})",
                 Excerpt(dir),
+                Os(*errno),
                 Excerpt(dir)
             ),
             Error::LockFileCreate { path, errno } => write!(
                 f,
-                "cannot create lock file {}: {errno} (under Bazel's sandbox, make its directory writable with --sandbox_writable_path)",
-                Bytes(path)
+                "cannot create lock file {}: {} (under Bazel's sandbox, make its directory writable with --sandbox_writable_path)",
+                Bytes(path),
+                Os(*errno)
             ),
             Error::UnsafeLockPath { path, what } => {
                 write!(f, "refusing lock path {}: it is {what}, not a regular file", Bytes(path))
             }
             Error::System { what, path, errno } => {
                 if path.is_some() {
-                    write!(f, "{what} {}: {errno}", path_of(path))
+                    write!(f, "{what} {}: {}", path_of(path), Os(*errno))
                 } else {
-                    write!(f, "{what}: {errno}")
+                    write!(f, "{what}: {}", Os(*errno))
                 }
             }
             Error::Exec(e) => write!(f, "{e}"),

@@ -141,6 +141,7 @@ fn warn_denied(sysroot: &[u8], source: Source, seen: &Seen) {
         _ => return,
     };
     let (Some((_, errno)), Some(path)) = (first, path) else { return };
+    let errno = wrapper_common::diag::Os(errno);
     if denied == 0 {
         return;
     }

@@ -19,10 +19,11 @@
 //! hardware identity: the wrapper falls back to index names with one note.
 
 use crate::gpu_count::Source;
+use crate::prelude::*;
 use crate::request::{Pool, is_safe_id};
 use crate::settings::Settings;
 use crate::survey::{KfdGpu, Survey};
-use std::borrow::Cow;
+use alloc::borrow::Cow;
 use wrapper_common::diag;
 
 /// How lock files name a GPU.

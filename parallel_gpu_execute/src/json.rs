@@ -2,7 +2,8 @@
 //! arrays, strings (escaped; bytes that are not UTF-8 become U+FFFD),
 //! numbers, booleans and null, written into a `String`.
 
-use std::fmt::Write as _;
+use crate::prelude::*;
+use core::fmt::Write as _;
 
 /// A JSON string literal of `bytes`.
 pub fn string(bytes: &[u8]) -> String {

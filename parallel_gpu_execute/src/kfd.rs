@@ -23,7 +23,8 @@
 
 use crate::devnode::{Access, open_device};
 use crate::dirs::{for_each_entry, for_each_line_at, host_path, open_dir, with_host_path};
-use std::ops::ControlFlow;
+use crate::prelude::*;
+use core::ops::ControlFlow;
 use wrapper_common::StackPath;
 use wrapper_common::numbers::parse_u64;
 
@@ -113,8 +114,8 @@ impl NodeProperties {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GfxTarget(pub u64);
 
-impl std::fmt::Display for GfxTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for GfxTarget {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let v = self.0;
         write!(f, "gfx{}{:x}{:x}", v / 10000, (v / 100) % 100, v % 100)
     }

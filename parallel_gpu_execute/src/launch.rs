@@ -6,15 +6,17 @@ use crate::error::Error;
 use crate::gpu_count::Source;
 use crate::jax;
 use crate::locks::Grant;
+use crate::prelude::*;
 use crate::request::Pool;
 use crate::settings::Vendor;
 use crate::settings::{Profile, Settings};
 use crate::telemetry::seconds;
+use alloc::ffi::CString;
+use core::ffi::{CStr, c_char};
+use core::fmt::Write as _;
 use rustix::fd::IntoRawFd;
 use rustix::fs::{Mode as FileMode, OFlags};
 use rustix::io::FdFlags;
-use std::ffi::{CStr, CString, c_char};
-use std::fmt::Write as _;
 use wrapper_common::argv::Argv;
 use wrapper_common::diag::{self, Bytes};
 use wrapper_common::env::{self, EnvBuilder};
@@ -213,10 +215,11 @@ fn annotate(mode: Mode, ids: &[u8], grant: &Grant) {
         Some(Err(errno)) => diag::report(
             crate::TOOL,
             format_args!(
-                "warning: cannot write the annotation {}{}{}: {errno}; running the test anyway",
+                "warning: cannot write the annotation {}{}{}: {}; running the test anyway",
                 Bytes(dir),
                 Bytes(separator(dir)),
-                Bytes(ANNOTATION_FILE)
+                Bytes(ANNOTATION_FILE),
+                diag::Os(errno)
             ),
         ),
     }
@@ -250,6 +253,6 @@ pub fn exec_test(test: &CStr, argv: &Argv, command: usize, mode: Mode, pool: &Po
     let mut test_argv: Vec<*const c_char> = Vec::with_capacity(argv.len() - command + 1);
     test_argv.push(test.as_ptr());
     test_argv.extend(argv.iter_from(command + 1).map(CStr::as_ptr));
-    test_argv.push(std::ptr::null());
+    test_argv.push(core::ptr::null());
     Error::Exec(exec::exec(test, test_argv.as_ptr(), env.as_envp()))
 }

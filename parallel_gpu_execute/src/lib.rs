@@ -19,8 +19,27 @@
 //! kernel; no heap allocation from process start to exec when the count comes
 //! from `TF_GPU_COUNT` or sysfs and no GPU is found; waiting instead of
 //! failing when every slot is busy, first come first served.
+//!
+//! `no_std` (with `alloc`): see `main.rs` for why.
+
+#![no_std]
+
+extern crate alloc;
+#[cfg(test)]
+#[macro_use]
+extern crate std;
+
+/// What std's prelude gives and `no_std` does not.
+mod prelude {
+    pub use alloc::borrow::ToOwned;
+    pub use alloc::boxed::Box;
+    pub use alloc::string::{String, ToString};
+    pub use alloc::vec::Vec;
+    pub use alloc::{format, vec};
+}
 
 pub mod cli;
+pub mod clock;
 pub mod devnode;
 pub mod dirs;
 pub mod error;
@@ -44,9 +63,9 @@ pub mod tpu;
 pub mod wait;
 
 use cli::Invocation;
+use core::time::Duration;
 use error::Error;
 use settings::Settings;
-use std::time::Duration;
 use wrapper_common::argv::Argv;
 use wrapper_common::{diag, env, exec};
 

@@ -15,10 +15,11 @@ use crate::devnode::Access;
 use crate::error::Error;
 use crate::gpu_count::Source;
 use crate::json;
+use crate::prelude::*;
 use crate::request::Pool;
 use crate::settings::{Profile, Settings, Vendor};
 use crate::survey::{KfdGpu, NvidiaGpu, Survey};
-use std::fmt::Write as _;
+use core::fmt::Write as _;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {

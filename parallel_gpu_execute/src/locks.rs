@@ -22,16 +22,18 @@
 //! while it waits, they wait behind it. `--wait=0` skips the queue entirely
 //! (the classic fail-fast behaviour).
 
+use crate::clock::Instant;
 use crate::error::Error;
+use crate::prelude::*;
 use crate::request::Pool;
 use crate::settings::Profile;
 use crate::telemetry::{Place, Telemetry, queued_behind};
 use crate::wait::{SlotWatch, WaitingSignals, Wake};
+use core::ffi::CStr;
+use core::time::Duration;
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
-use std::ffi::CStr;
-use std::time::{Duration, Instant};
 use wrapper_common::{CBuf, StackPath, diag, separator, with_joined};
 
 /// Most lock descriptors a waiter keeps open; beyond that it closes them

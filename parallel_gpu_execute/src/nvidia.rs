@@ -25,7 +25,7 @@
 
 use crate::devnode::{Access, open_device};
 use crate::dirs::{for_each_entry, for_each_line_at, host_path, open_dir, with_host_path};
-use std::ops::ControlFlow;
+use core::ops::ControlFlow;
 use wrapper_common::numbers::parse_u64;
 use wrapper_common::{CBuf, StackPath};
 

@@ -7,7 +7,10 @@
 //! minor are hex. The kernel shows pid 0 for a holder this process's PID
 //! namespace cannot see (and -1 for open-file-description locks).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use crate::clock::{SystemTime, UNIX_EPOCH};
+use crate::dirs::read_file;
+use crate::prelude::*;
+use core::time::Duration;
 
 /// One line of `/proc/locks`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +46,7 @@ pub fn parse_line(line: &str) -> Option<LockEntry> {
 
 /// Every lock of the system, as this process may see them.
 pub fn read_locks() -> Vec<LockEntry> {
-    std::fs::read_to_string("/proc/locks").map(|t| t.lines().filter_map(parse_line).collect()).unwrap_or_default()
+    read_text(c"/proc/locks").map(|t| t.lines().filter_map(parse_line).collect()).unwrap_or_default()
 }
 
 /// A file's identity as `/proc/locks` writes it.
@@ -71,13 +74,24 @@ pub struct ProcessInfo {
 /// Longest command shown.
 pub const MAX_COMMAND: usize = 200;
 
+/// A `/proc` file that holds text (what std's `read_to_string` would give:
+/// nothing when it is not UTF-8).
+fn read_text(path: &core::ffi::CStr) -> Option<String> {
+    String::from_utf8(read_file(path)?).ok()
+}
+
+/// `/proc/<pid>/<file>`.
+fn proc_path(pid: i64, file: &str) -> alloc::ffi::CString {
+    alloc::ffi::CString::new(format!("/proc/{pid}/{file}")).unwrap_or_default()
+}
+
 fn boot_time() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let stat = read_text(c"/proc/stat")?;
     stat.lines().find_map(|l| l.strip_prefix("btime ")).and_then(|v| v.trim().parse().ok())
 }
 
 fn start_time(pid: i64) -> Option<SystemTime> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read_text(&proc_path(pid, "stat"))?;
     // The command (field 2) is in parentheses and may hold spaces: the
     // fields after the last ')' start at field 3; starttime is field 22.
     let rest = &stat[stat.rfind(')')? + 1..];
@@ -96,7 +110,7 @@ pub fn process(pid: i64) -> ProcessInfo {
     if pid <= 0 {
         return hidden;
     }
-    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return hidden };
+    let Some(raw) = read_file(&proc_path(pid, "cmdline")) else { return hidden };
     let args: Vec<Vec<u8>> = raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(<[u8]>::to_vec).collect();
     let mut command = String::from_utf8_lossy(&args.join(&b' ')).into_owned();
     if command.chars().count() > MAX_COMMAND {

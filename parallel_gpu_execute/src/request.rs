@@ -2,8 +2,9 @@
 //! physical GPU ids).
 
 use crate::error::Error;
+use crate::prelude::*;
 use crate::settings::{Profile, Vendor};
-use std::borrow::Cow;
+use alloc::borrow::Cow;
 use wrapper_common::env;
 use wrapper_common::numbers::parse_u64;
 

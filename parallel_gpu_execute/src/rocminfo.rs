@@ -14,11 +14,11 @@
 //! this allocates.
 
 use crate::dirs::{for_each_entry, open_dir, open_dir_at};
+use core::ffi::{CStr, c_char};
+use core::ops::ControlFlow;
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
-use std::ffi::{CStr, c_char};
-use std::ops::ControlFlow;
 use wrapper_common::StackPath;
 use wrapper_common::exec::check_executable;
 use wrapper_common::runfiles::{ManifestEntry, scan_manifest, unescape_into};
@@ -389,13 +389,13 @@ pub struct Report {
 #[inline(never)]
 pub fn run(path: &StackPath, mut on_gpu: impl FnMut(&[u8])) -> Result<Report, Errno> {
     let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    let argv: [*const c_char; 2] = [path.as_cstr().as_ptr(), std::ptr::null()];
+    let argv: [*const c_char; 2] = [path.as_cstr().as_ptr(), core::ptr::null()];
     let envp = env::environ_ptr();
     // SAFETY: the wrapper is single-threaded, so the child may run any code;
     // it still only calls dup2/fcntl/execve/_exit, which are async-signal-safe.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(Errno::from_raw_os_error(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)));
+        return Err(wrapper_common::last_errno());
     }
     if pid == 0 {
         let w = write_end.as_raw_fd();
@@ -427,7 +427,7 @@ pub fn run(path: &StackPath, mut on_gpu: impl FnMut(&[u8])) -> Result<Report, Er
     loop {
         // SAFETY: waiting for our own child; `status` is a valid out-pointer.
         let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+        if r >= 0 || wrapper_common::last_errno() != Errno::INTR {
             break;
         }
     }
@@ -471,8 +471,9 @@ fn run_and_count(path: &StackPath, on_gpu: impl FnMut(&[u8])) -> u64 {
             diag::report(
                 crate::TOOL,
                 format_args!(
-                    "warning: cannot run {}: {errno}; running the test without a GPU",
-                    diag::Bytes(path.as_bytes())
+                    "warning: cannot run {}: {}; running the test without a GPU",
+                    diag::Bytes(path.as_bytes()),
+                    diag::Os(errno)
                 ),
             );
             0
@@ -483,6 +484,7 @@ fn run_and_count(path: &StackPath, on_gpu: impl FnMut(&[u8])) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prelude::*;
 
     #[test]
     fn counts_like_grep() {

@@ -5,7 +5,7 @@
 use crate::cli::Flags;
 use crate::error::Error;
 use crate::identity::LockNames;
-use std::ffi::CStr;
+use core::ffi::CStr;
 use wrapper_common::env;
 use wrapper_common::numbers::{parse_seconds_as_millis, parse_u64};
 

@@ -19,16 +19,19 @@
 //! system calls; a wrapper that tries the slot in that instant moves on to
 //! another slot or waits, and is woken by the probe's close.
 
+use crate::clock::SystemTime;
+use crate::dirs::{for_each_entry, open_dir};
 use crate::error::Error;
 use crate::json;
+use crate::prelude::*;
 use crate::proclocks::{LockEntry, ProcessInfo, file_key, process, read_locks, rfc3339};
 use crate::request::gpus_needed;
-use std::ffi::CStr;
-use std::fmt::Write as _;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use core::ffi::CStr;
+use core::fmt::Write as _;
+use core::ops::ControlFlow;
+use rustix::fd::AsFd;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use wrapper_common::diag::{Bytes, Os};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -63,8 +66,9 @@ pub fn parse_lock_name(name: &str) -> Option<(&'static str, &str, u32)> {
     None
 }
 
+/// Paths are the bytes they are (no NUL), as the kernel has them.
 struct Slot {
-    file: PathBuf,
+    file: Vec<u8>,
     profile: &'static str,
     gpu: String,
     slot: u32,
@@ -75,19 +79,19 @@ struct Waiter {
     process: ProcessInfo,
     /// `head` (holds a queue), `queued` (blocked on a queue), `blocked` (on a lock file).
     position: &'static str,
-    file: PathBuf,
+    file: Vec<u8>,
 }
 
 struct Report {
-    lock_dir: PathBuf,
+    lock_dir: Vec<u8>,
     slots: Vec<Slot>,
     waiters: Vec<Waiter>,
 }
 
 /// Whether a lock file that `/proc/locks` lists no holder for is held all
 /// the same, by a process this PID namespace cannot see.
-fn held_unseen(path: &Path) -> bool {
-    let Ok(file) = std::fs::File::open(path) else { return false };
+fn held_unseen(dir: impl AsFd, name: &CStr) -> bool {
+    let Ok(file) = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) else { return false };
     match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared) {
         Ok(()) => {
             let _ = rustix::fs::flock(&file, rustix::fs::FlockOperation::Unlock);
@@ -105,22 +109,27 @@ fn id_order(id: &str) -> (u8, u64, String) {
     }
 }
 
-fn survey(dir: &Path) -> Result<Report, Error> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| Error::StatusDir { dir: dir.as_os_str().as_bytes().to_vec(), error: e.to_string() })?;
+fn survey(dir: &CStr) -> Result<Report, Error> {
+    let unreadable = |errno| Error::StatusDir { dir: dir.to_bytes().to_vec(), error: Os(errno).to_string() };
+    let dir_fd = open_dir(dir).map_err(unreadable)?;
+    let mut names = Vec::new();
+    for_each_entry(&dir_fd, |name, _| {
+        names.push(alloc::ffi::CString::from(name));
+        ControlFlow::<()>::Continue(())
+    })
+    .map_err(unreadable)?;
     let locks = read_locks();
     let on = |key: (u32, u32, u64)| locks.iter().filter(move |l: &&LockEntry| l.flock && l.key() == key);
     let mut slots = Vec::new();
     let mut waiters = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let path = entry.path();
-        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
-        if !meta.is_file() {
+    for entry in &names {
+        let Ok(name) = entry.to_str() else { continue };
+        let path = [dir.to_bytes(), wrapper_common::separator(dir.to_bytes()), name.as_bytes()].concat();
+        let Ok(meta) = rustix::fs::statat(&dir_fd, entry.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) else { continue };
+        if FileType::from_raw_mode(meta.st_mode) != FileType::RegularFile {
             continue;
         }
-        let key = file_key(meta.dev(), meta.ino());
+        let key = file_key(meta.st_dev, meta.st_ino);
         if QUEUE_FILES.contains(&name) {
             for l in on(key) {
                 let position = if l.blocked { "queued" } else { "head" };
@@ -135,7 +144,7 @@ fn survey(dir: &Path) -> Result<Report, Error> {
                     holders.push(process(l.pid));
                 }
             }
-            if holders.is_empty() && held_unseen(&path) {
+            if holders.is_empty() && held_unseen(&dir_fd, entry) {
                 holders.push(process(0));
             }
             slots.push(Slot { file: path, profile, gpu: gpu.to_string(), slot, holders });
@@ -148,7 +157,7 @@ fn survey(dir: &Path) -> Result<Report, Error> {
         _ => 2,
     };
     waiters.sort_by_key(|w| (rank(w.position), w.process.started, w.process.pid));
-    Ok(Report { lock_dir: dir.to_path_buf(), slots, waiters })
+    Ok(Report { lock_dir: dir.to_bytes().to_vec(), slots, waiters })
 }
 
 /// What a waiter asks for, from its arguments (`--num_processes` and
@@ -183,7 +192,7 @@ fn text(r: &Report) -> String {
     let held = r.slots.iter().filter(|s| !s.holders.is_empty()).count();
     let mut out = format!(
         "lock dir {}: {} slot(s), {held} held, {} waiting\n",
-        r.lock_dir.display(),
+        Bytes(&r.lock_dir),
         r.slots.len(),
         r.waiters.len()
     );
@@ -241,7 +250,7 @@ fn process_json(p: &ProcessInfo) -> Vec<(&'static str, String)> {
 }
 
 fn json_text(r: &Report) -> String {
-    let path = |p: &Path| json::string(p.as_os_str().as_bytes());
+    let path = |p: &[u8]| json::string(p);
     let slots: Vec<String> = r
         .slots
         .iter()
@@ -274,8 +283,7 @@ fn json_text(r: &Report) -> String {
 
 /// The text for `--status=FORMAT` over `lock_dir`.
 pub fn render(lock_dir: &CStr, format: Format) -> Result<String, Error> {
-    let dir = Path::new(std::ffi::OsStr::from_bytes(lock_dir.to_bytes()));
-    let report = survey(dir)?;
+    let report = survey(lock_dir)?;
     Ok(match format {
         Format::Text => text(&report),
         Format::Json => json_text(&report),

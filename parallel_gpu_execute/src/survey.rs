@@ -7,6 +7,7 @@ use crate::devnode::Access;
 use crate::gpu_count::{Seen, Source, choose, variable_source};
 use crate::kfd::{self, NodeProperties};
 use crate::nvidia::{self, Information};
+use crate::prelude::*;
 use crate::rocminfo;
 use crate::settings::Profile;
 use crate::settings::{MAX_GPU_COUNT, Settings};
@@ -103,7 +104,7 @@ impl Survey {
         }
         let kfd = kfd::census(sysroot, |node| {
             if node.props.is_gpu() {
-                let number = std::str::from_utf8(node.name).ok().and_then(|n| n.parse().ok()).unwrap_or(u64::MAX);
+                let number = core::str::from_utf8(node.name).ok().and_then(|n| n.parse().ok()).unwrap_or(u64::MAX);
                 survey.kfd.push(KfdGpu { node: number, props: node.props, access: node.access });
             }
         });

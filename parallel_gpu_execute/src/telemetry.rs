@@ -5,12 +5,14 @@
 //! Bazel's `test.log`. Only the waiting path pays for this (it reads
 //! `/proc/locks`); the fast path is untouched.
 
+use crate::clock::Instant;
 use crate::locks::lock_file_name;
+use crate::prelude::*;
 use crate::proclocks::{file_key, read_locks};
 use crate::request::Pool;
+use core::time::Duration;
 use rustix::fd::OwnedFd;
 use rustix::fs::AtFlags;
-use std::time::{Duration, Instant};
 use wrapper_common::diag;
 
 /// Beyond this many lock files, busy slots are not counted one by one.

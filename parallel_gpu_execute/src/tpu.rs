@@ -25,8 +25,8 @@
 //! are numbered in PCI address order (the directory's order, sorted).
 
 use crate::dirs::{EntryPath, for_each_entry, open_at, open_dir, open_dir_at, with_host_path};
+use core::ops::ControlFlow;
 use rustix::fs::{Access as Perm, AtFlags};
-use std::ops::ControlFlow;
 use wrapper_common::CBuf;
 use wrapper_common::numbers::parse_u64;
 

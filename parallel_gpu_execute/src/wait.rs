@@ -15,13 +15,14 @@
 //! All of it is undone before the test is exec'd: dispositions as they were,
 //! timer cancelled (interval timers survive `execve`).
 
+use crate::clock::Instant;
+use core::ffi::{CStr, c_int};
+use core::mem::MaybeUninit;
+use core::time::Duration;
 use rustix::event::{PollFd, PollFlags};
 use rustix::fd::OwnedFd;
 use rustix::fs::inotify;
 use rustix::io::Errno;
-use std::ffi::{CStr, c_int};
-use std::mem::MaybeUninit;
-use std::time::{Duration, Instant};
 
 /// How often a waiter rescans even without an inotify event.
 pub const SAFETY_RESCAN: Duration = Duration::from_secs(2);
@@ -48,10 +49,10 @@ fn set_handler(sig: c_int, handler: extern "C" fn(c_int)) -> libc::sigaction {
     // only call async-signal-safe functions. No SA_RESTART, so a blocking
     // flock or poll returns EINTR.
     unsafe {
-        let mut new: libc::sigaction = std::mem::zeroed();
+        let mut new: libc::sigaction = core::mem::zeroed();
         new.sa_sigaction = handler as usize;
         libc::sigemptyset(&mut new.sa_mask);
-        let mut old: libc::sigaction = std::mem::zeroed();
+        let mut old: libc::sigaction = core::mem::zeroed();
         libc::sigaction(sig, &new, &mut old);
         old
     }
@@ -60,8 +61,8 @@ fn set_handler(sig: c_int, handler: extern "C" fn(c_int)) -> libc::sigaction {
 fn current_handler(sig: c_int) -> libc::sigaction {
     // SAFETY: querying (NULL new action) into a zeroed struct.
     unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(sig, std::ptr::null(), &mut old);
+        let mut old: libc::sigaction = core::mem::zeroed();
+        libc::sigaction(sig, core::ptr::null(), &mut old);
         old
     }
 }
@@ -88,7 +89,7 @@ impl WaitingSignals {
         let timeval = |d: Duration| libc::timeval { tv_sec: d.as_secs() as _, tv_usec: d.subsec_micros() as _ };
         let value = libc::itimerval { it_interval: timeval(Duration::from_millis(20)), it_value: timeval(first) };
         // SAFETY: setitimer with a valid itimerval and a NULL old value.
-        unsafe { libc::setitimer(libc::ITIMER_REAL, &value, std::ptr::null_mut()) };
+        unsafe { libc::setitimer(libc::ITIMER_REAL, &value, core::ptr::null_mut()) };
         self.timer_armed = true;
     }
 
@@ -96,8 +97,8 @@ impl WaitingSignals {
         if self.timer_armed {
             // SAFETY: a zeroed itimerval disarms the timer.
             unsafe {
-                let zero: libc::itimerval = std::mem::zeroed();
-                libc::setitimer(libc::ITIMER_REAL, &zero, std::ptr::null_mut());
+                let zero: libc::itimerval = core::mem::zeroed();
+                libc::setitimer(libc::ITIMER_REAL, &zero, core::ptr::null_mut());
             }
             self.timer_armed = false;
         }
@@ -109,7 +110,7 @@ impl Drop for WaitingSignals {
         self.disarm_timer();
         for (sig, old) in &self.saved {
             // SAFETY: restoring a disposition that sigaction itself reported.
-            unsafe { libc::sigaction(*sig, old, std::ptr::null_mut()) };
+            unsafe { libc::sigaction(*sig, old, core::ptr::null_mut()) };
         }
     }
 }
@@ -179,7 +180,7 @@ impl SlotWatch {
                 matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0)
             }
             SlotWatch::Polling => {
-                std::thread::sleep(timeout);
+                crate::clock::sleep(timeout);
                 false
             }
         };

@@ -13,7 +13,7 @@
 
 use crate::cli::Opt;
 use std::fmt;
-use wrapper_common::diag::Excerpt;
+use wrapper_common::diag::{Excerpt, Os};
 use wrapper_common::exec::ExecFailure;
 
 /// Appended to usage errors, so that they stay one line.
@@ -118,7 +118,7 @@ impl fmt::Display for Error {
             Error::MissingValue(opt) => write!(f, "{} needs a value; {USAGE_HINT}", opt.name()),
             Error::NoCommand => write!(f, "no test command given; {USAGE_HINT}"),
             Error::ConfigRead { file, errno } => {
-                write!(f, "cannot read configuration file {}: {errno}", show(file))
+                write!(f, "cannot read configuration file {}: {}", show(file), Os(*errno))
             }
             Error::ConfigLine { file, line, problem } => write!(f, "{}:{line}: {problem}", show(file)),
             Error::Unresolved { option, path, looked } => {
@@ -150,7 +150,7 @@ impl fmt::Display for Error {
                 option.name(),
                 show(path)
             ),
-            Error::System { what, errno } => write!(f, "{what}: {errno}"),
+            Error::System { what, errno } => write!(f, "{what}: {}", Os(*errno)),
             Error::Exec(e) => write!(f, "{e}"),
         }
     }

@@ -4,7 +4,7 @@
 //! keep the `argv` array the kernel gave them and hand a pointer into it to
 //! `execve`: no allocation, no re-encoding.
 
-use std::ffi::{CStr, c_char, c_int};
+use core::ffi::{CStr, c_char, c_int};
 
 /// `argv` as handed to a C `main`: `len` pointers to NUL-terminated strings,
 /// followed by a NULL pointer.

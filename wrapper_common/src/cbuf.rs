@@ -4,8 +4,8 @@
 //! `CString` would allocate, which the pass-through paths must not do, so
 //! they are built here instead, bounded by `PATH_MAX`.
 
-use std::ffi::CStr;
-use std::fmt;
+use core::ffi::CStr;
+use core::fmt;
 
 /// The text would not fit, or held a NUL byte, which no path can contain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +160,7 @@ impl<const N: usize> fmt::Debug for CBuf<N> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::prelude::rust_2024::*;
 
     #[test]
     fn push_and_terminate() {

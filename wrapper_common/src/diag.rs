@@ -4,7 +4,7 @@
 //! wrappers sharing one log do not interleave mid-line, and no `std::io`
 //! buffering or locking (or heap) is involved.
 
-use std::fmt::{self, Write as _};
+use core::fmt::{self, Write as _};
 
 /// Formats into a fixed buffer; text past the end is dropped and the line is
 /// marked as cut with `...`.
@@ -93,6 +93,29 @@ impl fmt::Debug for Bytes<'_> {
     }
 }
 
+/// An `errno` as std's `io::Error` shows it: `Permission denied (os error
+/// 13)`. Without its `std` feature (which these crates leave off, see the
+/// workspace's Cargo.toml) rustix's `Errno` shows only `os error 13`, so every
+/// message that names an errno goes through this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Os(pub rustix::io::Errno);
+
+impl fmt::Display for Os {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let code = self.0.raw_os_error();
+        let mut text = [0u8; 128];
+        // SAFETY: the XSI strerror_r (what the libc crate binds on glibc and
+        // musl) writes at most `text.len()` bytes, NUL included, into `text`.
+        let ok = unsafe { libc::strerror_r(code, text.as_mut_ptr().cast(), text.len()) } == 0;
+        match core::ffi::CStr::from_bytes_until_nul(&text) {
+            Ok(message) if ok && !message.is_empty() => {
+                write!(f, "{} (os error {code})", Bytes(message.to_bytes()))
+            }
+            _ => write!(f, "os error {code}"),
+        }
+    }
+}
+
 /// [`Bytes`], cut to its first [`Excerpt::MAX`] bytes (and marked `...`):
 /// for values quoted in a message, so that an absurdly long one cannot push
 /// the rest of the message (what is wrong with it) past the end of the line.
@@ -162,6 +185,17 @@ pub fn say_line(line: &[u8]) {
 
 #[cfg(test)]
 mod tests {
+    use std::prelude::rust_2024::*;
+
+    #[test]
+    fn errnos_read_as_std_shows_them() {
+        use rustix::io::Errno;
+        for errno in [Errno::ACCESS, Errno::NOENT, Errno::NOTDIR, Errno::NAMETOOLONG] {
+            let std = std::io::Error::from_raw_os_error(errno.raw_os_error()).to_string();
+            assert_eq!(super::Os(errno).to_string(), std);
+        }
+        assert_eq!(super::Os(Errno::ACCESS).to_string(), "Permission denied (os error 13)");
+    }
     use super::*;
 
     #[test]

@@ -9,7 +9,9 @@
 //! these binaries calls `setenv`, so the strings `environ` points to stay
 //! valid until `execve`.
 
-use std::ffi::{CStr, CString, c_char};
+use alloc::ffi::CString;
+use alloc::vec::Vec;
+use core::ffi::{CStr, c_char};
 
 unsafe extern "C" {
     // The C runtime's environment array. libc declares it for glibc only;
@@ -35,7 +37,7 @@ pub fn entries() -> impl Iterator<Item = &'static CStr> {
 /// `execve`, none of them measured.
 fn entry_ptrs() -> impl Iterator<Item = *const c_char> {
     let mut p = environ_ptr();
-    std::iter::from_fn(move || {
+    core::iter::from_fn(move || {
         if p.is_null() {
             return None;
         }
@@ -44,7 +46,7 @@ fn entry_ptrs() -> impl Iterator<Item = *const c_char> {
         unsafe {
             let entry = *p;
             if entry.is_null() {
-                p = std::ptr::null();
+                p = core::ptr::null();
                 return None;
             }
             p = p.add(1);
@@ -168,7 +170,7 @@ impl EnvBuilder {
     /// The NULL-terminated array for `execve`; valid while `self` lives.
     pub fn as_envp(&mut self) -> *const *const c_char {
         if self.entries.last().is_none_or(|p| !p.is_null()) {
-            self.entries.push(std::ptr::null());
+            self.entries.push(core::ptr::null());
         }
         self.entries.as_ptr()
     }
@@ -187,6 +189,7 @@ impl EnvBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::prelude::rust_2024::*;
 
     #[test]
     fn builder_sets_removes_and_terminates() {

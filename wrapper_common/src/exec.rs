@@ -6,10 +6,15 @@
 
 use crate::cbuf::StackPath;
 use crate::cbuf::{separator, with_joined};
-use crate::diag::Bytes;
+use crate::diag::{Bytes, Os};
+use alloc::borrow::ToOwned;
+use alloc::boxed::Box;
+use alloc::ffi::CString;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::ffi::{CStr, c_char};
+use core::fmt;
 use rustix::io::Errno;
-use std::ffi::{CStr, CString, c_char};
-use std::fmt;
 
 /// Why the test could not be started.
 ///
@@ -44,7 +49,7 @@ impl ExecFailure {
 impl fmt::Display for ExecFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let what = if self.is_not_found() { "not found" } else { "cannot execute" };
-        write!(f, "{what}: {}: {}", Bytes(&self.path), self.errno)
+        write!(f, "{what}: {}: {}", Bytes(&self.path), Os(self.errno))
     }
 }
 
@@ -157,7 +162,7 @@ fn execve(path: &CStr, argv: *const *const c_char, envp: *const *const c_char) -
         // NULL-terminated arrays of valid C strings (callers' contract of
         // `exec`). execve only returns on failure.
         unsafe { libc::execve(path.as_ptr(), argv, envp) };
-        let errno = Errno::from_raw_os_error(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        let errno = crate::last_errno();
         if errno != Errno::INTR {
             return errno;
         }
@@ -179,7 +184,7 @@ fn exec_as_script(path: &CStr, argv: *const *const c_char, envp: *const *const c
             }
         }
     }
-    sh_argv.push(std::ptr::null());
+    sh_argv.push(core::ptr::null());
     execve(c"/bin/sh", sh_argv.as_ptr(), envp)
 }
 
@@ -226,6 +231,7 @@ pub fn exec(program: &CStr, argv: *const *const c_char, envp: *const *const c_ch
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::prelude::rust_2024::*;
 
     #[test]
     fn resolve_finds_programs_in_path() {

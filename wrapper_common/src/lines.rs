@@ -4,12 +4,13 @@
 //! this, so that reading them costs no heap and memory stays bounded whatever
 //! the file holds (a 50,000-line MANIFEST or a file of random bytes alike).
 
+use core::cell::UnsafeCell;
+use core::ffi::CStr;
+use core::ops::ControlFlow;
+use core::sync::atomic::{AtomicBool, Ordering};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
-use std::ffi::CStr;
-use std::ops::ControlFlow;
-use std::sync::Mutex;
 
 /// Size of the [`with_read_buffer`] buffer.
 pub const READ_BUFFER: usize = 16 * 1024;
@@ -19,16 +20,36 @@ pub const READ_BUFFER: usize = 16 * 1024;
 /// costs a page fault only for each page a `read` actually fills: a stack
 /// buffer's pages are all touched by the stack probe when its function is
 /// entered, used or not (README, "Where the time goes").
-static SHARED: Mutex<[u8; READ_BUFFER]> = Mutex::new([0; READ_BUFFER]);
+static SHARED: Shared = Shared { busy: AtomicBool::new(false), buf: UnsafeCell::new([0; READ_BUFFER]) };
+
+/// A buffer lent to one caller at a time: a try-lock, as `core` has no
+/// mutex (this crate is `no_std`).
+struct Shared {
+    busy: AtomicBool,
+    buf: UnsafeCell<[u8; READ_BUFFER]>,
+}
+
+// SAFETY: `buf` is reached only in `with_read_buffer`, by the one caller
+// whose swap turned `busy` from false to true, until it stores false again.
+unsafe impl Sync for Shared {}
 
 /// Calls `f` with a buffer of [`READ_BUFFER`] bytes: the shared static one,
 /// or, when that is in use (a nested call, or another thread in a test), a
 /// fresh one on the stack. Its contents on entry are unspecified.
 pub fn with_read_buffer<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
-    match SHARED.try_lock() {
-        Ok(mut shared) => f(&mut shared[..]),
-        Err(_) => on_the_stack(f),
+    if SHARED.busy.swap(true, Ordering::Acquire) {
+        return on_the_stack(f);
     }
+    struct Lent;
+    impl Drop for Lent {
+        fn drop(&mut self) {
+            SHARED.busy.store(false, Ordering::Release);
+        }
+    }
+    let _lent = Lent;
+    // SAFETY: this call turned `busy` on, so no other reference to the
+    // buffer exists until `_lent` turns it off, after `f` returns.
+    f(unsafe { &mut *SHARED.buf.get() })
 }
 
 #[cold]
@@ -134,7 +155,16 @@ pub fn for_each_line_in_file(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use std::prelude::rust_2024::*;
+
+    /// Writes all of `data` to `fd` (rustix's descriptor: this crate is
+    /// `no_std`, so it is not std's `OwnedFd`).
+    fn write_all(fd: &OwnedFd, mut data: &[u8]) {
+        while !data.is_empty() {
+            let n = rustix::io::write(fd, data).unwrap();
+            data = &data[n..];
+        }
+    }
 
     #[test]
     fn a_nested_read_buffer_is_a_different_one() {
@@ -151,10 +181,7 @@ mod tests {
     fn lines_of(data: &[u8], bufsize: usize) -> Vec<(Vec<u8>, bool)> {
         let (r, w) = rustix::pipe::pipe().unwrap();
         let data = data.to_vec();
-        let writer = std::thread::spawn(move || {
-            let mut f = std::fs::File::from(w);
-            f.write_all(&data).unwrap();
-        });
+        let writer = std::thread::spawn(move || write_all(&w, &data));
         let mut buf = vec![0u8; bufsize];
         let mut out = Vec::new();
         for_each_line(&r, &mut buf, |l| {
@@ -203,10 +230,10 @@ mod tests {
 
     /// Lines of a regular file through [`for_each_line_of_attribute`].
     fn attribute_lines(data: &[u8], bufsize: usize) -> Vec<(Vec<u8>, bool)> {
-        let mut file = tempfile_with(data);
+        let file = tempfile_with(data);
         let mut buf = vec![0u8; bufsize];
         let mut out = Vec::new();
-        for_each_line_of_attribute(&mut file, &mut buf, |l| {
+        for_each_line_of_attribute(&file, &mut buf, |l| {
             out.push((l.bytes.to_vec(), l.complete));
             ControlFlow::Continue(())
         })
@@ -214,10 +241,11 @@ mod tests {
         out
     }
 
-    fn tempfile_with(data: &[u8]) -> std::fs::File {
+    fn tempfile_with(data: &[u8]) -> OwnedFd {
         let dir = std::env::temp_dir().join(format!("lines-attr-{}-{}", std::process::id(), data.len()));
         std::fs::write(&dir, data).unwrap();
-        let file = std::fs::File::open(&dir).unwrap();
+        let path = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str())).unwrap();
+        let file = rustix::fs::open(path.as_c_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).unwrap();
         std::fs::remove_file(&dir).unwrap();
         file
     }
@@ -250,7 +278,8 @@ mod tests {
     #[test]
     fn break_stops_early() {
         let (r, w) = rustix::pipe::pipe().unwrap();
-        std::fs::File::from(w).write_all(b"a\nb\nc\n").unwrap();
+        write_all(&w, b"a\nb\nc\n");
+        drop(w);
         let mut seen = 0;
         let mut buf = [0u8; 16];
         for_each_line(&r, &mut buf, |_| {

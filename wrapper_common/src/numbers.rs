@@ -59,6 +59,7 @@ pub fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::prelude::rust_2024::*;
 
     #[test]
     fn parses_plain_digits_only() {

@@ -18,7 +18,7 @@ pub fn current_dir() -> Result<StackPath, Errno> {
     // included, into `buf`, which lives for the whole call.
     let ret = unsafe { libc::getcwd(buf.as_mut_ptr().cast(), buf.len()) };
     if ret.is_null() {
-        return Err(Errno::from_raw_os_error(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)));
+        return Err(crate::last_errno());
     }
     let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     // Linux reports a directory outside the process's root as
@@ -47,6 +47,7 @@ pub fn absolute(path: &[u8]) -> Result<StackPath, Errno> {
 mod tests {
     use super::*;
     use std::os::unix::ffi::OsStrExt;
+    use std::prelude::rust_2024::*;
 
     #[test]
     fn relative_paths_are_joined_to_the_working_directory() {

@@ -10,8 +10,8 @@
 
 use crate::cbuf::{StackPath, separator};
 use crate::lines::{Line, for_each_line_in_file, with_read_buffer};
+use core::ops::ControlFlow;
 use rustix::io::Errno;
-use std::ops::ControlFlow;
 
 /// Buffer size for reading a manifest: lines longer than this cannot name a
 /// path the kernel accepts, and are skipped.
@@ -83,7 +83,7 @@ impl ManifestEntry<'_> {
 /// four probed and faulted in. Never inlined, like [`manifest_lookup`].
 #[inline(never)]
 pub fn scan_manifest(
-    path: &std::ffi::CStr,
+    path: &core::ffi::CStr,
     mut f: impl FnMut(&ManifestEntry<'_>) -> ControlFlow<()>,
 ) -> Result<(), Errno> {
     with_read_buffer(|buf| {
@@ -102,7 +102,7 @@ pub fn scan_manifest(
 /// The target the manifest at `manifest` gives for `rlocation`, if any.
 /// Entries for empty files (no target) count as absent.
 #[inline(never)]
-pub fn manifest_lookup(manifest: &std::ffi::CStr, rlocation: &[u8]) -> Result<Option<StackPath>, Errno> {
+pub fn manifest_lookup(manifest: &core::ffi::CStr, rlocation: &[u8]) -> Result<Option<StackPath>, Errno> {
     let mut found = None;
     let mut scratch = StackPath::new();
     scan_manifest(manifest, |entry| {
@@ -165,7 +165,7 @@ pub fn manifest_path(dir: Option<&[u8]>) -> Option<StackPath> {
 /// it, without a 4 KiB buffer on the caller's stack: `$RUNFILES_MANIFEST_FILE`
 /// is passed as it is, `<dir>/MANIFEST` is built with [`with_joined`].
 /// `None` when there is no manifest.
-pub fn with_manifest_path<R>(dir: Option<&[u8]>, f: impl FnOnce(&std::ffi::CStr) -> R) -> Option<R> {
+pub fn with_manifest_path<R>(dir: Option<&[u8]>, f: impl FnOnce(&core::ffi::CStr) -> R) -> Option<R> {
     if let Some(named) = crate::env::var_nonempty_cstr(b"RUNFILES_MANIFEST_FILE") {
         return Some(f(named));
     }
@@ -181,7 +181,7 @@ pub fn exists(path: &StackPath) -> bool {
 }
 
 /// [`exists`] for any C string.
-pub fn exists_cstr(path: &std::ffi::CStr) -> bool {
+pub fn exists_cstr(path: &core::ffi::CStr) -> bool {
     rustix::fs::access(path, rustix::fs::Access::EXISTS).is_ok()
 }
 
@@ -236,6 +236,7 @@ pub fn rlocation_parts<'a>(path: &'a [u8], workspace: &'a [u8]) -> Option<[&'a [
 mod tests {
     use super::*;
     use std::ffi::CString;
+    use std::prelude::rust_2024::*;
 
     #[test]
     fn parses_plain_and_escaped_lines() {

@@ -1,0 +1,110 @@
+//! Time without std (this crate is `no_std`): the monotonic clock for
+//! deadlines and waits, the wall clock for when processes started.
+//!
+//! The same few operations as std's `Instant` and `SystemTime`, on
+//! `clock_gettime`.
+
+use core::ops::{Add, Sub};
+use core::time::Duration;
+use rustix::time::{ClockId, Timespec, clock_gettime};
+
+fn read(clock: ClockId) -> Duration {
+    let Timespec { tv_sec, tv_nsec } = clock_gettime(clock);
+    Duration::new(u64::try_from(tv_sec).unwrap_or(0), u32::try_from(tv_nsec).unwrap_or(0))
+}
+
+/// A point on the monotonic clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Instant(Duration);
+
+impl Instant {
+    pub fn now() -> Instant {
+        Instant(read(ClockId::Monotonic))
+    }
+
+    /// How long ago `self` was (zero if it is in the future).
+    pub fn elapsed(&self) -> Duration {
+        Instant::now().saturating_duration_since(*self)
+    }
+
+    pub fn saturating_duration_since(&self, earlier: Instant) -> Duration {
+        self.0.saturating_sub(earlier.0)
+    }
+}
+
+impl Add<Duration> for Instant {
+    type Output = Instant;
+
+    /// Saturates rather than overflows (a wait limit is at most 30 days).
+    fn add(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_add(d))
+    }
+}
+
+impl Sub for Instant {
+    type Output = Duration;
+
+    fn sub(self, earlier: Instant) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+}
+
+/// A point on the wall clock, as time since the Unix epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SystemTime(Duration);
+
+/// 1970-01-01T00:00:00Z.
+pub const UNIX_EPOCH: SystemTime = SystemTime(Duration::ZERO);
+
+impl SystemTime {
+    pub fn now() -> SystemTime {
+        SystemTime(read(ClockId::Realtime))
+    }
+
+    /// `self - earlier`, or `None` when `earlier` is later.
+    pub fn duration_since(&self, earlier: SystemTime) -> Option<Duration> {
+        self.0.checked_sub(earlier.0)
+    }
+
+    pub fn checked_add(&self, d: Duration) -> Option<SystemTime> {
+        self.0.checked_add(d).map(SystemTime)
+    }
+}
+
+impl Add<Duration> for SystemTime {
+    type Output = SystemTime;
+
+    fn add(self, d: Duration) -> SystemTime {
+        SystemTime(self.0.saturating_add(d))
+    }
+}
+
+/// Sleeps for `d`, the whole of it, as std's `thread::sleep` does: a signal
+/// that interrupts the sleep (the waiting phase's interval timer) is slept
+/// through.
+pub fn sleep(d: Duration) {
+    let mut ts = Timespec { tv_sec: d.as_secs().try_into().unwrap_or(i64::MAX), tv_nsec: d.subsec_nanos().into() };
+    while let rustix::thread::NanosleepRelativeResult::Interrupted(rest) = rustix::thread::nanosleep(&ts) {
+        ts = rest;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clocks_agree_with_std() {
+        let a = Instant::now();
+        sleep(Duration::from_millis(20));
+        let waited = a.elapsed();
+        assert!(waited >= Duration::from_millis(20) && waited < Duration::from_secs(5), "{waited:?}");
+        assert_eq!(a + Duration::from_secs(1) - a, Duration::from_secs(1));
+        assert_eq!(a - (a + Duration::from_secs(1)), Duration::ZERO);
+
+        let ours = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let std = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+        assert!(ours.abs_diff(std) < Duration::from_secs(5), "{ours:?} vs {std:?}");
+        assert!(UNIX_EPOCH.duration_since(SystemTime::now()).is_none());
+    }
+}
