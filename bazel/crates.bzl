@@ -33,7 +33,7 @@ CRATES = {
         "1.1.6",
         "e5e76742e5294153d4dde1207dbec5bdd81eef6fabdc0d2118babadabfd858aa",
         "rustix",
-        ["alloc", "event", "fs", "param", "pipe", "process", "thread", "time"],
+        ["alloc", "event", "fs", "pipe", "process", "thread", "time"],
         ["bitflags", "linux-raw-sys"],
         True,
     ),

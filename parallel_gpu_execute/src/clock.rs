@@ -1,16 +1,21 @@
 //! Time without std (this crate is `no_std`): the monotonic clock for
 //! deadlines and waits, the wall clock for when processes started.
 //!
-//! The same few operations as std's `Instant` and `SystemTime`, on
-//! `clock_gettime`.
+//! The same few operations as std's `Instant` and `SystemTime`, on the C
+//! library's `clock_gettime`, as std's are: glibc and musl answer it from the
+//! vDSO they found at start-up. (rustix's own `clock_gettime` would first
+//! look the vDSO up itself, with one `prctl(PR_GET_AUXV)` per process.)
 
 use core::ops::{Add, Sub};
 use core::time::Duration;
-use rustix::time::{ClockId, Timespec, clock_gettime};
+use rustix::time::Timespec;
 
-fn read(clock: ClockId) -> Duration {
-    let Timespec { tv_sec, tv_nsec } = clock_gettime(clock);
-    Duration::new(u64::try_from(tv_sec).unwrap_or(0), u32::try_from(tv_nsec).unwrap_or(0))
+fn read(clock: libc::clockid_t) -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into `ts`; with a clock that
+    // always exists it cannot fail.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    Duration::new(u64::try_from(ts.tv_sec).unwrap_or(0), u32::try_from(ts.tv_nsec).unwrap_or(0))
 }
 
 /// A point on the monotonic clock.
@@ -19,7 +24,7 @@ pub struct Instant(Duration);
 
 impl Instant {
     pub fn now() -> Instant {
-        Instant(read(ClockId::Monotonic))
+        Instant(read(libc::CLOCK_MONOTONIC))
     }
 
     /// How long ago `self` was (zero if it is in the future).
@@ -58,7 +63,7 @@ pub const UNIX_EPOCH: SystemTime = SystemTime(Duration::ZERO);
 
 impl SystemTime {
     pub fn now() -> SystemTime {
-        SystemTime(read(ClockId::Realtime))
+        SystemTime(read(libc::CLOCK_REALTIME))
     }
 
     /// `self - earlier`, or `None` when `earlier` is later.
