@@ -33,11 +33,17 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     }
 }
 
-/// A bug: one line, as std's hook would print it, then abort (SIGABRT,
-/// 134 in a shell), as `panic = "abort"` did with std.
+/// A bug: one line (where, and what), then abort (SIGABRT, 134 in a shell),
+/// as `panic = "abort"` did with std.
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
-    diag::report(parallel_gpu_execute::TOOL, format_args!("internal error: {info}"));
+    match info.location() {
+        Some(at) => diag::report(
+            parallel_gpu_execute::TOOL,
+            format_args!("internal error: panicked at {}:{}: {}", at.file(), at.line(), info.message()),
+        ),
+        None => diag::report(parallel_gpu_execute::TOOL, format_args!("internal error: panicked: {}", info.message())),
+    }
     // SAFETY: abort has no preconditions; it does not return.
     unsafe { libc::abort() }
 }
