@@ -159,10 +159,9 @@ def parallel_accelerator_execute(name, data = [], binary = None, **kwargs):
             build of this module. Pass a prebuilt one to avoid rules_rust.
         **kwargs: Common attributes (tags, visibility, testonly, ...).
     """
-    if binary != None:
-        kwargs["binary"] = binary
     _parallel_accelerator_execute(
         name = name,
+        binary = binary,
         data = data,
         **kwargs
     )
@@ -179,10 +178,9 @@ def parallel_gpu_execute(name, data = [], binary = None, **kwargs):
             build of this module. Pass a prebuilt one to avoid rules_rust.
         **kwargs: Common attributes (tags, visibility, testonly, ...).
     """
-    if binary != None:
-        kwargs["binary"] = binary
     _parallel_gpu_execute(
         name = name,
+        binary = binary,
         data = data,
         **kwargs
     )
@@ -341,10 +339,9 @@ def sanitizer_wrapper(
             of this module. Pass a prebuilt one to avoid rules_rust.
         **kwargs: Other common attributes (testonly, ...).
     """
-    if binary != None:
-        kwargs["binary"] = binary
     _sanitizer_wrapper(
         name = name,
+        binary = binary,
         llvm_symbolizer = llvm_symbolizer,
         asan_options = asan_options,
         tsan_options = tsan_options,
@@ -422,10 +419,9 @@ def tag_filters(name, base_tags = [], configs = {}, binary = None, **kwargs):
             this module. Pass a prebuilt one to avoid rules_rust.
         **kwargs: Common attributes (tags, visibility, testonly, ...).
     """
-    if binary != None:
-        kwargs["binary"] = binary
     _tag_filters(
         name = name,
+        binary = binary,
         base_tags = base_tags,
         config_names = list(configs.keys()),
         config_tags = configs,
