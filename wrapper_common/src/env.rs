@@ -26,13 +26,6 @@ pub fn environ_ptr() -> *const *const c_char {
     unsafe { environ }
 }
 
-/// Every `KEY=value` entry of the environment.
-pub fn entries() -> impl Iterator<Item = &'static CStr> {
-    // SAFETY: each pointer is a valid C string that lives until `execve`
-    // (`entry_ptrs`).
-    entry_ptrs().map(|p| unsafe { CStr::from_ptr(p) })
-}
-
 /// The entries of `environ` as they are: valid C strings that live until
 /// `execve`, none of them measured.
 fn entry_ptrs() -> impl Iterator<Item = *const c_char> {
