@@ -157,15 +157,6 @@ mod tests {
     use super::*;
     use std::prelude::rust_2024::*;
 
-    /// Writes all of `data` to `fd` (rustix's descriptor: this crate is
-    /// `no_std`, so it is not std's `OwnedFd`).
-    fn write_all(fd: &OwnedFd, mut data: &[u8]) {
-        while !data.is_empty() {
-            let n = rustix::io::write(fd, data).unwrap();
-            data = &data[n..];
-        }
-    }
-
     #[test]
     fn a_nested_read_buffer_is_a_different_one() {
         with_read_buffer(|outer| {
@@ -181,7 +172,7 @@ mod tests {
     fn lines_of(data: &[u8], bufsize: usize) -> Vec<(Vec<u8>, bool)> {
         let (r, w) = rustix::pipe::pipe().unwrap();
         let data = data.to_vec();
-        let writer = std::thread::spawn(move || write_all(&w, &data));
+        let writer = std::thread::spawn(move || crate::diag::write_all(&w, &data).unwrap());
         let mut buf = vec![0u8; bufsize];
         let mut out = Vec::new();
         for_each_line(&r, &mut buf, |l| {
@@ -278,7 +269,7 @@ mod tests {
     #[test]
     fn break_stops_early() {
         let (r, w) = rustix::pipe::pipe().unwrap();
-        write_all(&w, b"a\nb\nc\n");
+        crate::diag::write_all(&w, b"a\nb\nc\n").unwrap();
         drop(w);
         let mut seen = 0;
         let mut buf = [0u8; 16];
