@@ -29,7 +29,7 @@ pub fn open_dir_at(dir: impl AsFd, name: &CStr) -> Result<OwnedFd, Errno> {
 /// on the heap; `None` when it cannot be opened or read. For `--status`
 /// only, which allocates anyway.
 pub fn read_file(path: &CStr) -> Option<alloc::vec::Vec<u8>> {
-    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY, Mode::empty()).ok()?;
+    let fd = wrapper_common::lines::open_for_reading(path).ok()?;
     let mut data = alloc::vec::Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
