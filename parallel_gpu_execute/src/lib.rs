@@ -44,6 +44,7 @@ pub mod devnode;
 pub mod dirs;
 pub mod error;
 pub mod gpu_count;
+pub mod heap;
 pub mod identity;
 pub mod jax;
 pub mod json;

@@ -7,7 +7,7 @@
 //! links gimli, addr2line, miniz_oxide and rustc-demangle into every static
 //! binary that has std, `panic = "abort"` or not: about 250 KB here, which
 //! took the static glibc build over 1.0 MB. Without std, the panic handler
-//! below, the allocator (libc's `malloc`) and the unwinder stand-ins are all
+//! below, the allocator (`heap.rs`) and the unwinder stand-ins are all
 //! that std provided and this binary needs.
 
 #![no_std]
@@ -15,8 +15,8 @@
 
 extern crate alloc;
 
-use core::alloc::{GlobalAlloc, Layout};
-use core::ffi::{c_char, c_int, c_void};
+use core::ffi::{c_char, c_int};
+use parallel_gpu_execute::heap;
 use wrapper_common::argv::Argv;
 use wrapper_common::diag;
 
@@ -48,53 +48,19 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     unsafe { libc::abort() }
 }
 
-/// The C library's allocator, as std uses it.
-struct Malloc;
-
-// SAFETY: malloc/realloc/free return blocks aligned to at least 16 bytes
-// (`max_align_t` on both targets) or NULL; larger alignments go through
-// posix_memalign. Each block is freed once, by `dealloc`.
-unsafe impl GlobalAlloc for Malloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if layout.align() <= 16 && layout.align() <= layout.size() {
-            // SAFETY: see the impl.
-            unsafe { libc::malloc(layout.size()).cast() }
-        } else {
-            let mut out: *mut c_void = core::ptr::null_mut();
-            let align = layout.align().max(core::mem::size_of::<usize>());
-            // SAFETY: `align` is a power of two and a multiple of the pointer size.
-            let ok = unsafe { libc::posix_memalign(&mut out, align, layout.size()) } == 0;
-            if ok { out.cast() } else { core::ptr::null_mut() }
-        }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
-        // SAFETY: `ptr` came from `alloc` or `realloc` above.
-        unsafe { libc::free(ptr.cast()) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if layout.align() <= 16 && layout.align() <= new_size {
-            // SAFETY: `ptr` came from this allocator with an alignment that
-            // malloc's blocks have; realloc keeps it.
-            unsafe { libc::realloc(ptr.cast(), new_size).cast() }
-        } else {
-            // SAFETY: as GlobalAlloc's default: a new block, the old bytes
-            // copied, the old block freed.
-            unsafe {
-                let new = self.alloc(Layout::from_size_align_unchecked(new_size, layout.align()));
-                if !new.is_null() {
-                    core::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
-                    self.dealloc(ptr, layout);
-                }
-                new
-            }
-        }
-    }
-}
-
+/// The static musl build allocates from a bump arena in `.bss`, then from
+/// `malloc`: musl sets its heap up at the first `malloc`, at a cost of five
+/// system calls and five page faults (`heap.rs`). glibc's static start-up
+/// has set its heap up already, and there the arena measured no faster, so
+/// glibc builds call `malloc` for every block; so does the dynamically
+/// linked build that `tests/alloc_free.rs` runs with a counting `malloc`
+/// preloaded, which therefore sees every allocation.
+#[cfg(all(target_env = "musl", target_feature = "crt-static"))]
 #[global_allocator]
-static ALLOCATOR: Malloc = Malloc;
+static ALLOCATOR: heap::Arena<heap::Malloc, { heap::ARENA_BYTES }> = heap::Arena::new(heap::Malloc);
+#[cfg(not(all(target_env = "musl", target_feature = "crt-static")))]
+#[global_allocator]
+static ALLOCATOR: heap::Malloc = heap::Malloc;
 
 /// The prebuilt `core` and `alloc` carry unwind tables that name Rust's
 /// personality routine; with `panic = "abort"` nothing unwinds, so it is

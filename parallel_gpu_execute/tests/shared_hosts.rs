@@ -145,6 +145,21 @@ fn annotations_reach_bazel_and_a_failure_to_write_them_is_a_warning() {
         "{}",
         out.explain()
     );
+    // One shorter than the line is overwritten whole.
+    std::fs::write(dir.join("parallel_gpu_execute.part"), "x".repeat(10)).unwrap();
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "2").env("TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR", &dir);
+        },
+        &["--num_processes=2"],
+    );
+    Record::of(out.assert_success());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("parallel_gpu_execute.part")).unwrap(),
+        "parallel_gpu_execute: GPU(s) 0,1 slot 0 mode classic waited 0.0 s\n",
+        "{}",
+        out.explain()
+    );
     // A directory that does not exist: one warning, the test runs.
     let out = f.run_test(
         |c| {
