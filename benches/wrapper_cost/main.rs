@@ -236,8 +236,8 @@ fn main() {
     }
     let devnull = open_devnull();
     let attr = Attr::new();
-    run_group(&mut small, &attr, devnull.as_raw_fd(), &bins.maxrss);
-    run_group(&mut large_group, &attr, devnull.as_raw_fd(), &bins.maxrss);
+    run_group(&mut small, &attr, devnull.as_raw_fd(), &bins.maxrss, &programs);
+    run_group(&mut large_group, &attr, devnull.as_raw_fd(), &bins.maxrss, &programs);
     let cont = contention(&ctx, &small_plain, settings.contention_rounds, &attr, devnull.as_raw_fd());
 
     // ---- the report

@@ -21,30 +21,47 @@ impl Group {
     }
 }
 
-pub(crate) fn run_group(group: &mut Group, attr: &Attr, devnull: RawFd, maxrss: &Path) {
+/// How many page-cache states each case's samples span: the timed rounds
+/// come in this many blocks, and before each block after the first every
+/// program's pages are dropped again (`pagecache::settle`; the caller
+/// dropped them before the first).
+const SETTLINGS: usize = 10;
+
+/// Untimed rounds after each later drop: the first exec of each program
+/// reads it back from the disk.
+const REWARM_ROUNDS: usize = 2;
+
+pub(crate) fn run_group(group: &mut Group, attr: &Attr, devnull: RawFd, maxrss: &Path, programs: &[PathBuf]) {
     for case in &group.cases {
         check(case);
     }
     let prepared: Vec<Prepared> = group.cases.iter().map(|c| Prepared::new(c, devnull)).collect();
     let n = prepared.len();
-    let warmup = (group.rounds / 20).clamp(1, 20);
+    let blocks = group.rounds.clamp(1, SETTLINGS);
     let mut order: Vec<usize> = (0..n).collect();
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     eprint!("wrapper_cost: {}: {} rounds of {n} cases ", group.title, group.rounds);
     let started = Instant::now();
-    for round in 0..warmup + group.rounds {
-        // A new order each round, so that no case always follows the same
-        // one (a case right after a 50,000-file walk starts with cold caches).
-        rng.shuffle(&mut order);
-        for &i in &order {
-            let s = run_once(&prepared[i], attr, &group.cases[i].label);
-            if round >= warmup {
-                group.cases[i].samples.push(s);
+    for block in 0..blocks {
+        let untimed = if block == 0 {
+            (group.rounds / 20).clamp(1, 20)
+        } else {
+            pagecache::settle(programs);
+            REWARM_ROUNDS
+        };
+        let timed = group.rounds * (block + 1) / blocks - group.rounds * block / blocks;
+        for round in 0..untimed + timed {
+            // A new order each round, so that no case always follows the same
+            // one (a case right after a 50,000-file walk starts with cold caches).
+            rng.shuffle(&mut order);
+            for &i in &order {
+                let s = run_once(&prepared[i], attr, &group.cases[i].label);
+                if round >= untimed {
+                    group.cases[i].samples.push(s);
+                }
             }
         }
-        if round >= warmup && (round - warmup + 1) % (group.rounds / 10).max(1) == 0 {
-            eprint!(".");
-        }
+        eprint!(".");
     }
     eprintln!(" {:.1} s", started.elapsed().as_secs_f64());
     for case in &mut group.cases {

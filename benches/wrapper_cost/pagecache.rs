@@ -11,6 +11,11 @@
 //! the page cache (`POSIX_FADV_DONTNEED`); its first exec reads it back
 //! through readahead, as a host reads a binary fetched earlier. After that,
 //! the copies measured within 0.98x to 1.00x of one another.
+//!
+//! The state readahead leaves differs from one drop to the next, though:
+//! over six drops in one interleaved run, one binary's ratio to the floor
+//! ranged from 1.09x to 1.12x. So the drop is repeated before each tenth of a group's rounds
+//! (`measure::run_group`), and each median spans ten page-cache states.
 
 use super::*;
 
