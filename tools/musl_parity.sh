@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Runs the same invocations with two builds of the three binaries and fails
+# when any differs in stdout, stderr, exit status or the annotation written:
+#
+#   tools/musl_parity.sh GLIBC_DIR MUSL_DIR
+#
+# GLIBC_DIR holds the release build (target/x86_64-unknown-linux-gnu/release),
+# MUSL_DIR the musl build (`tools/musl_build_std.sh` prints it). The test suite
+# runs against the glibc build only; this is what checks that the musl build,
+# which the releases ship (and which alone allocates from the bump arena in
+# parallel_gpu_execute/src/heap.rs), behaves the same. Each binary's own path
+# is replaced by BIN in what it prints. Fixtures (an empty sysroot, KFD
+# sysroots with 8 and 64 GPUs, a runfiles tree, suppression files) are made
+# in a temporary directory, removed at the end. Exit: 0 all alike, 1 some
+# differ, 2 bad usage.
+set -euo pipefail
+
+[[ $# -eq 2 && -d "$1" && -d "$2" ]] || { echo "usage: musl_parity.sh GLIBC_DIR MUSL_DIR" >&2; exit 2; }
+glibc="$(cd "$1" && pwd)"
+musl="$(cd "$2" && pwd)"
+for bin in parallel_gpu_execute sanitizer_wrapper tag_filters; do
+  for dir in "${glibc}" "${musl}"; do
+    [[ -x "${dir}/${bin}" ]] || { echo "musl_parity: ${dir}/${bin} missing" >&2; exit 2; }
+  done
+done
+
+work="$(mktemp -d)"
+trap 'rm -rf "${work}"' EXIT
+
+# A KFD sysroot: node 0 a CPU, nodes 1..N GPUs with render nodes 128...
+kfd_sysroot() {
+  local root="$1" gpus="$2" i dir
+  mkdir -p "${root}/dev/dri"
+  for ((i = 0; i <= gpus; i++)); do
+    dir="${root}/sys/class/kfd/kfd/topology/nodes/${i}"
+    mkdir -p "${dir}"
+    if ((i == 0)); then
+      printf 'cpu_cores_count 64\nsimd_count 0\n' >"${dir}/properties"
+    else
+      printf 'cpu_cores_count 0\nsimd_count 304\ngfx_target_version 90402\ndrm_render_minor %d\nunique_id %d\n' \
+        $((127 + i)) $((5000 + i)) >"${dir}/properties"
+      : >"${root}/dev/dri/renderD$((127 + i))"
+    fi
+  done
+}
+mkdir -p "${work}/empty"
+kfd_sysroot "${work}/kfd8" 8
+kfd_sysroot "${work}/kfd64" 64
+mkdir -p "${work}/runfiles/ws/pkg" "${work}/runfiles/ws/sanitizers"
+# The test: its arguments and the environment it was given.
+printf '#!/bin/sh\necho "args: $*"\nexec /usr/bin/env\n' >"${work}/runfiles/ws/pkg/env_test"
+chmod +x "${work}/runfiles/ws/pkg/env_test"
+printf 'leak:libfoo\n' >"${work}/runfiles/ws/sanitizers/lsan.supp"
+printf 'race:bar\n' >"${work}/runfiles/ws/sanitizers/tsan.supp"
+printf 'ws/pkg/env_test %s\n' "${work}/runfiles/ws/pkg/env_test" >"${work}/runfiles/MANIFEST"
+printf 'base = -no_gpu\nci_x = gpu\n' >"${work}/table.conf"
+
+# The outcome of one invocation: status, stdout, stderr, annotation.
+outcome() {
+  local dir="$1" bin="$2"; shift 2
+  local env=()
+  while [[ "$1" != "--" ]]; do env+=("$1"); shift; done
+  shift
+  rm -rf "${work}/locks" "${work}/ann"
+  mkdir -p "${work}/ann"
+  local status=0
+  (cd "${work}/runfiles/ws" && env -i PATH=/usr/bin:/bin TEST_SRCDIR="${work}/runfiles" TEST_WORKSPACE=ws \
+    PARALLEL_GPU_EXECUTE_LOCK_DIR="${work}/locks" TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR="${work}/ann" \
+    "${env[@]}" "${dir}/${bin}" "$@" >"${work}/out" 2>"${work}/err") || status=$?
+  echo "status ${status}"
+  sed "s#${dir}/${bin}#BIN#g" "${work}/out"
+  echo "-- stderr"
+  sed "s#${dir}/${bin}#BIN#g" "${work}/err"
+  echo "-- annotation"
+  cat "${work}/ann/"* 2>/dev/null || true
+}
+
+runs=0
+differ=0
+same() {
+  local bin="$1"; shift
+  runs=$((runs + 1))
+  local a b
+  a="$(outcome "${glibc}" "${bin}" "$@")"
+  b="$(outcome "${musl}" "${bin}" "$@")"
+  if [[ "${a}" != "${b}" ]]; then
+    differ=$((differ + 1))
+    echo "musl_parity: DIFFERS: ${bin} $*" >&2
+    diff <(echo "${a}") <(echo "${b}") | head -20 >&2 || true
+  fi
+}
+
+for root in empty kfd8 kfd64; do
+  for count in "" 2; do
+    e=(PARALLEL_GPU_EXECUTE_SYSROOT="${work}/${root}")
+    [[ -n "${count}" ]] && e+=(TF_GPU_COUNT="${count}")
+    for flag in --list --list=text --list=json --list=count --list=gfx-targets --list=yaml \
+      --status --status=json --status=yaml --wait=x --lock-dir=/proc/nope/locks --help --version; do
+      same parallel_gpu_execute "${e[@]}" -- "${flag}"
+    done
+    same parallel_gpu_execute "${e[@]}" -- ./pkg/env_test
+    same parallel_gpu_execute "${e[@]}" -- ./pkg/env_test --num_processes=2
+    same parallel_gpu_execute "${e[@]}" -- --lock-names=physical ./pkg/env_test
+    same parallel_gpu_execute "${e[@]}" -- --vendor=cuda ./pkg/env_test
+    same parallel_gpu_execute "${e[@]}" -- --profile=jax ./pkg/env_test
+    same parallel_gpu_execute "${e[@]}" TF_PER_DEVICE_MEMORY_LIMIT_MB=1000 -- ./pkg/env_test
+    same parallel_gpu_execute "${e[@]}" -- ./pkg/missing_test
+    same parallel_gpu_execute "${e[@]}" -- /etc/hostname
+  done
+done
+
+for args in "" "--config=ci_single_gpu" "--config=ci_multi_gpu --config=asan" "--format=flags --config=tsan" \
+  "--format=bazelrc" "--explain=gpu,requires-gpu-rocm --config=ci_single_gpu" "--explain=no_gpu" \
+  "--strict --config=nope" "--format=yaml" "--table=${work}/table.conf --config=ci_x" "--table=${work}/none.conf" \
+  "test -c opt //xla/... --config=ci_multi_gpu" "--help" "--version"; do
+  # shellcheck disable=SC2086 # the flags are meant to be split
+  same tag_filters -- ${args}
+done
+
+supp=(--lsan-suppressions=ws/sanitizers/lsan.supp --tsan-suppressions=ws/sanitizers/tsan.supp)
+same sanitizer_wrapper -- /usr/bin/env
+same sanitizer_wrapper -- --asan-options=detect_leaks=1 "${supp[@]}" /usr/bin/env
+same sanitizer_wrapper ASAN_OPTIONS=verbosity=1 -- --asan-options=detect_leaks=1 /usr/bin/env
+same sanitizer_wrapper -- --asan-suppressions=ws/sanitizers/missing.supp /usr/bin/env
+same sanitizer_wrapper -- --bad-flag /usr/bin/env
+same sanitizer_wrapper -- "${supp[@]}" ./pkg/missing_test
+same sanitizer_wrapper -- --run-under="${glibc}/parallel_gpu_execute" "${supp[@]}" ./pkg/env_test
+same sanitizer_wrapper -- --help
+same sanitizer_wrapper -- --version
+
+echo "musl_parity: ${runs} invocations, ${differ} differ"
+((differ == 0))
