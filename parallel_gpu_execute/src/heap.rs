@@ -126,14 +126,14 @@ impl<F, const N: usize> Arena<F, N> {
 
     /// Where `ptr` is in the arena, if it is there.
     fn offset_of(&self, ptr: *mut u8) -> Option<usize> {
-        let offset = (ptr as usize).wrapping_sub(self.base() as usize);
+        let offset = ptr.addr().wrapping_sub(self.base().addr());
         (offset < N).then_some(offset)
     }
 
     /// Claims `size` bytes aligned to `align`; their offset, or None when
     /// the arena has no room.
     fn claim(&self, size: usize, align: usize) -> Option<usize> {
-        let base = self.base() as usize;
+        let base = self.base().addr();
         let mut top = self.top.load(Relaxed);
         loop {
             let start = base.checked_add(top)?.checked_next_multiple_of(align)? - base;
@@ -248,7 +248,7 @@ mod tests {
         let mut blocks = Vec::new();
         for (size, align) in [(1, 1), (24, 8), (3, 1), (16, 16), (40, 64), (7, 2)] {
             let ptr = a.alloc(size, align);
-            assert_eq!(ptr as usize % align, 0, "{size} bytes aligned to {align}");
+            assert_eq!(ptr.addr() % align, 0, "{size} bytes aligned to {align}");
             assert!(a.inside(ptr, size), "{size} bytes still fit");
             fill(ptr, &vec![size as u8; size]);
             blocks.push((ptr, size));
@@ -316,7 +316,7 @@ mod tests {
         let arena: Arena<System, 64> = Arena::new(System);
         let a = Under(&arena);
         let p = a.alloc(8, 4096);
-        assert_eq!(p as usize % 4096, 0);
+        assert_eq!(p.addr() % 4096, 0);
         a.free(p, 8, 4096);
     }
 
@@ -327,15 +327,15 @@ mod tests {
             .map(|t| {
                 std::thread::spawn(move || {
                     let a = Under(&ARENA);
-                    let mine: Vec<usize> = (0..500)
+                    let mine: Vec<*mut u8> = (0..500)
                         .map(|_| {
                             let p = a.alloc(24, 8);
                             fill(p, &[t; 24]);
-                            p as usize
+                            p
                         })
                         .collect();
                     for p in mine {
-                        assert_eq!(read(p as *const u8, 24), [t; 24], "thread {t}'s block was written by another");
+                        assert_eq!(read(p, 24), [t; 24], "thread {t}'s block was written by another");
                     }
                 })
             })
