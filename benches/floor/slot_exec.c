@@ -17,8 +17,10 @@
  * - `gpulock0_0` opened (created when missing) and flock'ed, then checked to
  *   still be the file at its path (fstat against fstatat);
  * - the annotation `parallel_gpu_execute.part` written into
- *   TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR (rewritten in place and cut to
- *   length: an O_TRUNC of an existing file costs more on ext4);
+ *   TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR (created, or rewritten in place
+ *   and cut to length only when an fstat says it was longer: an O_TRUNC of
+ *   an existing file costs more on ext4, and an ftruncate that changes
+ *   nothing still updates the file's times);
  * - the "Running test" line on stderr;
  * - ROCR_ and HIP_VISIBLE_DEVICES (or CUDA_VISIBLE_DEVICES with
  *   TF_GPU_COUNT) and TF_PER_DEVICE_MEMORY_LIMIT_MB set, then execv, the
@@ -123,10 +125,10 @@ int main(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/parallel_gpu_execute.part", notes);
         int len = snprintf(line, sizeof line, "parallel_gpu_execute: GPU(s) 0 slot 0 mode %s waited 0.0 s\n", mode);
         int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
-        if (fd >= 0) {
-            if (write(fd, line, len) == len) ftruncate(fd, len);
-            close(fd);
-        }
+        struct stat before;
+        if (fd >= 0 && fstat(fd, &before) == 0 && write(fd, line, len) == len && before.st_size > len)
+            ftruncate(fd, len);
+        if (fd >= 0) close(fd);
     }
     char line[4096];
     int len = snprintf(line, sizeof line, "Running test %s on GPU(s) 0\n", argv[1]);

@@ -43,6 +43,21 @@ pub(crate) enum Key {
 }
 
 impl Key {
+    /// Whether the case takes a GPU slot and so writes the annotation.
+    pub(crate) fn annotates(self) -> bool {
+        matches!(
+            self,
+            Key::CountFloor
+                | Key::KfdFloor
+                | Key::PgeTfGpuCount
+                | Key::PgeKfd
+                | Key::MuslPgeTfGpuCount
+                | Key::MuslPgeKfd
+                | Key::PgeRocminfoManifest
+                | Key::PgeRocminfoWalk
+        )
+    }
+
     pub(crate) fn is_wrapper(self) -> bool {
         !matches!(
             self,

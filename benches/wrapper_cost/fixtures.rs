@@ -206,3 +206,28 @@ pub(crate) fn bazel_env(srcdir: &Path, cwd: &Path, tmp: &Path) -> Vec<(OsString,
         (s("GTEST_OUTPUT"), OsString::from(format!("xml:{}", tmp.join("test.xml").display()))),
     ]
 }
+
+/// The file parallel_gpu_execute (and the slot floor) writes into
+/// `TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR`.
+pub(crate) const ANNOTATION_FILE: &str = "parallel_gpu_execute.part";
+
+/// Bazel empties each test's annotations directory before every run
+/// (bazelbuild/bazel, `src/main/java/com/google/devtools/build/lib/analysis/
+/// test/TestRunnerAction.java`, `deleteOutputs`), so a wrapper's annotation
+/// is a new file each time. Each case gets a directory of its own, here, and
+/// `run_once` removes the annotation from it before each run, outside the
+/// timing.
+pub(crate) fn own_annotation_dir(case: &mut Case) {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let Some((_, dir)) = case.env.iter_mut().find(|(k, _)| k == "TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR") else {
+        return;
+    };
+    dir.push(format!("-{}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+    fs::create_dir_all(&*dir).unwrap();
+}
+
+/// Where `case` writes its annotation, if it has an annotations directory.
+pub(crate) fn annotation_path(case: &Case) -> Option<PathBuf> {
+    let (_, dir) = case.env.iter().find(|(k, _)| k == "TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR")?;
+    Some(Path::new(dir).join(ANNOTATION_FILE))
+}

@@ -32,7 +32,8 @@ const SETTLINGS: usize = 10;
 const REWARM_ROUNDS: usize = 2;
 
 pub(crate) fn run_group(group: &mut Group, attr: &Attr, devnull: RawFd, maxrss: &Path, programs: &[PathBuf]) {
-    for case in &group.cases {
+    for case in &mut group.cases {
+        own_annotation_dir(case);
         check(case);
     }
     let prepared: Vec<Prepared> = group.cases.iter().map(|c| Prepared::new(c, devnull)).collect();

@@ -17,6 +17,8 @@ pub(crate) struct Prepared {
     pub(crate) _envp: Vec<CString>,
     pub(crate) envp_ptrs: Vec<*mut c_char>,
     pub(crate) actions: Box<libc::posix_spawn_file_actions_t>,
+    /// The annotation removed before each run (`own_annotation_dir`).
+    pub(crate) fresh: Option<PathBuf>,
 }
 
 impl Prepared {
@@ -43,7 +45,8 @@ impl Prepared {
             }
             libc::posix_spawn_file_actions_addchdir_np(&mut *actions, cwd.as_ptr());
         }
-        Prepared { _argv: argv, argv_ptrs, _envp: envp, envp_ptrs, actions }
+        let fresh = annotation_path(case);
+        Prepared { _argv: argv, argv_ptrs, _envp: envp, envp_ptrs, actions, fresh }
     }
 
     pub(crate) fn spawn(&self, attr: &Attr) -> libc::pid_t {
@@ -130,6 +133,12 @@ pub(crate) fn exit_code(status: i32) -> i32 {
 }
 
 pub(crate) fn run_once(p: &Prepared, attr: &Attr, label: &str) -> Sample {
+    if let Some(file) = &p.fresh {
+        match fs::remove_file(file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{label}: remove {}: {e}", file.display()),
+            _ => {}
+        }
+    }
     let start = Instant::now();
     let pid = p.spawn(attr);
     let (_, status, usage) = wait_any(pid);
@@ -145,6 +154,10 @@ pub(crate) fn open_devnull() -> fs::File {
 /// Runs the case once with the probe as its test, output captured, and
 /// checks what the wrapper did.
 pub(crate) fn check(case: &Case) {
+    let annotation = annotation_path(case);
+    if let Some(file) = &annotation {
+        let _ = fs::remove_file(file);
+    }
     let argv = case.argv(true);
     let out = Command::new(argv[0])
         .args(&argv[1..])
@@ -168,6 +181,16 @@ pub(crate) fn check(case: &Case) {
     }
     for r in &case.reject {
         assert!(!text.contains(r.as_str()), "the checking run's output has {r:?}: {}", explain());
+    }
+    if case.key.annotates() {
+        let file = annotation.unwrap_or_else(|| panic!("no annotations directory: {}", explain()));
+        let written = fs::read_to_string(&file).unwrap_or_default();
+        assert!(
+            written.starts_with("parallel_gpu_execute: GPU(s) "),
+            "the checking run left no annotation in {} ({written:?}): {}",
+            file.display(),
+            explain()
+        );
     }
 }
 
