@@ -27,6 +27,7 @@ use crate::devnode::{Access, open_device};
 use crate::dirs::{for_each_entry, for_each_line_at, host_path, open_dir, with_host_path};
 use core::ops::ControlFlow;
 use wrapper_common::numbers::parse_u64;
+use wrapper_common::runfiles::exists_cstr;
 use wrapper_common::{CBuf, StackPath};
 
 /// What one GPU's `information` file says.
@@ -143,8 +144,7 @@ fn read_information(dir: &rustix::fd::OwnedFd, entry: &[u8]) -> Option<Informati
 }
 
 fn exists(sysroot: &[u8], absolute: &[u8]) -> bool {
-    with_host_path(sysroot, absolute, None, |p| rustix::fs::access(p, rustix::fs::Access::EXISTS).is_ok())
-        .unwrap_or(false)
+    with_host_path(sysroot, absolute, None, exists_cstr).unwrap_or(false)
 }
 
 /// Minors below this are remembered (on the stack) when `/proc` names

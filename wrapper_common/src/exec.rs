@@ -4,7 +4,6 @@
 //! Exit codes follow the shell (and tini): 127 when the program does not
 //! exist, 126 when it exists but cannot be executed.
 
-use crate::cbuf::StackPath;
 use crate::cbuf::{separator, with_joined};
 use crate::diag::{Bytes, Os};
 use alloc::borrow::ToOwned;
@@ -18,9 +17,9 @@ use rustix::io::Errno;
 
 /// Why the test could not be started.
 ///
-/// The path is on the heap, not in a [`StackPath`]: a failure travels up
-/// through the `Result` slot of every caller, and a 4 KiB buffer there puts
-/// 4 KiB more on each of their frames, which start-up then faults in on the
+/// The path is on the heap, not in a [`StackPath`](crate::StackPath): a
+/// failure travels up through the `Result` slot of every caller, and a 4 KiB
+/// buffer there puts 4 KiB more on each of their frames, which start-up then faults in on the
 /// paths that never fail (README, "Where the time goes"). It is built once,
 /// on the way out.
 #[derive(Debug)]
@@ -73,14 +72,6 @@ fn entry_dir(dir: &[u8]) -> &[u8] {
     if dir.is_empty() { b"." } else { dir }
 }
 
-/// Joins a PATH entry and a program name, to keep (for a failure).
-fn join(dir: &[u8], name: &[u8]) -> Option<StackPath> {
-    let mut p = StackPath::new();
-    p.push(entry_dir(dir)).ok()?;
-    p.push_path(name).ok()?;
-    Some(p)
-}
-
 /// Calls `f` with the PATH entry `dir` joined to `name`, built in a short
 /// buffer ([`with_joined`]); `None` when no such path can be built.
 fn with_candidate<R>(dir: &[u8], name: &[u8], f: impl FnOnce(&CStr) -> R) -> Option<R> {
@@ -129,15 +120,13 @@ pub fn resolve(name: &CStr) -> Result<CString, ExecFailure> {
     })
 }
 
-/// The failure for `name` tried in the PATH entry `dir` (as [`join`] names
+/// The failure for `name` tried in the PATH entry `dir` (as [`with_candidate`] joins
 /// it), or for `name` itself.
 #[cold]
 #[inline(never)]
 fn failure(dir: Option<&[u8]>, name: &[u8], errno: Errno) -> ExecFailure {
-    match dir.and_then(|dir| join(dir, name)) {
-        Some(path) => ExecFailure::new(path.as_bytes(), errno),
-        None => ExecFailure::new(name, errno),
-    }
+    dir.and_then(|dir| with_candidate(dir, name, |path| ExecFailure::new(path.to_bytes(), errno)))
+        .unwrap_or_else(|| ExecFailure::new(name, errno))
 }
 
 /// Is `path` a regular file this process may execute?

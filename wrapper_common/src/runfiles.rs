@@ -163,16 +163,14 @@ pub fn manifest_path(dir: Option<&[u8]>) -> Option<StackPath> {
 
 /// Calls `f` with the runfiles manifest's path, as [`manifest_path`] finds
 /// it, without a 4 KiB buffer on the caller's stack: `$RUNFILES_MANIFEST_FILE`
-/// is passed as it is, `<dir>/MANIFEST` is built with [`with_joined`].
+/// is passed as it is, `<dir>/MANIFEST` is built with [`with_joined`](crate::with_joined).
 /// `None` when there is no manifest.
 pub fn with_manifest_path<R>(dir: Option<&[u8]>, f: impl FnOnce(&core::ffi::CStr) -> R) -> Option<R> {
     if let Some(named) = crate::env::var_nonempty_cstr(b"RUNFILES_MANIFEST_FILE") {
         return Some(f(named));
     }
     let dir = dir?;
-    crate::cbuf::with_joined(&[dir, separator(dir), b"MANIFEST"], None, |path| {
-        rustix::fs::access(path, rustix::fs::Access::EXISTS).is_ok().then(|| f(path))
-    })?
+    crate::cbuf::with_joined(&[dir, separator(dir), b"MANIFEST"], None, |path| exists_cstr(path).then(|| f(path)))?
 }
 
 /// Does `path` exist (following symlinks)?
