@@ -219,15 +219,24 @@ pub(crate) const ANNOTATION_FILE: &str = "parallel_gpu_execute.part";
 /// timing.
 pub(crate) fn own_annotation_dir(case: &mut Case) {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let Some((_, dir)) = case.env.iter_mut().find(|(k, _)| k == "TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR") else {
-        return;
-    };
+    let Some((_, dir)) = case.env.iter_mut().find(|(k, _)| k == ANNOTATIONS_DIR) else { return };
     dir.push(format!("-{}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
     fs::create_dir_all(&*dir).unwrap();
 }
 
+const ANNOTATIONS_DIR: &str = "TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR";
+
 /// Where `case` writes its annotation, if it has an annotations directory.
 pub(crate) fn annotation_path(case: &Case) -> Option<PathBuf> {
-    let (_, dir) = case.env.iter().find(|(k, _)| k == "TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR")?;
+    let (_, dir) = case.env.iter().find(|(k, _)| k == ANNOTATIONS_DIR)?;
     Some(Path::new(dir).join(ANNOTATION_FILE))
+}
+
+/// Removes the annotation a run left, as Bazel empties the directory
+/// before the next run; an annotation that is not there is fine.
+pub(crate) fn clear_annotation(file: &Path, label: &str) {
+    match fs::remove_file(file) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{label}: remove {}: {e}", file.display()),
+        _ => {}
+    }
 }

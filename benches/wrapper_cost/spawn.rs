@@ -134,10 +134,7 @@ pub(crate) fn exit_code(status: i32) -> i32 {
 
 pub(crate) fn run_once(p: &Prepared, attr: &Attr, label: &str) -> Sample {
     if let Some(file) = &p.fresh {
-        match fs::remove_file(file) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{label}: remove {}: {e}", file.display()),
-            _ => {}
-        }
+        clear_annotation(file, label);
     }
     let start = Instant::now();
     let pid = p.spawn(attr);
@@ -156,7 +153,7 @@ pub(crate) fn open_devnull() -> fs::File {
 pub(crate) fn check(case: &Case) {
     let annotation = annotation_path(case);
     if let Some(file) = &annotation {
-        let _ = fs::remove_file(file);
+        clear_annotation(file, &case.label);
     }
     let argv = case.argv(true);
     let out = Command::new(argv[0])
