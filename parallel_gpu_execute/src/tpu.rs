@@ -29,6 +29,7 @@ use core::ops::ControlFlow;
 use rustix::fs::{Access as Perm, AtFlags};
 use wrapper_common::CBuf;
 use wrapper_common::numbers::parse_u64;
+use wrapper_common::runfiles::exists_cstr;
 
 /// Google's PCI vendor id.
 pub const GOOGLE_VENDOR: &[u8] = b"0x1ae0";
@@ -127,7 +128,7 @@ fn vfio_node(devices: &rustix::fd::OwnedFd, pci: &[u8]) -> Option<CBuf<64>> {
 fn node_state(sysroot: &[u8], node: Option<&CBuf<64>>) -> NodeState {
     let Some(node) = node else { return NodeState::Unnamed };
     with_host_path(sysroot, node.as_bytes(), None, |path| {
-        if rustix::fs::access(path, Perm::EXISTS).is_err() {
+        if !exists_cstr(path) {
             return NodeState::Missing;
         }
         match rustix::fs::accessat(rustix::fs::CWD, path, Perm::READ_OK | Perm::WRITE_OK, AtFlags::EACCESS) {
