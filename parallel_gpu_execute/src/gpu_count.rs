@@ -27,7 +27,7 @@ pub fn variable_source(profile: Profile) -> Source {
         Profile::Jax => Source::JaxCount,
     }
 }
-use wrapper_common::diag;
+use wrapper_common::{StackPath, diag};
 
 /// Where the count came from; it also picks the default vendor mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,8 +109,9 @@ pub fn count(settings: &Settings) -> (u32, Option<Source>) {
     }
     let seen = Seen { kfd: kfd::census(settings.sysroot, |_| {}), nvidia: nvidia::census(settings.sysroot, |_| {}) };
     if let Some((n, source)) = choose(settings.vendor, &seen) {
-        if seen.denied(source) > 0 {
-            warn_denied(settings.sysroot, source, &seen);
+        let denied = seen.denied(source);
+        if denied > 0 {
+            warn_denied(settings.sysroot, source, &seen, denied);
         }
         return (n, Some(source));
     }
@@ -122,29 +123,23 @@ pub fn count(settings: &Settings) -> (u32, Option<Source>) {
     (0, None)
 }
 
-/// One warning line for the chosen source's GPUs whose device node exists
-/// but refused this user: which node, the error, and the group it needs.
-/// Out of line and called only when there is something to say: its paths
-/// stay off the stack of every other run.
+/// One warning line for the chosen source's `denied` (at least one) GPUs
+/// whose device node exists but refused this user: which node, the error,
+/// and the group it needs. Out of line and called only when there is
+/// something to say: its paths stay off the stack of every other run.
 #[cold]
 #[inline(never)]
-fn warn_denied(sysroot: &[u8], source: Source, seen: &Seen) {
-    let (denied, first, path) = match source {
-        Source::Kfd => {
-            let Some(c) = seen.kfd else { return };
-            (c.denied, c.first_denied, c.first_denied.and_then(|(m, _)| kfd::render_node_path(sysroot, m)))
-        }
-        Source::Nvidia => {
-            let Some(c) = seen.nvidia else { return };
-            (c.denied, c.first_denied, c.first_denied.and_then(|(m, _)| nvidia::device_node_path(sysroot, m)))
-        }
+fn warn_denied(sysroot: &[u8], source: Source, seen: &Seen, denied: u32) {
+    // The source's first refusal, and how that source names a device node.
+    type NodePath = fn(&[u8], u64) -> Option<StackPath>;
+    let (first, node_path): (_, NodePath) = match source {
+        Source::Kfd => (seen.kfd.and_then(|c| c.first_denied), kfd::render_node_path),
+        Source::Nvidia => (seen.nvidia.and_then(|c| c.first_denied), nvidia::device_node_path),
         _ => return,
     };
-    let (Some((_, errno)), Some(path)) = (first, path) else { return };
+    let Some((minor, errno)) = first else { return };
+    let Some(path) = node_path(sysroot, minor) else { return };
     let errno = wrapper_common::diag::Os(errno);
-    if denied == 0 {
-        return;
-    }
     let more = denied - 1;
     match owner_group(sysroot, path.as_cstr()) {
         Some((gid, Some(name))) => diag::report(
