@@ -338,10 +338,12 @@ fn main() {
     if settings.markdown {
         println!("\n---- Markdown ----\n");
         print!("{}", cases.markdown());
-        println!("\n{}{}.\n", start_note[..1].to_uppercase(), &start_note[1..]);
-        println!("{}{}.\n", kfd_note[..1].to_uppercase(), &kfd_note[1..]);
+        // The notes printed above in parentheses, as sentences.
+        let sentence = |note: &str| format!("{}{}.\n", note[..1].to_uppercase(), &note[1..]);
+        println!("\n{}", sentence(&start_note));
+        println!("{}", sentence(&kfd_note));
         if let Some(note) = &musl_note {
-            println!("{}{}.\n", note[..1].to_uppercase(), &note[1..]);
+            println!("{}", sentence(note));
         }
         print!("{}", classic.markdown());
         println!("\n{walk_note}.\n");
