@@ -185,6 +185,7 @@ pub fn say_line(line: &[u8]) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use std::prelude::rust_2024::*;
 
     #[test]
@@ -192,11 +193,10 @@ mod tests {
         use rustix::io::Errno;
         for errno in [Errno::ACCESS, Errno::NOENT, Errno::NOTDIR, Errno::NAMETOOLONG] {
             let std = std::io::Error::from_raw_os_error(errno.raw_os_error()).to_string();
-            assert_eq!(super::Os(errno).to_string(), std);
+            assert_eq!(Os(errno).to_string(), std);
         }
-        assert_eq!(super::Os(Errno::ACCESS).to_string(), "Permission denied (os error 13)");
+        assert_eq!(Os(Errno::ACCESS).to_string(), "Permission denied (os error 13)");
     }
-    use super::*;
 
     #[test]
     fn line_fits() {
