@@ -117,49 +117,31 @@ fn annotations_reach_bazel_and_a_failure_to_write_them_is_a_warning() {
     let f = Fixture::new("annotations");
     let dir = f.dir.join("annotations");
     std::fs::create_dir_all(&dir).unwrap();
-    let out = f.run_test(
-        |c| {
-            c.env("TF_GPU_COUNT", "2").env("TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR", &dir);
-        },
-        &["--num_processes=2"],
-    );
-    Record::of(out.assert_success());
+    let part = dir.join("parallel_gpu_execute.part");
+    // Runs the test on `gpus` GPUs (of as many) with the annotations
+    // directory set; the annotation it left, and what it printed.
+    let annotated = |gpus: &str, args: &[&str]| {
+        let out = f.run_test(
+            |c| {
+                c.env("TF_GPU_COUNT", gpus).env("TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR", &dir);
+            },
+            args,
+        );
+        Record::of(out.assert_success());
+        (std::fs::read_to_string(&part).unwrap(), out)
+    };
+    let (written, out) = annotated("2", &["--num_processes=2"]);
     assert_eq!(out.stderr.lines().count(), 1, "no extra line for a test that did not wait\n{}", out.explain());
-    assert_eq!(
-        std::fs::read_to_string(dir.join("parallel_gpu_execute.part")).unwrap(),
-        "parallel_gpu_execute: GPU(s) 0,1 slot 0 mode classic waited 0.0 s\n"
-    );
+    assert_eq!(written, "parallel_gpu_execute: GPU(s) 0,1 slot 0 mode classic waited 0.0 s\n");
     // A file left by an earlier run (a retry) is rewritten in place and cut
     // to the new line: nothing of the longer old content is left behind.
-    std::fs::write(dir.join("parallel_gpu_execute.part"), "x".repeat(500)).unwrap();
-    let out = f.run_test(
-        |c| {
-            c.env("TF_GPU_COUNT", "1").env("TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR", &dir);
-        },
-        &[],
-    );
-    Record::of(out.assert_success());
-    assert_eq!(
-        std::fs::read_to_string(dir.join("parallel_gpu_execute.part")).unwrap(),
-        "parallel_gpu_execute: GPU(s) 0 slot 0 mode classic waited 0.0 s\n",
-        "{}",
-        out.explain()
-    );
+    std::fs::write(&part, "x".repeat(500)).unwrap();
+    let (written, out) = annotated("1", &[]);
+    assert_eq!(written, "parallel_gpu_execute: GPU(s) 0 slot 0 mode classic waited 0.0 s\n", "{}", out.explain());
     // One shorter than the line is overwritten whole.
-    std::fs::write(dir.join("parallel_gpu_execute.part"), "x".repeat(10)).unwrap();
-    let out = f.run_test(
-        |c| {
-            c.env("TF_GPU_COUNT", "2").env("TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR", &dir);
-        },
-        &["--num_processes=2"],
-    );
-    Record::of(out.assert_success());
-    assert_eq!(
-        std::fs::read_to_string(dir.join("parallel_gpu_execute.part")).unwrap(),
-        "parallel_gpu_execute: GPU(s) 0,1 slot 0 mode classic waited 0.0 s\n",
-        "{}",
-        out.explain()
-    );
+    std::fs::write(&part, "x".repeat(10)).unwrap();
+    let (written, out) = annotated("2", &["--num_processes=2"]);
+    assert_eq!(written, "parallel_gpu_execute: GPU(s) 0,1 slot 0 mode classic waited 0.0 s\n", "{}", out.explain());
     // A directory that does not exist: one warning, the test runs.
     let out = f.run_test(
         |c| {
