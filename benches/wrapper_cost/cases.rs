@@ -191,8 +191,9 @@ impl Context<'_> {
     /// The slot floors (`benches/floor/slot_exec.c`): the system calls the
     /// `TF_GPU_COUNT` path, and the KFD path on the KFD host, must make under
     /// the project's contract, in C, in the environment of the wrapper's own
-    /// case (`like`, whose lock directory name it borrows with `-floor`).
-    pub(crate) fn slot_floor(&self, like: &Case, lock_name: &str) -> Case {
+    /// case (`like`), with a lock directory of its own beside that case's:
+    /// the same name with `-floor`.
+    pub(crate) fn slot_floor(&self, like: &Case) -> Case {
         let (key, label) = match like.key {
             Key::PgeTfGpuCount => {
                 (Key::CountFloor, "TF_GPU_COUNT floor: static C, that path's system calls, then the test")
@@ -200,8 +201,11 @@ impl Context<'_> {
             _ => (Key::KfdFloor, "KFD floor: static C, the KFD path's system calls, then the test"),
         };
         let mut env = like.env.clone();
-        env.retain(|(k, _)| k != "PARALLEL_GPU_EXECUTE_LOCK_DIR");
-        env.push(("PARALLEL_GPU_EXECUTE_LOCK_DIR".into(), self.locks.join(format!("{lock_name}-floor")).into()));
+        let (_, lock_dir) = env
+            .iter_mut()
+            .find(|(k, _)| k == "PARALLEL_GPU_EXECUTE_LOCK_DIR")
+            .unwrap_or_else(|| panic!("{}: the case has no lock directory", like.label));
+        lock_dir.push("-floor");
         Case {
             key,
             label: label.to_string(),

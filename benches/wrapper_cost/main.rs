@@ -203,7 +203,12 @@ fn main() {
             ctx.pge_kfd(&small_plain, "kfd-small"),
         ],
     };
-    let floors = [ctx.slot_floor(&small.cases[3], "tf"), ctx.slot_floor(&small.cases[4], "kfd-small")];
+    let floors: Vec<Case> = small
+        .cases
+        .iter()
+        .filter(|c| matches!(c.key, Key::PgeTfGpuCount | Key::PgeKfd))
+        .map(|c| ctx.slot_floor(c))
+        .collect();
     small.cases.extend(floors);
     small.cases.extend(ctx.pge_rocminfo(small_rocm.srcdir(), &small_view, "rocminfo-small"));
     small.cases.extend(ctx.musl(&small_plain));
