@@ -63,15 +63,21 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
     if options.is_empty() {
         return Err(exec::exec(test, argv.tail_ptr(command), env::environ_ptr()).into());
     }
-    run_with_options(&argv, command, argv0, &options)
+    run_with_options(&argv, test, command, argv0, &options)
 }
 
 /// The options path: resolve the files, set the variables, exec. Never
-/// inlined, so that its paths (five of them, 4 KiB each) are not in `run`'s
-/// frame, which the pass-through would otherwise probe and fault in.
+/// inlined, so that its runfiles paths (`locate::discover`'s two 4 KiB
+/// buffers) are not in `run`'s frame, which the pass-through would
+/// otherwise probe and fault in.
 #[inline(never)]
-fn run_with_options(argv: &Argv, command: usize, argv0: &[u8], options: &Options<'_>) -> Result<Answered, Error> {
-    let test = argv.get(command).ok_or(Error::NoCommand)?;
+fn run_with_options(
+    argv: &Argv,
+    test: &CStr,
+    command: usize,
+    argv0: &[u8],
+    options: &Options<'_>,
+) -> Result<Answered, Error> {
     let files = resolve_files(&locate::discover(argv0), options)?;
     let mut environment = environment::test_environment(options, &files)?;
     let envp = match environment.as_mut() {
