@@ -14,8 +14,9 @@
 //!
 //! The state readahead leaves differs from one drop to the next, though:
 //! over six drops in one interleaved run, one binary's ratio to the floor
-//! ranged from 1.09x to 1.12x. So the drop is repeated before each tenth of a group's rounds
-//! (`measure::run_group`), and each median spans ten page-cache states.
+//! ranged from 1.09x to 1.12x. So the drop is repeated before each tenth of
+//! a group's rounds (`measure::run_group`), and each median spans ten
+//! page-cache states.
 
 use super::*;
 

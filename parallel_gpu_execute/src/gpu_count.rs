@@ -139,7 +139,7 @@ fn warn_denied(sysroot: &[u8], source: Source, seen: &Seen, denied: u32) {
     };
     let Some((minor, errno)) = first else { return };
     let Some(path) = node_path(sysroot, minor) else { return };
-    let errno = wrapper_common::diag::Os(errno);
+    let errno = diag::Os(errno);
     let more = denied - 1;
     match owner_group(sysroot, path.as_cstr()) {
         Some((gid, Some(name))) => diag::report(

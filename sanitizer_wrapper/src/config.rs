@@ -9,9 +9,10 @@
 //! options given as well replace the file's (see `cli::Options`).
 //!
 //! Finding it costs at most two `access`/`stat` calls when the runfiles tree
-//! exists, with no 4 KiB path buffer on the stack, and reads nothing: the pass-through stays free of the heap and of
-//! manifest scans. Only in a manifest-only layout (no runfiles directory)
-//! is the file looked up in the manifest, under the rlocation of argv[0].
+//! exists, with no 4 KiB path buffer on the stack, and reads nothing: the
+//! pass-through stays free of the heap and of manifest scans. Only in a
+//! manifest-only layout (no runfiles directory) is the file looked up in the
+//! manifest, under the rlocation of argv[0].
 //! Reading a file that exists may allocate (the values are kept as copies).
 
 use crate::cli::{self, Opt, Options, Word};

@@ -13,7 +13,7 @@
 //! name was found in `PATH` and says nothing about where the runfiles are.
 
 use crate::cli::Opt;
-use crate::error::{Error, Looked};
+use crate::error::{Error, Looked, Shown};
 use std::ffi::{CStr, CString};
 use wrapper_common::env;
 use wrapper_common::paths::absolute;
@@ -91,7 +91,7 @@ pub fn resolve(runfiles: &Runfiles, option: Opt, value: &[u8]) -> Result<CString
             _ => Err(unresolved(Looked::Absolute)),
         };
     }
-    let shown = |p: &StackPath| -> Box<[u8]> { p.as_bytes().into() };
+    let shown = |p: &StackPath| -> Shown { p.as_bytes().into() };
     let Some(found) = runfiles.rlocation(value) else {
         let dir_path = runfiles.dir.as_ref().and_then(|d| {
             let mut p = d.clone();

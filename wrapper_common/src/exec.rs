@@ -19,9 +19,9 @@ use rustix::io::Errno;
 ///
 /// The path is on the heap, not in a [`StackPath`](crate::StackPath): a
 /// failure travels up through the `Result` slot of every caller, and a 4 KiB
-/// buffer there puts 4 KiB more on each of their frames, which start-up then faults in on the
-/// paths that never fail (README, "Where the time goes"). It is built once,
-/// on the way out.
+/// buffer there puts 4 KiB more on each of their frames, which start-up then
+/// faults in on the paths that never fail (README, "Where the time goes").
+/// It is built once, on the way out.
 #[derive(Debug)]
 pub struct ExecFailure {
     /// The path that was tried last (or the name, when no PATH entry fit).
