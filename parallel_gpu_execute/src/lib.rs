@@ -58,6 +58,7 @@ pub mod request;
 pub mod rocminfo;
 pub mod settings;
 pub mod status;
+pub mod stdfds;
 pub mod survey;
 pub mod telemetry;
 pub mod tpu;
@@ -118,6 +119,8 @@ fn run_on_gpus(
     source: gpu_count::Source,
 ) -> Result<Answered, Error> {
     let test = argv.get(command).ok_or(Error::NoCommand)?;
+    // Before anything is opened that the test inherits or that is written.
+    stdfds::hold_closed();
     let vendor = settings.vendor.unwrap_or(source.default_vendor());
     let test_path = launch::resolve_test(test)?;
     let needed = request::gpus_needed(argv.iter_from(command + 1).map(|a| a.to_bytes()));

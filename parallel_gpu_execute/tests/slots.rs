@@ -157,6 +157,54 @@ fn only_the_lock_descriptors_are_inherited() {
     assert_eq!(Record::of(&out).locks().len(), 3);
 }
 
+/// Started with stdin, stdout or stderr closed (a cron job, a daemon), the
+/// wrapper's lock must not become one of them: a test that closed or
+/// redirected its stdout would drop its slot while still running. The test
+/// starts with the same descriptors closed, and the annotation holds only
+/// its line, not a message meant for stderr.
+#[test]
+fn closed_standard_descriptors_stay_closed_and_never_hold_the_lock() {
+    let f = fixture("stdclosed");
+    let record = f.dir.join("record");
+    let annotations = f.dir.join("annotations");
+    std::fs::create_dir_all(&annotations).unwrap();
+    let numbers = |r: &Record, key: &str| -> Vec<u32> {
+        let mut v: Vec<u32> = r.get(key).unwrap_or("").split_whitespace().map(|n| n.parse().unwrap()).collect();
+        v.sort();
+        v
+    };
+    for closed in [&[0, 1, 2][..], &[0, 1], &[1, 2], &[0], &[1], &[2]] {
+        // What the recording shell itself opens with these closed is the
+        // baseline: the test run directly, with the same ones closed.
+        let mut direct = Cmd::new(f.test_path());
+        direct.env("RECORD_FILE", &record).close_standard(closed);
+        direct.run().assert_success();
+        let baseline = numbers(&Record(parse_record(&read_to_string(&record))), "fds");
+
+        let mut c = f.cmd();
+        gpus(&mut c, 1, 1)
+            .env("RECORD_FILE", &record)
+            .env("TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR", &annotations)
+            .close_standard(closed)
+            .arg("./pkg/gpu_test");
+        let out = c.run();
+        out.assert_success();
+        let r = Record(parse_record(&read_to_string(&record)));
+        let context = format!("closed {closed:?}: record {:?}\n{}", r.0, out.explain());
+        assert_eq!(r.locks(), ["gpulock0_0"], "{context}");
+        let lockfds = numbers(&r, "lockfds");
+        assert!(lockfds.iter().all(|&fd| fd > 2), "the lock took a standard descriptor: {lockfds:?}\n{context}");
+        let others: Vec<u32> = numbers(&r, "fds").into_iter().filter(|fd| !lockfds.contains(fd)).collect();
+        assert_eq!(others, baseline, "besides the lock, the descriptors of a direct run\n{context}");
+        let part = read_to_string(annotations.join("parallel_gpu_execute.part"));
+        assert_eq!(part, "parallel_gpu_execute: GPU(s) 0 slot 0 mode rocm waited 0.0 s\n", "{context}");
+        if !closed.contains(&2) {
+            out.assert_stderr_contains(&format!("Running test {} on GPU(s) 0\n", f.test_path().display()));
+        }
+        assert!(eventually_free(f.lock("0", 0)), "released when the test ended\n{context}");
+    }
+}
+
 #[test]
 fn exit_status_and_signals_are_the_tests_own() {
     let f = fixture("status");

@@ -131,6 +131,7 @@ pub struct Cmd {
     timeout: Duration,
     user: Option<(u32, u32)>,
     own_process_group: bool,
+    closed: Vec<i32>,
 }
 
 impl Cmd {
@@ -144,6 +145,7 @@ impl Cmd {
             timeout: Duration::from_secs(60),
             user: None,
             own_process_group: false,
+            closed: Vec::new(),
         }
     }
 
@@ -194,6 +196,15 @@ impl Cmd {
         self
     }
 
+    /// Starts the command with these of its standard descriptors (0, 1, 2)
+    /// closed, as a cron job or a daemon may start it. What a closed stdout
+    /// or stderr would have carried is then missing from the output.
+    pub fn close_standard(&mut self, fds: &[i32]) -> &mut Cmd {
+        assert!(fds.iter().all(|fd| (0..3).contains(fd)), "only 0, 1 and 2: {fds:?}");
+        self.closed = fds.to_vec();
+        self
+    }
+
     /// Runs the command as another user (the test must run as root).
     pub fn as_user(&mut self, uid: u32, gid: u32) -> &mut Cmd {
         self.user = Some((uid, gid));
@@ -222,6 +233,9 @@ impl Cmd {
         if let Some((uid, gid)) = self.user {
             let _ = write!(s, "\nuser: uid {uid}, gid {gid}");
         }
+        if !self.closed.is_empty() {
+            let _ = write!(s, "\nstarted with descriptors {:?} closed", self.closed);
+        }
         s
     }
 
@@ -238,6 +252,20 @@ impl Cmd {
         if self.own_process_group {
             use std::os::unix::process::CommandExt;
             c.process_group(0);
+        }
+        if !self.closed.is_empty() {
+            use std::os::unix::process::CommandExt;
+            let closed = self.closed.clone();
+            // SAFETY: the closure runs in the forked child before its exec
+            // and only calls `close`, which is async-signal-safe.
+            unsafe {
+                c.pre_exec(move || {
+                    for &fd in &closed {
+                        libc::close(fd);
+                    }
+                    Ok(())
+                });
+            }
         }
         c
     }
