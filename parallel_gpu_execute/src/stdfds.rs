@@ -16,7 +16,8 @@
 //! again, so the test starts with the same descriptors closed that the
 //! wrapper was given.
 
-use core::ffi::CStr;
+use rustix::fd::{AsRawFd, IntoRawFd};
+use rustix::fs::{Mode, OFlags};
 
 /// The standard descriptors: stdin, stdout, stderr.
 const STANDARD: [i32; 3] = [0, 1, 2];
@@ -24,6 +25,10 @@ const STANDARD: [i32; 3] = [0, 1, 2];
 /// Fills every closed standard descriptor with a close-on-exec placeholder.
 /// One `poll` when none is closed; a descriptor that cannot be filled (no
 /// descriptor left at all) is left as it is, which is how it was before.
+///
+/// `poll` is called through libc, not rustix: rustix's takes borrowed
+/// descriptors, which must be open, and finding out which are not is the
+/// point of the call.
 pub fn hold_closed() {
     let mut fds = STANDARD.map(|fd| libc::pollfd { fd, events: 0, revents: 0 });
     // SAFETY: `fds` is a valid array of `fds.len()` pollfd structures for
@@ -35,28 +40,14 @@ pub fn hold_closed() {
     // In ascending order: the lowest free descriptor, which `open` returns,
     // is then always the closed one at hand.
     for closed in fds.iter().filter(|p| p.revents & libc::POLLNVAL != 0).map(|p| p.fd) {
-        if placeholder() != Some(closed) {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let Ok(placeholder) = rustix::fs::open(c"/", flags, Mode::empty()) else { return };
+        if placeholder.as_raw_fd() != closed {
+            // Not a gap after all (nothing else opens descriptors here, so
+            // this does not happen); dropping it closes it.
             return;
         }
+        // Left open on purpose, until the exec closes it.
+        let _ = placeholder.into_raw_fd();
     }
-}
-
-/// Opens the placeholder and leaves it open (until the exec); its number.
-fn placeholder() -> Option<i32> {
-    const ROOT: &CStr = c"/";
-    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
-    // SAFETY: `ROOT` is NUL-terminated; `open` with these flags creates
-    // nothing and takes no mode.
-    let fd = unsafe { libc::open(ROOT.as_ptr(), flags) };
-    if fd < 0 {
-        return None;
-    }
-    if fd > 2 {
-        // Not a gap after all (nothing else opens descriptors here, so
-        // this does not happen): give it back.
-        // SAFETY: `fd` was opened just above and is owned by nobody else.
-        unsafe { libc::close(fd) };
-        return None;
-    }
-    Some(fd)
 }
