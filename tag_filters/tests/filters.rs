@@ -327,3 +327,14 @@ fn a_closed_stdout_exits_3_without_a_message() {
         assert_eq!(out.stderr, "rc=3\n", "{}", out.explain());
     }
 }
+
+/// std's `Stdout` takes a stdout that is not open for a sink and reports
+/// success; tag_filters must not exit 0 having printed nothing.
+#[test]
+fn a_stdout_that_is_not_open_exits_3_with_one_line() {
+    for args in [&[][..], &["--format=bazelrc"], &["--help"]] {
+        let out = Cmd::new(BIN).args(args).close_standard(&[1]).run();
+        out.assert_code(3)
+            .assert_one_error_line("tag_filters: cannot write to stdout: Bad file descriptor (os error 9)");
+    }
+}
