@@ -132,12 +132,7 @@ fn the_test_holds_its_own_lock_and_no_wrapper_process_remains() {
 #[test]
 fn only_the_lock_descriptors_are_inherited() {
     let f = fixture("fds");
-    let fds = |out: &test_support::Output| -> Vec<u32> {
-        let mut v: Vec<u32> =
-            Record::of(out).get("fds").unwrap().split_whitespace().map(|n| n.parse().unwrap()).collect();
-        v.sort();
-        v
-    };
+    let fds = |out: &test_support::Output| Record::of(out).descriptors("fds");
     // Whatever the test harness itself passes down is the baseline.
     let baseline = fds(Cmd::new(f.test_path()).run().assert_success());
     let out = f.run_test(
@@ -168,18 +163,13 @@ fn closed_standard_descriptors_stay_closed_and_never_hold_the_lock() {
     let record = f.dir.join("record");
     let annotations = f.dir.join("annotations");
     std::fs::create_dir_all(&annotations).unwrap();
-    let numbers = |r: &Record, key: &str| -> Vec<u32> {
-        let mut v: Vec<u32> = r.get(key).unwrap_or("").split_whitespace().map(|n| n.parse().unwrap()).collect();
-        v.sort();
-        v
-    };
     for closed in [&[0, 1, 2][..], &[0, 1], &[1, 2], &[0], &[1], &[2]] {
         // What the recording shell itself opens with these closed is the
         // baseline: the test run directly, with the same ones closed.
         let mut direct = Cmd::new(f.test_path());
         direct.env("RECORD_FILE", &record).close_standard(closed);
         direct.run().assert_success();
-        let baseline = numbers(&Record(parse_record(&read_to_string(&record))), "fds");
+        let baseline = Record::read(&record).descriptors("fds");
 
         let mut c = f.cmd();
         gpus(&mut c, 1, 1)
@@ -189,12 +179,12 @@ fn closed_standard_descriptors_stay_closed_and_never_hold_the_lock() {
             .arg("./pkg/gpu_test");
         let out = c.run();
         out.assert_success();
-        let r = Record(parse_record(&read_to_string(&record)));
+        let r = Record::read(&record);
         let context = format!("closed {closed:?}: record {:?}\n{}", r.0, out.explain());
         assert_eq!(r.locks(), ["gpulock0_0"], "{context}");
-        let lockfds = numbers(&r, "lockfds");
+        let lockfds = r.descriptors("lockfds");
         assert!(lockfds.iter().all(|&fd| fd > 2), "the lock took a standard descriptor: {lockfds:?}\n{context}");
-        let others: Vec<u32> = numbers(&r, "fds").into_iter().filter(|fd| !lockfds.contains(fd)).collect();
+        let others: Vec<u32> = r.descriptors("fds").into_iter().filter(|fd| !lockfds.contains(fd)).collect();
         assert_eq!(others, baseline, "besides the lock, the descriptors of a direct run\n{context}");
         let part = read_to_string(annotations.join("parallel_gpu_execute.part"));
         assert_eq!(part, "parallel_gpu_execute: GPU(s) 0 slot 0 mode rocm waited 0.0 s\n", "{context}");

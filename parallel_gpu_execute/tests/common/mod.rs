@@ -78,6 +78,21 @@ impl Record {
         (0..n).map(|i| self.get(&format!("arg{i}")).unwrap().to_string()).collect()
     }
 
+    /// The record the test wrote into `file` (`RECORD_FILE`).
+    pub fn read(file: &std::path::Path) -> Record {
+        Record(parse_record(&test_support::read_to_string(file)))
+    }
+
+    /// A list of descriptor numbers (`fds`, `lockfds`), sorted. The
+    /// recording test always writes both keys; a record without one fails.
+    #[track_caller]
+    pub fn descriptors(&self, key: &str) -> Vec<u32> {
+        let list = self.get(key).unwrap_or_else(|| panic!("the record has no {key}: {:?}", self.0));
+        let mut fds: Vec<u32> = list.split_whitespace().map(|n| n.parse().unwrap()).collect();
+        fds.sort();
+        fds
+    }
+
     /// The lock files among the test's descriptors, sorted.
     pub fn locks(&self) -> Vec<String> {
         let mut locks: Vec<String> = self.get("locks").unwrap_or("").split_whitespace().map(str::to_string).collect();
