@@ -21,11 +21,12 @@ Each wrapper target is a symlink named `<name>` to the static binary, so
 `argv[0]` is `<runfiles>/<workspace>/<package>/<name>`.
 
 Every `binary` is built in a configuration of its own (`_wrapper_transition`):
-`compilation_mode=opt` and no `copt`, `conlyopt`, `cxxopt`, `linkopt` or
-`features`. A `--run_under` target is built in the test's configuration, so
-without it `bazel test --config=asan` (with `-fsanitize=address` link options)
-or `-c dbg` would reach the wrapper's own build; a prebuilt binary is not
-affected either way.
+`compilation_mode=opt`, no `copt`, `conlyopt`, `cxxopt`, `linkopt` or
+`features`, and no coverage instrumentation. A `--run_under` target is built in
+the test's configuration, so without it `bazel test --config=asan` (with
+`-fsanitize=address` link options), `-c dbg`, or `bazel coverage` with an
+`--instrumentation_filter` that matches the wrapper would reach the wrapper's
+own build; a prebuilt binary is not affected either way.
 
 This file loads nothing on purpose: it works with every Bazel from 4.2 on, in
 WORKSPACE and Bzlmod projects alike, without rules_rust in the caller's
@@ -37,6 +38,7 @@ _CONF_SUFFIX = ".sanitizer_wrapper.conf"
 
 def _wrapper_transition_impl(_settings, _attr):
     return {
+        "//command_line_option:collect_code_coverage": False,
         "//command_line_option:compilation_mode": "opt",
         "//command_line_option:conlyopt": [],
         "//command_line_option:copt": [],
@@ -49,6 +51,7 @@ _wrapper_transition = transition(
     implementation = _wrapper_transition_impl,
     inputs = [],
     outputs = [
+        "//command_line_option:collect_code_coverage",
         "//command_line_option:compilation_mode",
         "//command_line_option:conlyopt",
         "//command_line_option:copt",

@@ -6,7 +6,8 @@
 # 4.2.3 in WORKSPACE mode (offline, the stand-ins of tests/bazel_e2e):
 #   1. GPU tests under --run_under=//:pge with --nolegacy_external_runfiles
 #      and `-c dbg --copt=-fsanitize=address --linkopt=-fsanitize=address`;
-#   2. the wrapper's build ignores those flags (cquery, build_options);
+#   2. the wrapper's build ignores those flags and --collect_code_coverage
+#      (cquery, build_options);
 #   3. the prebuilt @gpu_ci_wrappers_bin//:parallel_gpu_execute directly as
 #      --run_under;
 #   4. sanitizer_wrapper chained to parallel_gpu_execute;
@@ -85,14 +86,15 @@ grep -q "Running test .* on GPU(s) " "$(bazel_cmd info "${offline[@]}" "${user_f
 ok "test.log shows the wrapper starting the test"
 
 say "2. the wrapper's build does not inherit the test's flags"
-run_bazel cquery 0 cquery "${offline[@]}" "${user_flags[@]}" 'deps(//:pge, 1)' --output=starlark \
-  --starlark:expr='" ".join([str(target.label)] + [str(build_options(target)["//command_line_option:" + o]) for o in ["compilation_mode", "copt", "linkopt", "features"]]) if build_options(target) else str(target.label) + " (no configuration)"'
+# --collect_code_coverage as `bazel coverage` sets it.
+run_bazel cquery 0 cquery "${offline[@]}" "${user_flags[@]}" --collect_code_coverage 'deps(//:pge, 1)' --output=starlark \
+  --starlark:expr='" ".join([str(target.label)] + [str(build_options(target)["//command_line_option:" + o]) for o in ["compilation_mode", "copt", "linkopt", "features", "collect_code_coverage"]]) if build_options(target) else str(target.label) + " (no configuration)"'
 grep -E '^(@|//)' "${out}/logs/cquery.log" | sed 's/^/consumer:     | /'
-grep -Eq '^//:pge dbg \["-fsanitize=address"\] \["-fsanitize=address"\] \["asan"\]' "${out}/logs/cquery.log" ||
-  die "//:pge itself should be in the user's configuration (dbg, ASan): see ${out}/logs/cquery.log"
-grep -Eq '^@gpu_ci_wrappers_bin//:parallel_gpu_execute opt \[\] \[\] \[\]$' "${out}/logs/cquery.log" ||
-  die "the wrapper binary is not built with compilation_mode=opt and no copt/linkopt/features: see ${out}/logs/cquery.log"
-ok "the binary edge: compilation_mode=opt, copt=[], linkopt=[], features=[]"
+grep -Eq '^//:pge dbg \["-fsanitize=address"\] \["-fsanitize=address"\] \["asan"\] True$' "${out}/logs/cquery.log" ||
+  die "//:pge itself should be in the user's configuration (dbg, ASan, coverage): see ${out}/logs/cquery.log"
+grep -Eq '^@gpu_ci_wrappers_bin//:parallel_gpu_execute opt \[\] \[\] \[\] False$' "${out}/logs/cquery.log" ||
+  die "the wrapper binary is not built with compilation_mode=opt, no copt/linkopt/features and no coverage: see ${out}/logs/cquery.log"
+ok "the binary edge: compilation_mode=opt, copt=[], linkopt=[], features=[], collect_code_coverage=False"
 
 say "3. the prebuilt binary itself as --run_under"
 run_bazel direct 0 test "${offline[@]}" "${user_flags[@]}" "${gpu[@]}" //gpu:gpu_test_0 --nocache_test_results \

@@ -207,6 +207,36 @@ grep -q "Running test .* on accelerator 0" "${testlogs}/gpu/gpu_test_0/test.log"
   die "no jax_accelerator_lock_0_0 in ${shared}/locks"
 ok "the macro's executable name selects the jax profile: JAX's lock names and wording"
 
+# Bazel's command line under coverage is test-setup.sh, collect_coverage.sh,
+# the --run_under command, the test (bazelbuild/bazel
+# src/main/java/com/google/devtools/build/lib/exec/TestStrategy.java,
+# expandedArgsFromAction); collect_coverage.sh changes to the test's runfiles
+# directory, runs the rest as a child, then the LCOV merger (here the
+# stand-in's offline/remote_coverage_tools/lcov_merger.sh).
+say "2c. bazel coverage: the wrapper under Bazel's coverage runner"
+mkdir -p "${shared}/records/coverage"
+run_bazel coverage 0 coverage "${flags[@]}" "${gpu_env[@]}" //gpu:gpu_test_0 \
+  "--run_under=//:pge --lock-dir=${shared}/locks" \
+  "--test_env=E2E_RECORD_DIR=${shared}/records/coverage" \
+  "--test_env=E2E_LOCK_DIR=${shared}/locks" \
+  --test_env=E2E_GPU_TEST_SECONDS=0 \
+  "--sandbox_writable_path=${shared}/locks" \
+  "--sandbox_writable_path=${shared}/records/coverage"
+log="${testlogs}/gpu/gpu_test_0/test.log"
+grep -q "Running test .* on GPU(s) " "${log}" ||
+  die "${log} lacks parallel_gpu_execute's 'Running test' line under bazel coverage"
+grep -Eq "^//gpu:gpu_test_0: coverage 1 profile [^ ]+\.profraw in .*/bazel_e2e$" "${log}" ||
+  die "the test did not see Bazel's coverage variables, or ran outside its runfiles directory: ${log}"
+[[ -f "${shared}/records/coverage/__gpu_gpu_test_0.rec" ]] ||
+  die "no GPU record from the test under bazel coverage in ${shared}/records/coverage"
+merger="${shared}/records/coverage/lcov_merger.txt"
+[[ -s "${merger}" ]] || die "the LCOV merger did not run after the test (no ${merger})"
+sed 's/^/e2e:     | /' "${merger}"
+if grep -q ' held$' "${merger}"; then
+  die "a GPU slot was still held when the LCOV merger ran: $(tr '\n' ' ' <"${merger}")"
+fi
+ok "under bazel coverage the test gets its GPU and Bazel's coverage variables, and its slot is free before the LCOV merger runs"
+
 # --- 3. sanitizer_wrapper: configured through its runfiles ------------------
 
 say "3. sanitizer_wrapper configured by the macro's runfiles config"

@@ -22,3 +22,5 @@ record="${record_dir}/$(printf '%s' "${name}" | tr -c 'A-Za-z0-9_.-' '_').rec"
 printf '%s %s %s %s\n' "${name}" "${ROCR_VISIBLE_DEVICES}" "${start}" "${end}" >"${record}.tmp"
 mv "${record}.tmp" "${record}"
 echo "${name}: GPU ${ROCR_VISIBLE_DEVICES} from ${start} to ${end}"
+# What Bazel's coverage runner set (run.sh's `bazel coverage` step reads it).
+echo "${name}: coverage ${COVERAGE:-0} profile ${LLVM_PROFILE_FILE:-none} in $(pwd)"
