@@ -237,6 +237,21 @@ if grep -q ' held$' "${merger}"; then
 fi
 ok "under bazel coverage the test gets its GPU and Bazel's coverage variables, and its slot is free before the LCOV merger runs"
 
+# `bazel run` of a test builds the command line `bazel test` would
+# (RunCommand.getTestCommandLine calls TestStrategy.getArgs), with the test's
+# environment and the terminal as its stdin: how one GPU test is debugged.
+say "2d. bazel run of a GPU test under --run_under=//:pge"
+mkdir -p "${shared}/records/run"
+run_bazel run_test 0 run "${flags[@]}" "${gpu_env[@]}" //gpu:gpu_test_0 \
+  "--run_under=//:pge --lock-dir=${shared}/locks" \
+  "--test_env=E2E_RECORD_DIR=${shared}/records/run" \
+  --test_env=E2E_GPU_TEST_SECONDS=0
+grep -q "^Running test .*/gpu/gpu_test_0 on GPU(s) [01]$" "${out}/logs/run_test.log" ||
+  die "bazel run printed no 'Running test ... on GPU(s) ...' line (log: ${out}/logs/run_test.log)"
+[[ -f "${shared}/records/run/__gpu_gpu_test_0.rec" ]] ||
+  die "no GPU record from the test under bazel run in ${shared}/records/run"
+ok "bazel run of a test goes through the wrapper as bazel test does, and the test gets a GPU"
+
 # --- 3. sanitizer_wrapper: configured through its runfiles ------------------
 
 say "3. sanitizer_wrapper configured by the macro's runfiles config"
