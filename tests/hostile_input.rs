@@ -129,12 +129,15 @@ fn huge_and_negative_numbers_in_every_variable_and_flag() {
     }
 
     // GPUs needed, from the test's own arguments: not a positive integer
-    // counts as 1; a product past u64 saturates and cannot be served.
+    // counts as 1; a number or a product past u64 saturates and cannot be
+    // served.
     let two = [("TF_GPU_COUNT", "2")];
     for args in [
         &["--num_processes=18446744073709551615", "--gpus_per_process=2"][..],
         &["--num_processes=4294967296", "--gpus_per_process=4294967296"],
         &["--gpus_per_process", "18446744073709551615"],
+        &["--num_processes=99999999999999999999999"],
+        &["--gpus_per_process=18446744073709551616"],
         &["--num_processes=3"],
     ] {
         let mut full = vec![test];
@@ -143,7 +146,7 @@ fn huge_and_negative_numbers_in_every_variable_and_flag() {
     }
     for args in [
         &["--num_processes=-4"][..],
-        &["--num_processes=99999999999999999999999"],
+        &["--num_processes=99999999999999999999999x"],
         &["--gpus_per_process", "-1"],
         &["--num_processes=0", "--gpus_per_process=+2"],
         &["--num_processes"],

@@ -114,8 +114,13 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
 }
 
 fn ref_needed(args: &[Vec<u8>]) -> u64 {
-    // Not a decimal integer: 1; a zero product is raised to 1.
-    let positive_or_one = |v: &[u8]| ref_parse_u64(v).unwrap_or(1);
+    // Not a decimal integer: 1; one past u64::MAX: u64::MAX; a zero product
+    // is raised to 1.
+    let positive_or_one = |v: &[u8]| match ref_parse_u64(v) {
+        Some(n) => n,
+        None if !v.is_empty() && v.iter().all(u8::is_ascii_digit) => u64::MAX,
+        None => 1,
+    };
     let mut values = [1u64; 2];
     for (j, arg) in args.iter().enumerate() {
         for (k, name) in [&b"--num_processes"[..], b"--gpus_per_process"].into_iter().enumerate() {

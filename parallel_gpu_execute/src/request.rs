@@ -17,11 +17,18 @@ pub const MAX_POOL: usize = 65_536;
 /// arguments (also as two words), 1 each by default; as in the classic
 /// script, a value that is not a decimal integer counts as 1, the last
 /// occurrence wins, and a product of 0 (`--num_processes=0`) is raised to 1.
-/// The arguments themselves are not changed.
+/// A decimal integer past `u64::MAX`, and a product past it, count as
+/// `u64::MAX`, more than any pool holds, so a typo that asks for that many
+/// GPUs always fails (the classic script's bash arithmetic wraps it, to 0
+/// and so one GPU for 2^64). The arguments are not changed.
 pub fn gpus_needed<'a>(test_args: impl Iterator<Item = &'a [u8]>) -> u64 {
     const NAMES: [&[u8]; 2] = [b"--num_processes", b"--gpus_per_process"];
     let mut values = [1u64; 2];
-    let integer_or_one = |v: &[u8]| parse_u64(v).unwrap_or(1);
+    let integer_or_one = |v: &[u8]| match parse_u64(v) {
+        Some(n) => n,
+        None if !v.is_empty() && v.iter().all(u8::is_ascii_digit) => u64::MAX,
+        None => 1,
+    };
     // Index into NAMES of a two-word flag whose value comes next. The value
     // is not consumed, so a flag in its place is still seen as a flag.
     let mut pending: Option<usize> = None;
@@ -171,8 +178,12 @@ mod tests {
 
     #[test]
     fn huge_values_saturate() {
-        assert_eq!(needed(&["--num_processes=99999999999999999999"]), 1, "overflowing u64 is not a number");
+        assert_eq!(needed(&["--num_processes=99999999999999999999"]), u64::MAX, "past u64::MAX");
+        assert_eq!(needed(&["--gpus_per_process", "18446744073709551616"]), u64::MAX, "u64::MAX + 1");
         assert_eq!(needed(&["--num_processes=18446744073709551615", "--gpus_per_process=2"]), u64::MAX);
+        assert_eq!(needed(&["--num_processes=4294967296", "--gpus_per_process=4294967296"]), u64::MAX);
+        // Still not a number, however long: 1.
+        assert_eq!(needed(&["--num_processes=99999999999999999999x"]), 1);
     }
 
     #[test]

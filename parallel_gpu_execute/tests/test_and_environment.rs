@@ -112,6 +112,15 @@ fn more_gpus_than_the_pool_is_one_line_and_exit_1() {
         &["--num_processes=2", "--gpus_per_process=2"],
     );
     out.assert_code(1).assert_one_error_line("needs 4 GPU(s) but the pool holds only 2 (from ROCR_VISIBLE_DEVICES)");
+    // A count past u64::MAX (a typo) asks for more than any pool: it fails as
+    // in the classic script, never runs on one GPU.
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "8");
+        },
+        &["--num_processes=99999999999999999999"],
+    );
+    out.assert_code(1).assert_one_error_line("the test needs 18446744073709551615 GPU(s) but the pool holds only 8");
 }
 
 #[test]
