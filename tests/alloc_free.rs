@@ -115,6 +115,13 @@ fn parallel_gpu_execute_without_a_gpu_allocates_nothing() {
     c.env("TF_GPU_COUNT", "0");
     assert_eq!(allocations(&dir, c, "./pkg/gpu_test"), 0, "TF_GPU_COUNT=0");
 
+    // The jax profile with JAX_ACCELERATOR_COUNT=0 and its default lock
+    // directory, which is built from $USER only when a lock is looked for.
+    let mut c = pge(&runfiles, &sysroot, &locks);
+    c.env_remove("PARALLEL_GPU_EXECUTE_LOCK_DIR").env("PARALLEL_GPU_EXECUTE_PROFILE", "jax");
+    c.env("JAX_ACCELERATOR_COUNT", "0").env("USER", "alloc-test");
+    assert_eq!(allocations(&dir, c, "./pkg/gpu_test"), 0, "jax profile, JAX_ACCELERATOR_COUNT=0");
+
     // An empty NVIDIA directory and no device nodes.
     std::fs::create_dir_all(sysroot.root.join("proc/driver/nvidia/gpus")).unwrap();
     std::fs::create_dir_all(sysroot.root.join("dev")).unwrap();

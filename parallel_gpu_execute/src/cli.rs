@@ -27,7 +27,8 @@ options (each wins over its environment variable):
                    (PARALLEL_GPU_EXECUTE_WAIT, default: no limit)
   --profile=P      xla (XLA's script, the default) or jax (JAX's
                    parallel_accelerator_execute.sh: JAX_ACCELERATOR_COUNT,
-                   JAX_TESTS_PER_ACCELERATOR, jax_accelerator_lock_<id>_<slot>,
+                   JAX_TESTS_PER_ACCELERATOR, jax_accelerator_lock_<id>_<slot>
+                   in JAX_LOCK_DIR (default /tmp/jax_accelerator_locks_$USER),
                    TPU_VISIBLE_CHIPS; the default when the executable is
                    named parallel_accelerator_execute;
                    PARALLEL_GPU_EXECUTE_PROFILE)

@@ -1,12 +1,15 @@
 //! The `jax` profile: what JAX's `build/parallel_accelerator_execute.sh`
-//! (jax-ml/jax, commit 1082251c) does wherever a user can see it.
+//! (jax-ml/jax main at cec06d11, where the script last changed in 58d4536f)
+//! does wherever a user can see it.
 //!
 //! - `JAX_ACCELERATOR_COUNT` gives the count; unset, the count comes from
 //!   the hardware (TPU chips first, then the GPU sources), not the script's
 //!   default of 4. `JAX_TESTS_PER_ACCELERATOR` gives the slots (default 8).
-//! - Lock files `jax_accelerator_lock_<id>_<slot>`.
-//! - The test gets `TPU_VISIBLE_CHIPS`, `CUDA_VISIBLE_DEVICES` and
-//!   `ROCR_VISIBLE_DEVICES` set to its ids, and
+//! - Lock files `jax_accelerator_lock_<id>_<slot>`, in `JAX_LOCK_DIR`, else
+//!   `/tmp/jax_accelerator_locks_${USER:-shared}` (`settings.rs`), unless
+//!   `--lock-dir` or `PARALLEL_GPU_EXECUTE_LOCK_DIR` says otherwise.
+//! - The test gets `TPU_VISIBLE_CHIPS`, `CUDA_VISIBLE_DEVICES`,
+//!   `ROCR_VISIBLE_DEVICES` and `ONEAPI_VISIBLE_DEVICES` set to its ids, and
 //!   `TF_PER_DEVICE_MEMORY_LIMIT_MB` defaults to 2048.
 //! - `Running test <test> <args> on accelerator <ids>`; all busy:
 //!   `Cannot find a free accelerator to run the test ... on, exiting with
@@ -30,7 +33,10 @@ pub const MEMORY_LIMIT_MB: &[u8] = b"2048";
 
 /// Sets the jax profile's variables for a test given `ids` (`len` of them).
 pub fn set_environment(env: &mut EnvBuilder, ids: &[u8], len: usize, tpu_host: bool) {
-    env.set(b"TPU_VISIBLE_CHIPS", ids).set(b"CUDA_VISIBLE_DEVICES", ids).set(b"ROCR_VISIBLE_DEVICES", ids);
+    env.set(b"TPU_VISIBLE_CHIPS", ids)
+        .set(b"CUDA_VISIBLE_DEVICES", ids)
+        .set(b"ROCR_VISIBLE_DEVICES", ids)
+        .set(b"ONEAPI_VISIBLE_DEVICES", ids);
     if env::var_nonempty(b"TF_PER_DEVICE_MEMORY_LIMIT_MB").is_none() {
         env.set(b"TF_PER_DEVICE_MEMORY_LIMIT_MB", MEMORY_LIMIT_MB);
     }

@@ -90,7 +90,7 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
         }
         Invocation::Status { flags, format } => {
             let settings = Settings::load(&flags, argv0(&argv))?;
-            return print(status::render(settings.lock_dir, format)?.as_bytes());
+            return print(status::render(&settings.lock_dir.path(), format)?.as_bytes());
         }
         Invocation::Run { flags, command } => (flags, command),
     };
@@ -133,15 +133,9 @@ fn run_on_gpus(
     }
     let wait = settings.wait_ms.map(Duration::from_millis);
     let describe = || launch::describe_test(test_path.as_bytes(), argv, command);
-    let grant = locks::acquire(
-        settings.lock_dir,
-        &pool,
-        settings.tests_per_gpu,
-        needed as usize,
-        wait,
-        settings.profile,
-        &describe,
-    )?;
+    let lock_dir = settings.lock_dir.path();
+    let grant =
+        locks::acquire(&lock_dir, &pool, settings.tests_per_gpu, needed as usize, wait, settings.profile, &describe)?;
     let mode = launch::Mode::of(settings, vendor, source);
     Err(launch::exec_test(&test_path, argv, command, mode, &pool, grant))
 }

@@ -197,7 +197,7 @@ fn text(plan: &Plan, settings: &Settings) -> String {
                 Vendor::Classic => "CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES",
             };
             if settings.profile == Profile::Jax {
-                out.push_str("mode: jax (TPU_VISIBLE_CHIPS, CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES)\n");
+                out.push_str("mode: jax (TPU_VISIBLE_CHIPS, CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, ONEAPI_VISIBLE_DEVICES)\n");
             } else {
                 let _ = writeln!(out, "mode: {} ({vars})", vendor_name(v));
             }
@@ -205,7 +205,7 @@ fn text(plan: &Plan, settings: &Settings) -> String {
             let from = pool.variable.map_or(String::new(), |v| format!(" (from {v})"));
             let _ = writeln!(out, "pool: {}{from}", ids.join(","));
             let _ = writeln!(out, "slots per GPU: {}", plan.slots);
-            let _ = writeln!(out, "lock dir: {}", String::from_utf8_lossy(settings.lock_dir.to_bytes()));
+            let _ = writeln!(out, "lock dir: {}", String::from_utf8_lossy(settings.lock_dir.path().to_bytes()));
         }
         _ => out.push_str("mode: none (the test runs without a GPU: 'Execute with no GPU support')\n"),
     }
@@ -315,7 +315,7 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
         ),
         ("pool_variable", json::opt_string(pool.and_then(|p| p.variable).map(str::as_bytes))),
         ("slots_per_gpu", plan.slots.to_string()),
-        ("lock_dir", json::string(settings.lock_dir.to_bytes())),
+        ("lock_dir", json::string(settings.lock_dir.path().to_bytes())),
         (
             "gfx_targets",
             json::array(&survey.gfx_targets().iter().map(|t| json::string(t.as_bytes())).collect::<Vec<_>>()),

@@ -5,11 +5,18 @@
 use crate::cli::Flags;
 use crate::error::Error;
 use crate::identity::LockNames;
+use crate::prelude::*;
+use alloc::borrow::Cow;
+use alloc::ffi::CString;
 use core::ffi::CStr;
 use wrapper_common::env;
 use wrapper_common::numbers::{parse_seconds_as_millis, parse_u64};
 
+/// The xla profile's lock directory, the classic script's.
 pub const DEFAULT_LOCK_DIR: &CStr = c"/var/lock";
+/// The jax profile's, as JAX's script has it since jax-ml/jax 58d4536f:
+/// `${JAX_LOCK_DIR:-/tmp/jax_accelerator_locks_${USER:-shared}}`.
+pub const JAX_LOCK_DIR_PREFIX: &[u8] = b"/tmp/jax_accelerator_locks_";
 pub const DEFAULT_TESTS_PER_GPU: u32 = 8;
 pub const MAX_TESTS_PER_GPU: u32 = 1024;
 /// More GPUs than any host has; a larger `TF_GPU_COUNT` is a typo.
@@ -105,13 +112,41 @@ impl Vendor {
     }
 }
 
+/// Where the lock files are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockDir {
+    /// From `--lock-dir`, a variable, or the xla profile's default.
+    Path(&'static CStr),
+    /// The jax profile's default, [`JAX_LOCK_DIR_PREFIX`] and the user:
+    /// built only when a lock is looked for, so that the pass-through does
+    /// not allocate.
+    JaxDefault { user: &'static [u8] },
+}
+
+impl LockDir {
+    /// The directory's path.
+    pub fn path(self) -> Cow<'static, CStr> {
+        match self {
+            LockDir::Path(dir) => Cow::Borrowed(dir),
+            LockDir::JaxDefault { user } => {
+                let mut bytes = Vec::with_capacity(JAX_LOCK_DIR_PREFIX.len() + user.len() + 1);
+                bytes.extend_from_slice(JAX_LOCK_DIR_PREFIX);
+                bytes.extend_from_slice(user);
+                // `user` is a variable's value, so it holds no NUL byte and
+                // the fallback is never taken.
+                CString::new(bytes).map_or(Cow::Borrowed(c"/tmp/jax_accelerator_locks_shared"), Cow::Owned)
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
     pub profile: Profile,
     /// `TF_GPU_COUNT` (xla) or `JAX_ACCELERATOR_COUNT` (jax), when set.
     pub tf_gpu_count: Option<u32>,
     pub tests_per_gpu: u32,
-    pub lock_dir: &'static CStr,
+    pub lock_dir: LockDir,
     /// `None`: chosen from where the GPU count came.
     pub vendor: Option<Vendor>,
     /// `None`: wait as long as it takes.
@@ -174,8 +209,14 @@ impl Settings {
             Some((name, dir)) if dir.is_empty() => {
                 return Err(Error::BadValue { name, value: b"", expected: "a directory" });
             }
-            Some((_, dir)) => dir,
-            None => DEFAULT_LOCK_DIR,
+            Some((_, dir)) => LockDir::Path(dir),
+            None => match profile {
+                Profile::Xla => LockDir::Path(DEFAULT_LOCK_DIR),
+                Profile::Jax => match env::var_nonempty_cstr(b"JAX_LOCK_DIR") {
+                    Some(dir) => LockDir::Path(dir),
+                    None => LockDir::JaxDefault { user: env::var_nonempty(b"USER").unwrap_or(b"shared") },
+                },
+            },
         };
         let vendor =
             parsed(flags.vendor, "--vendor", "PARALLEL_GPU_EXECUTE_VENDOR", Vendor::parse, "rocm, cuda or classic")?;

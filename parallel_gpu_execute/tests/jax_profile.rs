@@ -63,7 +63,7 @@ fn the_environment_is_the_scripts() {
         .arg("./pkg/gpu_test")
         .run();
     let r = Record::of(out.assert_success());
-    for var in ["TPU_VISIBLE_CHIPS", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"] {
+    for var in ["TPU_VISIBLE_CHIPS", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ONEAPI_VISIBLE_DEVICES"] {
         assert_eq!(r.var(var), Some("0"), "{var}\n{}", out.explain());
     }
     assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("keep"), "the script leaves HIP alone");
@@ -75,11 +75,71 @@ fn the_environment_is_the_scripts() {
         .arg("./pkg/gpu_test")
         .run();
     assert_eq!(Record::of(out.assert_success()).var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("999"));
+    let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
+    assert_eq!(Record::of(out.assert_success()).var("ONEAPI_VISIBLE_DEVICES"), None, "not in the xla profile");
     // Blocks of several accelerators: every variable lists them.
     let out = jax_cmd(&f).env("JAX_ACCELERATOR_COUNT", "4").args(["./pkg/gpu_test", "--num_processes=2"]).run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.var("TPU_VISIBLE_CHIPS"), Some("0,1"));
+    assert_eq!(r.var("ONEAPI_VISIBLE_DEVICES"), Some("0,1"));
     out.assert_stderr_contains(" --num_processes=2 on accelerator 0,1\n");
+}
+
+/// The lock directory that `--list=json` reports for the wrapper started
+/// as `c`.
+fn listed_lock_dir(c: &mut Cmd) -> String {
+    let out = c.arg("--list=json").run();
+    let text = &out.assert_success().stdout;
+    let start = text.find("\"lock_dir\": \"").map(|i| i + 13).unwrap_or_else(|| panic!("{}", out.explain()));
+    let len = text[start..].find('"').unwrap();
+    text[start..start + len].to_string()
+}
+
+#[test]
+fn the_lock_directory_is_the_scripts_jax_lock_dir() {
+    let f = Fixture::new("jax-lockdir");
+    let jax = |f: &Fixture| {
+        let mut c = jax_cmd(f);
+        c.env_remove("PARALLEL_GPU_EXECUTE_LOCK_DIR").env_remove("JAX_LOCK_DIR").env("JAX_ACCELERATOR_COUNT", "1");
+        c
+    };
+    // JAX's script: ${JAX_LOCK_DIR:-/tmp/jax_accelerator_locks_${USER:-shared}}.
+    assert_eq!(listed_lock_dir(jax(&f).env("USER", "ci-bot")), "/tmp/jax_accelerator_locks_ci-bot");
+    assert_eq!(listed_lock_dir(jax(&f).env("USER", "")), "/tmp/jax_accelerator_locks_shared");
+    assert_eq!(listed_lock_dir(jax(&f).env_remove("USER")), "/tmp/jax_accelerator_locks_shared");
+    assert_eq!(
+        listed_lock_dir(jax(&f).env("JAX_LOCK_DIR", "")),
+        format!("/tmp/jax_accelerator_locks_{}", {
+            std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "shared".into())
+        })
+    );
+    // Ours win over JAX's variable, and the xla profile never reads it.
+    let jax_dir = f.dir.join("jax_locks");
+    let ours = f.dir.join("our_locks");
+    assert_eq!(listed_lock_dir(jax(&f).env("JAX_LOCK_DIR", &jax_dir)), jax_dir.to_str().unwrap());
+    let dir = listed_lock_dir(jax(&f).env("JAX_LOCK_DIR", &jax_dir).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &ours));
+    assert_eq!(dir, ours.to_str().unwrap());
+    let flag = format!("--lock-dir={}", ours.display());
+    assert_eq!(listed_lock_dir(jax(&f).env("JAX_LOCK_DIR", &jax_dir).arg(&flag)), ours.to_str().unwrap());
+    let mut xla = f.cmd();
+    xla.env_remove("PARALLEL_GPU_EXECUTE_LOCK_DIR").env("JAX_LOCK_DIR", &jax_dir);
+    assert_eq!(listed_lock_dir(&mut xla), "/var/lock");
+
+    // A run locks there, creating the directory as the script's mkdir -p does.
+    let out = jax(&f).env("JAX_LOCK_DIR", &jax_dir).arg("./pkg/gpu_test").run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["jax_accelerator_lock_0_0"], "{}", out.explain());
+    assert!(jax_dir.join("jax_accelerator_lock_0_0").is_file(), "{}", out.explain());
+    // And in the default, with a user name of its own so that nothing of a
+    // real user's is touched; removed afterwards.
+    let user = format!("pge-test-{}", std::process::id());
+    let default = std::path::PathBuf::from(format!("/tmp/jax_accelerator_locks_{user}"));
+    let _ = std::fs::remove_dir_all(&default);
+    let out = jax(&f).env("USER", &user).arg("./pkg/gpu_test").run();
+    let created = default.join("jax_accelerator_lock_0_0").is_file();
+    let _ = std::fs::remove_dir_all(&default);
+    out.assert_success();
+    assert!(created, "no lock file in {}\n{}", default.display(), out.explain());
 }
 
 #[test]
@@ -167,7 +227,7 @@ fn tpu_chips_of_every_generation_are_counted_from_sysfs() {
             "tpu 0000:00:0a.0: v5e, /dev/vfio/6 missing (not given to this container) -> not usable\n",
         )
         .assert_stdout_contains(
-            "source: tpu\ncount: 6\nmode: jax (TPU_VISIBLE_CHIPS, CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES)\n",
+            "source: tpu\ncount: 6\nmode: jax (TPU_VISIBLE_CHIPS, CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, ONEAPI_VISIBLE_DEVICES)\n",
         );
     assert!(!out.stdout.contains("0000:00:03.0") && !out.stdout.contains("0000:00:01.0"), "{}", out.explain());
     // The xla profile does not look at TPUs.

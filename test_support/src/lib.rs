@@ -169,7 +169,7 @@ record() {
   echo "start=$start"
   echo "end=$end"
   for v in ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES TF_PER_DEVICE_MEMORY_LIMIT_MB \
-           TPU_VISIBLE_CHIPS TPU_CHIPS_PER_PROCESS_BOUNDS TPU_PROCESS_BOUNDS \
+           TPU_VISIBLE_CHIPS TPU_CHIPS_PER_PROCESS_BOUNDS TPU_PROCESS_BOUNDS ONEAPI_VISIBLE_DEVICES \
            ASAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS; do
     eval "isset=\${$v+x}"
     if [ -n "$isset" ]; then eval "echo \"$v=\${$v}\""; else echo "$v unset"; fi

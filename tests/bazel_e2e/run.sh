@@ -192,7 +192,8 @@ ok "the slot locks are in the --lock-dir given with --run_under: ${actual_locks%
 say "2b. the jax profile: --run_under=//:jax_wrapper (parallel_accelerator_execute)"
 mkdir -p "${shared}/records/jax"
 run_bazel jax_tests 0 test "${flags[@]}" //gpu:gpu_test_0 \
-  "--run_under=//:jax_wrapper --lock-dir=${shared}/locks" \
+  --run_under=//:jax_wrapper \
+  "--test_env=JAX_LOCK_DIR=${shared}/locks" \
   "--test_env=PARALLEL_GPU_EXECUTE_SYSROOT=${out}/sysroot" \
   --test_env=JAX_ACCELERATOR_COUNT=2 \
   --test_env=HIP_VISIBLE_DEVICES=0 \
@@ -205,7 +206,7 @@ grep -q "Running test .* on accelerator 0" "${testlogs}/gpu/gpu_test_0/test.log"
   die "the jax wrapper's 'Running test ... on accelerator 0' line is missing from test.log"
 [[ -f "${shared}/locks/jax_accelerator_lock_0_0" ]] ||
   die "no jax_accelerator_lock_0_0 in ${shared}/locks"
-ok "the macro's executable name selects the jax profile: JAX's lock names and wording"
+ok "the macro's executable name selects the jax profile: JAX's lock names, JAX_LOCK_DIR and wording"
 
 # Bazel's command line under coverage is test-setup.sh, collect_coverage.sh,
 # the --run_under command, the test (bazelbuild/bazel
