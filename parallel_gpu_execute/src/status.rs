@@ -84,6 +84,9 @@ struct Waiter {
 
 struct Report {
     lock_dir: Vec<u8>,
+    /// False when the directory does not exist (yet): the first wrapper
+    /// that takes a slot creates it, so that is a host where none has.
+    exists: bool,
     slots: Vec<Slot>,
     waiters: Vec<Waiter>,
 }
@@ -111,7 +114,18 @@ fn id_order(id: &str) -> (u8, u64, String) {
 
 fn survey(dir: &CStr) -> Result<Report, Error> {
     let unreadable = |errno| Error::StatusDir { dir: dir.to_bytes().to_vec(), error: Os(errno).to_string() };
-    let dir_fd = open_dir(dir).map_err(unreadable)?;
+    let dir_fd = match open_dir(dir) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => {
+            return Ok(Report {
+                lock_dir: dir.to_bytes().to_vec(),
+                exists: false,
+                slots: Vec::new(),
+                waiters: Vec::new(),
+            });
+        }
+        Err(e) => return Err(unreadable(e)),
+    };
     let mut names = Vec::new();
     for_each_entry(&dir_fd, |name, _| {
         names.push(alloc::ffi::CString::from(name));
@@ -157,7 +171,7 @@ fn survey(dir: &CStr) -> Result<Report, Error> {
         _ => 2,
     };
     waiters.sort_by_key(|w| (rank(w.position), w.process.started, w.process.pid));
-    Ok(Report { lock_dir: dir.to_bytes().to_vec(), slots, waiters })
+    Ok(Report { lock_dir: dir.to_bytes().to_vec(), exists: true, slots, waiters })
 }
 
 /// What a waiter asks for, from its arguments (`--num_processes` and
@@ -190,6 +204,12 @@ fn command_text(p: &ProcessInfo) -> &str {
 
 fn text(r: &Report) -> String {
     let held = r.slots.iter().filter(|s| !s.holders.is_empty()).count();
+    if !r.exists {
+        return format!(
+            "lock dir {}: does not exist (no test has taken a slot there yet): 0 slot(s), 0 held, 0 waiting\n",
+            Bytes(&r.lock_dir)
+        );
+    }
     let mut out = format!(
         "lock dir {}: {} slot(s), {held} held, {} waiting\n",
         Bytes(&r.lock_dir),
@@ -277,8 +297,12 @@ fn json_text(r: &Report) -> String {
             json::object(&fields)
         })
         .collect();
-    json::object(&[("lock_dir", path(&r.lock_dir)), ("slots", json::array(&slots)), ("waiters", json::array(&waiters))])
-        + "\n"
+    json::object(&[
+        ("lock_dir", path(&r.lock_dir)),
+        ("slots", json::array(&slots)),
+        ("waiters", json::array(&waiters)),
+        ("exists", r.exists.to_string()),
+    ]) + "\n"
 }
 
 /// The text for `--status=FORMAT` over `lock_dir`. Never inlined: its
