@@ -4,7 +4,8 @@
 //! A TPU chip is a PCI function under `<root>/sys/bus/pci/devices/*/` whose
 //! `vendor` is `0x1ae0` (Google) and whose `device` is one of the TPU
 //! generations' ids, as JAX itself lists them (jax-ml/jax
-//! `jax/_src/hardware_utils.py`, `_TPU_PCI_DEVICE_IDS`, commit 167d72dc):
+//! `jax/_src/hardware_utils.py`, `_TPU_PCI_DEVICE_IDS`, at cec06d11; the
+//! TPU8 ids came in a92b670a, "TPU8i/t support for Jax"):
 //!
 //! | device | generation | device node |
 //! |---|---|---|
@@ -15,6 +16,11 @@
 //! | `0x0063` | v5e | VFIO group `/dev/vfio/<group>` |
 //! | `0x006f` | v6e | VFIO group `/dev/vfio/<group>` |
 //! | `0x0076` | 7x | VFIO group `/dev/vfio/<group>` |
+//! | `0x0083` | 8i | `/dev/accel<N>` if the driver made one, else the VFIO group |
+//! | `0x007c` | 8t | `/dev/accel<N>` if the driver made one, else the VFIO group |
+//!
+//! Nothing published says which node TPU8 chips use, so both are looked
+//! for; a chip with neither counts as missing, as on the older generations.
 //!
 //! A chip counts only when its device node exists and this user may open it
 //! read-write: `<pci>/accel/accel<N>` names `/dev/accel<N>`; on VFIO
@@ -39,6 +45,8 @@ pub const GOOGLE_VENDOR: &[u8] = b"0x1ae0";
 pub enum NodeKind {
     Accel,
     Vfio,
+    /// `/dev/accel<N>` when `<pci>/accel/` names one, else the VFIO group.
+    AccelOrVfio,
 }
 
 /// The TPU PCI device ids, their generation and device node kind.
@@ -50,6 +58,8 @@ const GENERATIONS: &[(&[u8], &str, NodeKind)] = &[
     (b"0x0063", "v5e", NodeKind::Vfio),
     (b"0x006f", "v6e", NodeKind::Vfio),
     (b"0x0076", "7x", NodeKind::Vfio),
+    (b"0x0083", "8i", NodeKind::AccelOrVfio),
+    (b"0x007c", "8t", NodeKind::AccelOrVfio),
 ];
 
 /// The TPU generation of PCI device id `device` (any case), and its device
@@ -158,6 +168,7 @@ pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Chip<'_>)) -> Option<Census
                 let node = match kind {
                     NodeKind::Accel => accel_node(&devices, pci),
                     NodeKind::Vfio => vfio_node(&devices, pci),
+                    NodeKind::AccelOrVfio => accel_node(&devices, pci).or_else(|| vfio_node(&devices, pci)),
                 };
                 let state = node_state(sysroot, node.as_ref());
                 census.seen = census.seen.saturating_add(1);
@@ -187,5 +198,7 @@ mod tests {
             assert_eq!(generation(other), None, "{other:?}");
         }
         assert_eq!(generation(b"0x006F"), Some(("v6e", NodeKind::Vfio)));
+        assert_eq!(generation(b"0x0083"), Some(("8i", NodeKind::AccelOrVfio)));
+        assert_eq!(generation(b"0x007C"), Some(("8t", NodeKind::AccelOrVfio)));
     }
 }

@@ -235,6 +235,29 @@ fn tpu_chips_of_every_generation_are_counted_from_sysfs() {
 }
 
 #[test]
+fn tpu8_chips_are_found_through_an_accel_node_or_a_vfio_group() {
+    // JAX lists TPU8i (0x0083) and TPU8t (0x007c) since jax-ml/jax a92b670a;
+    // no public source says which device node they use, so both count.
+    let f = Fixture::new("jax-tpu8");
+    let s = &f.sysroot;
+    s.add_tpu_chip("0000:00:04.0", "0x0083", TpuNode::Accel(0), true);
+    s.add_tpu_chip("0000:00:05.0", "0x007c", TpuNode::Vfio(1), true);
+    s.add_tpu_chip("0000:00:06.0", "0x007C", TpuNode::Vfio(2), false);
+    jax_cmd(&f).arg("--list=count").run().assert_success().assert_stdout_eq("2\n");
+    jax_cmd(&f)
+        .arg("--list")
+        .run()
+        .assert_success()
+        .assert_stdout_contains("tpu 0000:00:04.0: 8i, /dev/accel0 usable -> accelerator 0\n")
+        .assert_stdout_contains("tpu 0000:00:05.0: 8t, /dev/vfio/1 usable -> accelerator 1\n")
+        .assert_stdout_contains(
+            "tpu 0000:00:06.0: 8t, /dev/vfio/2 missing (not given to this container) -> not usable\n",
+        );
+    let out = jax_cmd(&f).args(["./pkg/gpu_test", "--num_processes=2"]).run();
+    assert_eq!(Record::of(out.assert_success()).var("TPU_VISIBLE_CHIPS"), Some("0,1"), "{}", out.explain());
+}
+
+#[test]
 fn a_single_chip_gets_libtpus_one_process_bounds_unless_the_user_set_them() {
     let f = Fixture::new("jax-tpu-env");
     tpu_host(&f);
