@@ -1,7 +1,8 @@
 //! Where parallel_gpu_execute is a drop-in for the classic script, it
 //! behaves like it: lock files another user's classic script can open, lock
 //! directories it cannot write, the GPUs a `--num_processes=0` test needs,
-//! and the test named in the "no slot" line.
+//! the test named in the "no slot" line, and the variables against XLA's
+//! CUDA copy.
 
 mod common;
 
@@ -181,4 +182,41 @@ fn the_no_slot_line_names_the_test_and_its_arguments() {
             assert!(lines[0].starts_with("parallel_gpu_execute: waiting for 1 GPU(s) for "), "{}", out.explain());
         }
     }
+}
+
+/// XLA's CUDA copy, `build_tools/ci/parallel_gpu_execute.sh`, sets
+/// `CUDA_VISIBLE_DEVICES` and `HIP_VISIBLE_DEVICES` to the index and a
+/// 4200 MB limit. On a counted NVIDIA host ours uses cuda mode (its limit,
+/// no `HIP_VISIBLE_DEVICES`); `--vendor=classic` gives that copy's pair,
+/// with classic mode's 4096; a limit the user set is kept in both.
+#[test]
+fn against_xlas_cuda_copy_cuda_mode_and_the_classic_pair() {
+    let mut f = Fixture::new("ci-copy");
+    f.sysroot.add_nvidia_proc_gpus(2);
+    let out = f.run_test(|_| {}, &[]);
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), None);
+    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4200"));
+    let out = f.run_test(
+        |c| {
+            c.env("PARALLEL_GPU_EXECUTE_VENDOR", "classic");
+        },
+        &[],
+    );
+    let r = Record::of(out.assert_success());
+    assert_eq!(
+        (r.var("CUDA_VISIBLE_DEVICES"), r.var("HIP_VISIBLE_DEVICES")),
+        (Some("0"), Some("0")),
+        "{}",
+        out.explain()
+    );
+    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4096"));
+    let out = f.run_test(
+        |c| {
+            c.env("PARALLEL_GPU_EXECUTE_VENDOR", "classic").env("TF_PER_DEVICE_MEMORY_LIMIT_MB", "4200");
+        },
+        &[],
+    );
+    assert_eq!(Record::of(out.assert_success()).var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4200"));
 }
