@@ -191,7 +191,7 @@ fn the_no_slot_line_names_the_test_and_its_arguments() {
 /// with classic mode's 4096; a limit the user set is kept in both.
 #[test]
 fn against_xlas_cuda_copy_cuda_mode_and_the_classic_pair() {
-    let mut f = Fixture::new("ci-copy");
+    let f = Fixture::new("ci-copy");
     f.sysroot.add_nvidia_proc_gpus(2);
     let out = f.run_test(|_| {}, &[]);
     let r = Record::of(out.assert_success());
