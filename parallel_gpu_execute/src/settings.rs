@@ -63,6 +63,19 @@ impl Profile {
         }
     }
 
+    /// The lock directory when neither `--lock-dir` nor
+    /// `PARALLEL_GPU_EXECUTE_LOCK_DIR` names one: the classic script's
+    /// `/var/lock`, or JAX's `${JAX_LOCK_DIR:-/tmp/jax_accelerator_locks_${USER:-shared}}`.
+    fn default_lock_dir(self) -> LockDir {
+        match self {
+            Profile::Xla => LockDir::Path(DEFAULT_LOCK_DIR),
+            Profile::Jax => match env::var_nonempty_cstr(b"JAX_LOCK_DIR") {
+                Some(dir) => LockDir::Path(dir),
+                None => LockDir::JaxDefault { user: env::var_nonempty(b"USER").unwrap_or(b"shared") },
+            },
+        }
+    }
+
     /// The waiters' queue file; its name cannot clash with a lock file's,
     /// which always ends in `_<digits>`.
     pub fn queue_file(self) -> &'static [u8] {
@@ -210,13 +223,7 @@ impl Settings {
                 return Err(Error::BadValue { name, value: b"", expected: "a directory" });
             }
             Some((_, dir)) => LockDir::Path(dir),
-            None => match profile {
-                Profile::Xla => LockDir::Path(DEFAULT_LOCK_DIR),
-                Profile::Jax => match env::var_nonempty_cstr(b"JAX_LOCK_DIR") {
-                    Some(dir) => LockDir::Path(dir),
-                    None => LockDir::JaxDefault { user: env::var_nonempty(b"USER").unwrap_or(b"shared") },
-                },
-            },
+            None => profile.default_lock_dir(),
         };
         let vendor =
             parsed(flags.vendor, "--vendor", "PARALLEL_GPU_EXECUTE_VENDOR", Vendor::parse, "rocm, cuda or classic")?;

@@ -203,13 +203,13 @@ fn command_text(p: &ProcessInfo) -> &str {
 }
 
 fn text(r: &Report) -> String {
-    let held = r.slots.iter().filter(|s| !s.holders.is_empty()).count();
     if !r.exists {
         return format!(
             "lock dir {}: does not exist (no test has taken a slot there yet): 0 slot(s), 0 held, 0 waiting\n",
             Bytes(&r.lock_dir)
         );
     }
+    let held = r.slots.iter().filter(|s| !s.holders.is_empty()).count();
     let mut out = format!(
         "lock dir {}: {} slot(s), {held} held, {} waiting\n",
         Bytes(&r.lock_dir),
