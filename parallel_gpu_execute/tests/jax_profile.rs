@@ -90,8 +90,9 @@ fn the_environment_is_the_scripts() {
 fn listed_lock_dir(c: &mut Cmd) -> String {
     let out = c.arg("--list=json").run();
     let text = &out.assert_success().stdout;
-    let start = text.find("\"lock_dir\": \"").map(|i| i + 13).unwrap_or_else(|| panic!("{}", out.explain()));
-    let len = text[start..].find('"').unwrap();
+    let key = "\"lock_dir\": \"";
+    let start = text.find(key).map(|i| i + key.len()).unwrap_or_else(|| panic!("{}", out.explain()));
+    let len = text[start..].find('"').unwrap_or_else(|| panic!("{}", out.explain()));
     text[start..start + len].to_string()
 }
 
