@@ -2,7 +2,7 @@
 //! behaves like it: lock files another user's classic script can open, lock
 //! directories it cannot write, the GPUs a `--num_processes=0` test needs,
 //! the test named in the "no slot" line, and the variables against XLA's
-//! CUDA copy.
+//! CUDA copy, and the pool, lock files and variables against XLA main.
 
 mod common;
 
@@ -219,4 +219,46 @@ fn against_xlas_cuda_copy_cuda_mode_and_the_classic_pair() {
         &[],
     );
     assert_eq!(Record::of(out.assert_success()).var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4200"));
+}
+
+/// XLA's ROCm script since openxla/xla#46534 (2026-07-31, read at
+/// 11098f82) takes its pool from a preset `ROCR_VISIBLE_DEVICES`, searches
+/// slot 0 of every contiguous block of it first, locks
+/// `gpulock<id>_<slot>`, and sets `ROCR_VISIBLE_DEVICES` to the block,
+/// `HIP_VISIBLE_DEVICES` to 0..n-1 and removes `CUDA_VISIBLE_DEVICES`. On
+/// a KFD host with a preset pool, ours takes the same files in the same
+/// order and sets the same variables, so a slot that script holds (an
+/// external `flock`, as its `exec {fd}>`/`flock -n` takes it) is skipped.
+#[test]
+fn against_xla_main_a_preset_rocr_pool_locks_the_same_files_in_the_same_order() {
+    let mut f = Fixture::new("main-rocr-pool");
+    f.sysroot.add_kfd_gpus(8);
+    let pod = |c: &mut Cmd| {
+        c.env("ROCR_VISIBLE_DEVICES", "4,5").env("CUDA_VISIBLE_DEVICES", "4").env("TF_TESTS_PER_GPU", "2");
+    };
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("4", 0));
+
+    let out = f.run_test(pod, &[]);
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock5_0"], "GPU 4's slot 0 is the script's\n{}", out.explain());
+    assert_eq!(
+        (r.var("ROCR_VISIBLE_DEVICES"), r.var("HIP_VISIBLE_DEVICES"), r.var("CUDA_VISIBLE_DEVICES")),
+        (Some("5"), Some("0"), None),
+        "{}",
+        out.explain()
+    );
+
+    // A two-GPU test: the block 4,5 at slot 0 is not free, so slot 1 of it.
+    let out = f.run_test(pod, &["--num_processes=2"]);
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock4_1", "gpulock5_1"], "{}", out.explain());
+    assert_eq!((r.var("ROCR_VISIBLE_DEVICES"), r.var("HIP_VISIBLE_DEVICES")), (Some("4,5"), Some("0,1")));
+    let line = format!("Running test {} --num_processes=2 on GPU(s) 4,5", f.test_path().display());
+    assert!(out.stderr.lines().any(|l| l == line), "want the line {line:?}\n{}", out.explain());
+    // Nothing outside the pool was locked.
+    for gpu in ["0", "1", "2", "3", "6", "7"] {
+        assert!(!f.lock(gpu, 0).exists(), "GPU {gpu} is not in the pool\n{}", out.explain());
+    }
+    drop(held);
 }
