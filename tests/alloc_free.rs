@@ -133,6 +133,14 @@ fn parallel_gpu_execute_without_a_gpu_allocates_nothing() {
     assert_eq!(allocations(&dir, pge(&runfiles, &sysroot, &locks), "./pkg/gpu_test"), 0, "rocminfo, tree walk");
     runfiles.write_manifest();
     assert_eq!(allocations(&dir, pge(&runfiles, &sysroot, &locks), "./pkg/gpu_test"), 0, "rocminfo, manifest");
+    // One that fails and says why on stdout, in colour: the warning and its
+    // last lines are formatted on the stack.
+    runfiles.add(
+        "rocm/bin/rocminfo",
+        "#!/bin/sh\nprintf '\\033[31mUnable to open /dev/kfd read-write: Permission denied\\n\\033[0m'\nexit 8\n",
+        true,
+    );
+    assert_eq!(allocations(&dir, pge(&runfiles, &sysroot, &locks), "./pkg/gpu_test"), 0, "rocminfo failing");
 
     // A KFD topology whose GPU this container cannot open.
     sysroot.add_kfd_cpu();

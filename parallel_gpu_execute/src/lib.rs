@@ -53,6 +53,7 @@ pub mod launch;
 pub mod list;
 pub mod locks;
 pub mod nvidia;
+pub mod output_tail;
 pub mod proclocks;
 pub mod request;
 pub mod rocminfo;

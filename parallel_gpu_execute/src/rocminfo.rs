@@ -14,6 +14,7 @@
 //! this allocates.
 
 use crate::dirs::{for_each_entry, open_dir, open_dir_at};
+use crate::output_tail::OutputTail;
 use core::ffi::{CStr, c_char};
 use core::ops::ControlFlow;
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
@@ -376,11 +377,13 @@ fn walk(
 }
 
 /// What running rocminfo gave.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Report {
     pub gpus: u64,
     /// The wait status, as `waitpid` gives it.
     pub wait_status: i32,
+    /// The end of its output (where rocminfo prints its errors).
+    pub tail: OutputTail,
 }
 
 /// Runs `rocminfo` with its stdout on a pipe and counts GPU agents,
@@ -413,11 +416,15 @@ pub fn run(path: &StackPath, mut on_gpu: impl FnMut(&[u8])) -> Result<Report, Er
     }
     drop(write_end);
     let mut counter = AgentScanner::default();
+    let mut tail = OutputTail::new();
     let mut buf = [0u8; 4096];
     loop {
         match rustix::io::read(read_end.as_fd(), &mut buf) {
             Ok(0) => break,
-            Ok(n) => counter.feed(&buf[..n], &mut on_gpu),
+            Ok(n) => {
+                counter.feed(&buf[..n], &mut on_gpu);
+                tail.feed(&buf[..n]);
+            }
             Err(Errno::INTR) => {}
             Err(_) => break,
         }
@@ -431,7 +438,7 @@ pub fn run(path: &StackPath, mut on_gpu: impl FnMut(&[u8])) -> Result<Report, Er
             break;
         }
     }
-    Ok(Report { gpus: counter.finish(&mut on_gpu), wait_status: status })
+    Ok(Report { gpus: counter.finish(&mut on_gpu), wait_status: status, tail })
 }
 
 /// Finds and runs rocminfo; `None` when there is none to run. `on_gpu`
@@ -447,7 +454,8 @@ pub fn count_gpus(on_gpu: impl FnMut(&[u8])) -> Option<u64> {
 }
 
 /// Runs the rocminfo found at `path`; its GPU count (0, with a warning, when
-/// it cannot be run or fails without listing any).
+/// it cannot be run or fails without listing any; the warning is followed by
+/// the last lines rocminfo printed, which say why).
 fn run_and_count(path: &StackPath, on_gpu: impl FnMut(&[u8])) -> u64 {
     match run(path, on_gpu) {
         Ok(report) => {
@@ -464,6 +472,9 @@ fn run_and_count(path: &StackPath, on_gpu: impl FnMut(&[u8])) -> u64 {
                         diag::Bytes(path.as_bytes())
                     ),
                 );
+                report.tail.for_each_line(|line| {
+                    diag::report(crate::TOOL, format_args!("rocminfo: {}", diag::Bytes(line)));
+                });
             }
             report.gpus
         }

@@ -193,6 +193,50 @@ fn rocminfo_failing_with_no_gpu_is_reported_then_passes_through() {
         .assert_stderr_contains("Execute with no GPU support");
 }
 
+/// rocminfo prints why it failed on stdout, coloured, as the strace in
+/// ROCm/legacy-rocm-build#1109 shows: those lines follow the warning, as
+/// text, so the test log says why the test ran without a GPU. What it
+/// writes to stderr reaches the log as it is.
+#[test]
+fn a_failing_rocminfo_s_own_words_follow_the_warning() {
+    let mut f = Fixture::new("rocminfo-why");
+    let fake = "#!/bin/sh\n\
+        printf '\\033[37mROCk module is loaded\\n'\n\
+        printf '\\033[31mUnable to open /dev/kfd read-write: Permission denied\\n'\n\
+        printf '\\033[31mbuilder is not member of \"render\" group, the default DRM access group.\\n'\n\
+        printf '\\033[31mhsa api call failure at: /src/rocminfo/rocminfo.cc:1306\\n'\n\
+        printf '\\033[31mCall returned HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources.\\n\\033[0m'\n\
+        echo 'on stderr' >&2\n\
+        exit 8\n";
+    f.runfiles.add("rocm/bin/rocminfo", fake, true);
+    let out = f.run_test(|_| {}, &[]);
+    out.assert_success();
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.first(), Some(&"on stderr"), "{}", out.explain());
+    let warning = lines.get(1).copied().unwrap_or_default();
+    assert!(
+        warning.starts_with("parallel_gpu_execute: warning: ")
+            && warning
+                .ends_with("/rocm/bin/rocminfo exited with status 8 and listed no GPU; running the test without a GPU"),
+        "{}",
+        out.explain()
+    );
+    let want = [
+        "parallel_gpu_execute: rocminfo: ROCk module is loaded",
+        "parallel_gpu_execute: rocminfo: Unable to open /dev/kfd read-write: Permission denied",
+        "parallel_gpu_execute: rocminfo: builder is not member of \"render\" group, the default DRM access group.",
+        "parallel_gpu_execute: rocminfo: hsa api call failure at: /src/rocminfo/rocminfo.cc:1306",
+        "parallel_gpu_execute: rocminfo: Call returned HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources.",
+        "Execute with no GPU support",
+    ];
+    assert_eq!(lines.get(2..), Some(&want[..]), "{}", out.explain());
+    // A rocminfo that succeeds with no GPU (a CPU-only ROCm host) says nothing.
+    let mut g = Fixture::new("rocminfo-cpu-only");
+    g.runfiles.add("rocm/bin/rocminfo", "#!/bin/sh\necho 'Device Type: CPU'\n", true);
+    let out = g.run_test(|_| {}, &[]);
+    assert_eq!(out.assert_success().stderr, "Execute with no GPU support\n", "{}", out.explain());
+}
+
 #[test]
 fn tf_gpu_count_zero_is_the_no_gpu_path() {
     let f = Fixture::new("tfzero");
