@@ -2,14 +2,16 @@
 //! output streams by, so that a warning about its failure can say why.
 //!
 //! rocminfo prints its errors on stdout, the pipe the count reads, not on
-//! stderr, and colours them: `write(1, "\33[31mhsa api call failure at:
-//! ...")` and `"\33[31mCall returned HSA_STATUS_ERROR_OUT_OF_RESOURCES:
-//! ..."`, then exits with status 8 (an strace in ROCm/legacy-rocm-build
-//! issue #1109; "Unable to open /dev/kfd read-write: Permission denied"
-//! and the group hint come the same way, #1185). Without the tail a count
-//! that fell to zero would name only the exit status. Escape sequences are
-//! dropped as the bytes arrive (ECMA-48 CSI `ESC [ params final`, and any
-//! other two-byte `ESC x`), so the tail holds the text a terminal shows.
+//! stderr, and colours them. An strace in ROCm/legacy-rocm-build issue
+//! #1109 shows it: `write(1, "\33[37m<user> is member of video group\n")`,
+//! `write(1, "\33[31mhsa api call failure at: .../rocminfo.cc:1102\n")`,
+//! `write(1, "\33[31mCall returned HSA_STATUS_ERROR_OUT_OF_RESOURCES: ...")`,
+//! `write(1, "\33[0m")`, then `exit_group(4104)`, status 8 (issue #1185
+//! shows the same lines after "Unable to open /dev/kfd read-write: ...").
+//! Without the tail a count that fell to zero would name only the exit
+//! status. Escape sequences are dropped as the bytes arrive (ECMA-48 CSI
+//! `ESC [ params final`, and any other two-byte `ESC x`), so the tail holds
+//! the text a terminal shows.
 //! Nothing here allocates.
 
 /// How many bytes of the end of the output are kept.
@@ -116,15 +118,15 @@ mod tests {
         t
     }
 
-    /// rocminfo's failure on a host whose /dev/kfd cannot be opened, byte
-    /// for byte as the strace in ROCm/legacy-rocm-build#1109 shows it,
-    /// colours included.
+    /// rocminfo's failure on a host whose /dev/kfd cannot be opened, as the
+    /// strace in ROCm/legacy-rocm-build#1109 shows it, colours included (the
+    /// user name, the path and the last message shortened).
     #[test]
     fn rocminfos_coloured_failure_reads_as_text() {
-        let out: &[u8] = b"\x1b[37mROCk module is loaded\n\x1b[37mcarlos is member of video group\n\x1b[31mhsa api call failure at: /data/rocminfo/rocminfo.cc:1102\n\x1b[31mCall returned HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources.\n\x1b[0m";
+        let out: &[u8] = b"\x1b[37mROCk module is loaded\n\x1b[37mci is member of video group\n\x1b[31mhsa api call failure at: /data/rocminfo/rocminfo.cc:1102\n\x1b[31mCall returned HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources.\n\x1b[0m";
         let want = [
             "ROCk module is loaded",
-            "carlos is member of video group",
+            "ci is member of video group",
             "hsa api call failure at: /data/rocminfo/rocminfo.cc:1102",
             "Call returned HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources.",
         ];
