@@ -12,7 +12,7 @@
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use test_support::{TempDir, elf_interpreter, is_root, workspace_bin, write_file};
+use test_support::{TempDir, copy_executable, elf_interpreter, is_root, workspace_bin, write_file};
 
 /// Prints its argv, the variables the wrappers set, and whether it holds
 /// a GPU lock descriptor, then exits 0.
@@ -47,7 +47,7 @@ fn build_root(dir: &TempDir) -> PathBuf {
     for name in ["parallel_gpu_execute", "sanitizer_wrapper", "tag_filters"] {
         let built = workspace_bin(name);
         let copy = root.join("bin").join(name);
-        std::fs::copy(&built, &copy).unwrap();
+        copy_executable(&built, &copy);
         assert_eq!(elf_interpreter(&copy), Ok(None), "{} is not static: it asks for a loader", built.display());
     }
     let source = dir.join("test.c");

@@ -125,11 +125,44 @@ pub fn write_file(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) {
     fs::write(path, contents).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
-/// Writes an executable script (mode 0755).
+/// Writes an executable (mode 0755) that the test may exec at once.
+///
+/// A child that another test thread forks while the file is open for
+/// writing inherits that descriptor until its own `execve`, and while any
+/// process holds the file open for writing, exec'ing it fails with ETXTBSY
+/// ("Text file busy"; rust-lang/rust#114554, which `O_CLOEXEC` does not
+/// prevent). So the writing descriptor carries a shared `flock`, which
+/// belongs to the open file description and so to every inherited copy,
+/// and this returns only once an exclusive lock on a fresh descriptor can
+/// be had: when no copy of the writing one is left anywhere. That covers
+/// every forker in the process, std's `Command` included.
 pub fn write_executable(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
     let path = path.as_ref();
-    write_file(path, contents);
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).expect("chmod");
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).expect("create parent dir");
+    }
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o755)
+        .open(path)
+        .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    assert!(flock(&file, libc::LOCK_SH), "flock {}", path.display());
+    file.write_all(contents.as_ref()).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    file.set_permissions(fs::Permissions::from_mode(0o755)).expect("chmod");
+    drop(file);
+    let barrier = fs::File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    assert!(flock(&barrier, libc::LOCK_EX), "flock {}", path.display());
+}
+
+/// Copies an executable to `to` as [`write_executable`] writes one.
+pub fn copy_executable(from: impl AsRef<Path>, to: impl AsRef<Path>) {
+    let from = from.as_ref();
+    let bytes = fs::read(from).unwrap_or_else(|e| panic!("read {}: {e}", from.display()));
+    write_executable(to, bytes);
 }
 
 /// Reads a file that the test expects to exist, with the path in the panic.
