@@ -10,9 +10,9 @@
 # which the releases ship (and which alone allocates from the bump arena in
 # parallel_gpu_execute/src/heap.rs), behaves the same. Each binary's own path
 # is replaced by BIN in what it prints. Fixtures (an empty sysroot, KFD
-# sysroots with 8 and 64 GPUs, a runfiles tree, suppression files) are made
-# in a temporary directory, removed at the end. Exit: 0 all alike, 1 some
-# differ, 2 bad usage.
+# sysroots with 8 and 64 GPUs, a runfiles tree, two more that hold a
+# rocminfo, suppression files) are made in a temporary directory, removed
+# at the end. Exit: 0 all alike, 1 some differ, 2 bad usage.
 set -euo pipefail
 
 [[ $# -eq 2 && -d "$1" && -d "$2" ]] || { echo "usage: musl_parity.sh GLIBC_DIR MUSL_DIR" >&2; exit 2; }
@@ -54,6 +54,19 @@ printf 'leak:libfoo\n' >"${work}/runfiles/ws/sanitizers/lsan.supp"
 printf 'race:bar\n' >"${work}/runfiles/ws/sanitizers/tsan.supp"
 printf 'ws/pkg/env_test %s\n' "${work}/runfiles/ws/pkg/env_test" >"${work}/runfiles/MANIFEST"
 printf 'base = -no_gpu\nci_x = gpu\n' >"${work}/table.conf"
+# Runfiles trees (no MANIFEST, so they are walked) holding a rocminfo: one
+# that lists two GPU agents, one that fails and says why in colour on stdout.
+mkdir -p "${work}/rocm_ok/rocm/bin" "${work}/rocm_fail/rocm/bin"
+cat >"${work}/rocm_ok/rocm/bin/rocminfo" <<'ROCMINFO'
+#!/bin/sh
+printf 'Agent 1\n  Name: gfx942\n  Device Type: GPU\nAgent 2\n  Name: gfx942\n  Device Type: GPU\n'
+ROCMINFO
+cat >"${work}/rocm_fail/rocm/bin/rocminfo" <<'ROCMINFO'
+#!/bin/sh
+printf '\033[37mROCk module is loaded\n\033[31mUnable to open /dev/kfd read-write: Permission denied\n\033[0m'
+exit 8
+ROCMINFO
+chmod +x "${work}/rocm_ok/rocm/bin/rocminfo" "${work}/rocm_fail/rocm/bin/rocminfo"
 
 # The outcome of one invocation: status, stdout, stderr, annotation.
 outcome() {
@@ -107,6 +120,13 @@ for root in empty kfd8 kfd64; do
     same parallel_gpu_execute "${e[@]}" -- ./pkg/missing_test
     same parallel_gpu_execute "${e[@]}" -- /etc/hostname
   done
+done
+
+# The rocminfo source (the later TEST_SRCDIR wins): a count, a failure.
+for tree in rocm_ok rocm_fail; do
+  e=(PARALLEL_GPU_EXECUTE_SYSROOT="${work}/empty" TEST_SRCDIR="${work}/${tree}")
+  same parallel_gpu_execute "${e[@]}" -- --list
+  same parallel_gpu_execute "${e[@]}" -- ./pkg/env_test
 done
 
 for args in "" "--config=ci_single_gpu" "--config=ci_multi_gpu --config=asan" "--format=flags --config=tsan" \
