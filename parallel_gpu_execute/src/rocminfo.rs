@@ -460,21 +460,7 @@ fn run_and_count(path: &StackPath, on_gpu: impl FnMut(&[u8])) -> u64 {
     match run(path, on_gpu) {
         Ok(report) => {
             if report.gpus == 0 && report.wait_status != 0 {
-                let (what, n) = if libc::WIFSIGNALED(report.wait_status) {
-                    ("was killed by signal", libc::WTERMSIG(report.wait_status))
-                } else {
-                    ("exited with status", libc::WEXITSTATUS(report.wait_status))
-                };
-                diag::report(
-                    crate::TOOL,
-                    format_args!(
-                        "warning: {} {what} {n} and listed no GPU; running the test without a GPU",
-                        diag::Bytes(path.as_bytes())
-                    ),
-                );
-                report.tail.for_each_line(|line| {
-                    diag::report(crate::TOOL, format_args!("rocminfo: {}", diag::Bytes(line)));
-                });
+                warn_failed(path, &report);
             }
             report.gpus
         }
@@ -490,6 +476,29 @@ fn run_and_count(path: &StackPath, on_gpu: impl FnMut(&[u8])) -> u64 {
             0
         }
     }
+}
+
+/// The warning for a rocminfo that failed and listed no GPU, and the last
+/// lines it printed. Cold and out of line, so that its code stays off the
+/// pages the usual paths run through.
+#[cold]
+#[inline(never)]
+fn warn_failed(path: &StackPath, report: &Report) {
+    let (what, n) = if libc::WIFSIGNALED(report.wait_status) {
+        ("was killed by signal", libc::WTERMSIG(report.wait_status))
+    } else {
+        ("exited with status", libc::WEXITSTATUS(report.wait_status))
+    };
+    diag::report(
+        crate::TOOL,
+        format_args!(
+            "warning: {} {what} {n} and listed no GPU; running the test without a GPU",
+            diag::Bytes(path.as_bytes())
+        ),
+    );
+    report.tail.for_each_line(|line| {
+        diag::report(crate::TOOL, format_args!("rocminfo: {}", diag::Bytes(line)));
+    });
 }
 
 #[cfg(test)]
