@@ -10,7 +10,8 @@
 //! a single read of it finds any entry ending in `/bin/rocminfo`; only when
 //! there is no manifest is the tree walked (following symlinks, as the
 //! classic `find -L` did, with loops detected). Running it: fork and exec
-//! with its stdout on a pipe, counting as the output streams by. None of
+//! with its stdout on a pipe, counting as the output streams by and keeping
+//! its end, where rocminfo prints why it failed (`output_tail`). None of
 //! this allocates.
 
 use crate::dirs::{for_each_entry, open_dir, open_dir_at};
