@@ -116,12 +116,17 @@ fn make_writable(dir: &Path) {
     }
 }
 
-/// Writes `contents` to `path`, creating parent directories.
-pub fn write_file(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) {
-    let path = path.as_ref();
+/// Creates the directories above `path`.
+fn create_parent(path: &Path) {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent).expect("create parent dir");
     }
+}
+
+/// Writes `contents` to `path`, creating parent directories.
+pub fn write_file(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) {
+    let path = path.as_ref();
+    create_parent(path);
     fs::write(path, contents).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
@@ -138,18 +143,9 @@ pub fn write_file(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) {
 /// every forker in the process, std's `Command` included.
 pub fn write_executable(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) {
     use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt;
     let path = path.as_ref();
-    if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent).expect("create parent dir");
-    }
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o755)
-        .open(path)
-        .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    create_parent(path);
+    let mut file = fs::File::create(path).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
     assert!(flock(&file, libc::LOCK_SH), "flock {}", path.display());
     file.write_all(contents.as_ref()).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
     file.set_permissions(fs::Permissions::from_mode(0o755)).expect("chmod");
