@@ -146,6 +146,14 @@ fn parallel_gpu_execute_without_a_gpu_allocates_nothing() {
     sysroot.add_kfd_cpu();
     sysroot.add_kfd_gpu_raw(128, false);
     assert_eq!(allocations(&dir, pge(&runfiles, &sysroot, &locks), "./pkg/gpu_test"), 0, "KFD without access");
+    // Its render node given, but not /dev/kfd: the warning is formatted on
+    // the stack too.
+    sysroot.add_render_node(128);
+    sysroot.remove_dev_entry("kfd");
+    let c = pge(&runfiles, &sysroot, &locks);
+    let out = c.run();
+    out.assert_success().assert_stderr_contains("/dev/kfd does not exist here");
+    assert_eq!(allocations(&dir, pge(&runfiles, &sysroot, &locks), "./pkg/gpu_test"), 0, "KFD without /dev/kfd");
     assert!(!locks.exists());
 }
 

@@ -167,6 +167,8 @@ fn huge_and_negative_numbers_in_every_variable_and_flag() {
 #[test]
 fn huge_and_negative_numbers_in_kfd_properties() {
     let s = GpuSandbox::new("hostile-kfd-numbers");
+    // The runtime's device, without which no KFD GPU counts.
+    s.sysroot.add_dev_entry("kfd");
     let cases: &[(&str, &str)] = &[
         // A GPU whatever its SIMD count, as long as it is a number above 0;
         // gfx_target_version, garbled or not, does not decide.
@@ -237,6 +239,9 @@ fn random_bytes_as_kfd_properties_files() {
     for seed in 0..rounds() {
         let mut rng = XorShift64::new(seed);
         let mut s = GpuSandbox::new(&format!("hostile-kfd-{seed}"));
+        if rng.below(4) != 0 {
+            s.sysroot.add_dev_entry("kfd");
+        }
         for node in 0..6 {
             let mut bytes = match rng.below(3) {
                 0 => {

@@ -10,9 +10,9 @@
 # which the releases ship (and which alone allocates from the bump arena in
 # parallel_gpu_execute/src/heap.rs), behaves the same. Each binary's own path
 # is replaced by BIN in what it prints. Fixtures (an empty sysroot, KFD
-# sysroots with 8 and 64 GPUs, a runfiles tree, two more that hold a
-# rocminfo, suppression files) are made in a temporary directory, removed
-# at the end. Exit: 0 all alike, 1 some differ, 2 bad usage.
+# sysroots with 8 and 64 GPUs and one of 2 GPUs without /dev/kfd, a
+# runfiles tree, two more that hold a rocminfo, suppression files) are made
+# in a temporary directory, removed at the end. Exit: 0 all alike, 1 some differ, 2 bad usage.
 set -euo pipefail
 
 [[ $# -eq 2 && -d "$1" && -d "$2" ]] || { echo "usage: musl_parity.sh GLIBC_DIR MUSL_DIR" >&2; exit 2; }
@@ -27,10 +27,13 @@ done
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
 
-# A KFD sysroot: node 0 a CPU, nodes 1..N GPUs with render nodes 128...
+# A KFD sysroot: node 0 a CPU, nodes 1..N GPUs with render nodes 128...,
+# and /dev/kfd unless NO_KFD_DEVICE is set (a container given its render
+# nodes only: no GPU, one warning).
 kfd_sysroot() {
   local root="$1" gpus="$2" i dir
   mkdir -p "${root}/dev/dri"
+  [[ -n "${NO_KFD_DEVICE:-}" ]] || : >"${root}/dev/kfd"
   for ((i = 0; i <= gpus; i++)); do
     dir="${root}/sys/class/kfd/kfd/topology/nodes/${i}"
     mkdir -p "${dir}"
@@ -46,6 +49,7 @@ kfd_sysroot() {
 mkdir -p "${work}/empty"
 kfd_sysroot "${work}/kfd8" 8
 kfd_sysroot "${work}/kfd64" 64
+NO_KFD_DEVICE=1 kfd_sysroot "${work}/kfd_nodev" 2
 mkdir -p "${work}/runfiles/ws/pkg" "${work}/runfiles/ws/sanitizers"
 # The test: its arguments and the environment it was given.
 printf '#!/bin/sh\necho "args: $*"\nexec /usr/bin/env\n' >"${work}/runfiles/ws/pkg/env_test"
@@ -103,7 +107,7 @@ same() {
   fi
 }
 
-for root in empty kfd8 kfd64; do
+for root in empty kfd8 kfd64 kfd_nodev; do
   for count in "" 2; do
     e=(PARALLEL_GPU_EXECUTE_SYSROOT="${work}/${root}")
     [[ -n "${count}" ]] && e+=(TF_GPU_COUNT="${count}")

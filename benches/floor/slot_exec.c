@@ -8,7 +8,8 @@
  * `TF_GPU_COUNT floor`). Otherwise (the `KFD floor`), for each node of
  * <sysroot>/sys/class/kfd/kfd/topology/nodes it reads `properties`, and for
  * each GPU node (simd_count > 0) it opens and closes its render node
- * read-write, as the wrappers' contract asks.
+ * read-write, as the wrappers' contract asks, and asks access(2) whether
+ * <sysroot>/dev/kfd may be opened read-write (once).
  *
  * The slot, as the wrapper must take it on either path:
  * - the test checked for executing before any slot is taken (access);
@@ -91,7 +92,8 @@ static int count_kfd(const char *root) {
         }
     }
     close(nodes);
-    return gpus;
+    snprintf(path, sizeof path, "%s/dev/kfd", root);
+    return gpus > 0 && access(path, R_OK | W_OK) == 0 ? gpus : 0;
 }
 
 int main(int argc, char **argv) {

@@ -1,5 +1,8 @@
 //! Device nodes: whether this process may use one (it opens read-write), and
-//! which group it would need when it may not.
+//! what would let it when it may not: the group it needs (`EACCES`: the
+//! file's permissions), or the device itself given to the container
+//! (`EPERM`: the device cgroup, which no group membership changes; linux
+//! `security/device_cgroup.c`, `devcgroup_check_permission`).
 
 use crate::dirs::host_path;
 use crate::prelude::*;
@@ -8,7 +11,7 @@ use core::ops::ControlFlow;
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use wrapper_common::CBuf;
-use wrapper_common::diag::Os;
+use wrapper_common::diag::{Bytes, Os};
 use wrapper_common::lines::{Line, for_each_line_in_file};
 use wrapper_common::numbers::parse_u64;
 
@@ -92,4 +95,61 @@ pub fn owner_group(sysroot: &[u8], node: &CStr) -> Option<(u32, Option<CBuf<64>>
         });
     }
     Some((gid, name))
+}
+
+/// Why `node` refused this process, in words, for a warning line.
+pub struct Refusal<'a> {
+    pub sysroot: &'a [u8],
+    pub node: &'a CStr,
+    pub errno: Errno,
+}
+
+impl core::fmt::Display for Refusal<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.errno {
+            Errno::PERM => f.write_str(
+                "the container's device rules (its device cgroup) refuse it, whatever this user's groups (give the container the device: docker --device, or the cluster's GPU device plugin)",
+            ),
+            Errno::ACCESS => match owner_group(self.sysroot, self.node) {
+                Some((gid, Some(name))) => write!(
+                    f,
+                    "this user is not allowed to use it (add the user to group '{}', gid {gid}, that owns it)",
+                    Bytes(name.as_bytes())
+                ),
+                Some((gid, None)) => write!(
+                    f,
+                    "this user is not allowed to use it (add the user to the group with gid {gid}, usually 'render' or 'video')"
+                ),
+                None => f.write_str("this user is not allowed to use it (usually: not in group 'render' or 'video')"),
+            },
+            _ => f.write_str("it cannot be opened"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn said(errno: Errno, node: &CStr) -> String {
+        Refusal { sysroot: b"/nonexistent-sysroot", node, errno }.to_string()
+    }
+
+    #[test]
+    fn a_device_cgroup_refusal_does_not_send_the_user_to_a_group() {
+        // EPERM on a device node is the device cgroup: no group helps.
+        let perm = said(Errno::PERM, c"/dev/null");
+        assert!(perm.starts_with("the container's device rules (its device cgroup) refuse it"), "{perm}");
+        assert!(!perm.contains("add the user"), "{perm}");
+        // EACCES is the file's permissions: the owning group (here /dev/null's
+        // gid, with no group file in the sysroot to name it).
+        let access = said(Errno::ACCESS, c"/dev/null");
+        assert!(
+            access.starts_with("this user is not allowed to use it (add the user to the group with gid"),
+            "{access}"
+        );
+        let gone = said(Errno::ACCESS, c"/nonexistent-sysroot/dev/kfd");
+        assert_eq!(gone, "this user is not allowed to use it (usually: not in group 'render' or 'video')");
+        assert_eq!(said(Errno::IO, c"/dev/null"), "it cannot be opened");
+    }
 }

@@ -16,7 +16,7 @@
 //! The sysfs sources cost a few system calls and no allocation; rocminfo is
 //! only searched for (and run) when neither saw any GPU.
 
-use crate::devnode::owner_group;
+use crate::devnode::Refusal;
 use crate::settings::{MAX_GPU_COUNT, Profile, Settings, Vendor};
 use crate::{kfd, nvidia, rocminfo, tpu};
 
@@ -97,7 +97,8 @@ pub fn choose(vendor: Option<Vendor>, seen: &Seen) -> Option<(u32, Source)> {
 
 /// The GPU count and its source (`None` when nothing answered: zero GPUs).
 /// Warns (one line) when GPUs were left out because this user may not open
-/// their device nodes.
+/// their device nodes, or because `/dev/kfd` cannot be used although their
+/// render nodes opened.
 pub fn count(settings: &Settings) -> (u32, Option<Source>) {
     if let Some(n) = settings.tf_gpu_count {
         return (n, Some(variable_source(settings.profile)));
@@ -110,8 +111,12 @@ pub fn count(settings: &Settings) -> (u32, Option<Source>) {
     let seen = Seen { kfd: kfd::census(settings.sysroot, |_| {}), nvidia: nvidia::census(settings.sysroot, |_| {}) };
     if let Some((n, source)) = choose(settings.vendor, &seen) {
         let denied = seen.denied(source);
-        if denied > 0 {
-            warn_denied(settings.sysroot, source, &seen, denied);
+        match seen.kfd.filter(|_| source == Source::Kfd) {
+            Some(kfd::Census { kfd_device: Some(errno), gated: gated @ 1.., .. }) => {
+                warn_kfd_device(settings.sysroot, errno, gated)
+            }
+            _ if denied > 0 => warn_denied(settings.sysroot, source, &seen, denied),
+            _ => {}
         }
         return (n, Some(source));
     }
@@ -125,8 +130,9 @@ pub fn count(settings: &Settings) -> (u32, Option<Source>) {
 
 /// One warning line for the chosen source's `denied` (at least one) GPUs
 /// whose device node exists but refused this user: which node, the error,
-/// and the group it needs. Out of line and called only when there is
-/// something to say: its paths stay off the stack of every other run.
+/// and what would let it (the group it needs, or the device given to the
+/// container). Out of line and called only when there is something to say:
+/// its paths stay off the stack of every other run.
 #[cold]
 #[inline(never)]
 fn warn_denied(sysroot: &[u8], source: Source, seen: &Seen, denied: u32) {
@@ -139,31 +145,42 @@ fn warn_denied(sysroot: &[u8], source: Source, seen: &Seen, denied: u32) {
     };
     let Some((minor, errno)) = first else { return };
     let Some(path) = node_path(sysroot, minor) else { return };
-    let errno = diag::Os(errno);
-    let more = denied - 1;
-    match owner_group(sysroot, path.as_cstr()) {
-        Some((gid, Some(name))) => diag::report(
+    let why = Refusal { sysroot, node: path.as_cstr(), errno };
+    diag::report(
+        crate::TOOL,
+        format_args!(
+            "warning: cannot open {}: {}: {why}; {} more GPU(s) likewise; not counting them",
+            diag::Bytes(path.as_bytes()),
+            diag::Os(errno),
+            denied - 1
+        ),
+    );
+}
+
+/// One warning line for GPUs whose render node opened while `/dev/kfd`,
+/// which the ROCm runtime needs for any of them, cannot be used (a
+/// container given its render nodes but not `/dev/kfd`). Out of line, as
+/// [`warn_denied`].
+#[cold]
+#[inline(never)]
+fn warn_kfd_device(sysroot: &[u8], errno: rustix::io::Errno, gated: u32) {
+    let Some(path) = kfd::kfd_device_path(sysroot) else { return };
+    let shown = diag::Bytes(path.as_bytes());
+    let then = "the ROCm runtime needs it for every AMD GPU, so none of the";
+    let what = "GPU(s) whose render node opened is counted";
+    if matches!(errno, rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) {
+        diag::report(
             crate::TOOL,
             format_args!(
-                "warning: cannot open {}: {errno}: this user is not allowed to use it (add the user to group '{}', gid {gid}, that owns it); {more} more GPU(s) likewise; not counting them",
-                diag::Bytes(path.as_bytes()),
-                diag::Bytes(name.as_bytes())
+                "warning: {shown} does not exist here: {then} {gated} {what} (a container needs --device=/dev/kfd as well as its render nodes)"
             ),
-        ),
-        Some((gid, None)) => diag::report(
+        );
+    } else {
+        let why = Refusal { sysroot, node: path.as_cstr(), errno };
+        diag::report(
             crate::TOOL,
-            format_args!(
-                "warning: cannot open {}: {errno}: this user is not allowed to use it (add the user to the group with gid {gid}, usually 'render' or 'video'); {more} more GPU(s) likewise; not counting them",
-                diag::Bytes(path.as_bytes())
-            ),
-        ),
-        None => diag::report(
-            crate::TOOL,
-            format_args!(
-                "warning: cannot open {}: {errno}: this user is not allowed to use it (usually: not in group 'render' or 'video'); {more} more GPU(s) likewise; not counting them",
-                diag::Bytes(path.as_bytes())
-            ),
-        ),
+            format_args!("warning: cannot open {shown}: {}: {why}; {then} {gated} {what}", diag::Os(errno)),
+        );
     }
 }
 

@@ -15,8 +15,24 @@
 //!   node; such a GPU counts unchecked, as ROCR takes it. A garbled minor
 //!   cannot be checked and does not count.
 //! - A render node that exists but cannot be opened (`EACCES`/`EPERM`: the
-//!   user is not in the `render`/`video` group) does not count either; the
-//!   caller warns about it (see [`Census::denied`]).
+//!   user is not in the `render`/`video` group, or the container's device
+//!   cgroup refuses it) does not count either; the caller warns about it
+//!   (see [`Census::denied`]).
+//! - No GPU counts unless `/dev/kfd` may be opened read-write: the runtime
+//!   opens it before anything else, and without it enumerates no GPU at all
+//!   (ROCm/ROCR-Runtime `libhsakmt/src/openclose.c`, `hsaKmtOpenKFD`: `open`
+//!   with `O_RDWR`, failing with `HSAKMT_STATUS_KERNEL_IO_CHANNEL_NOT_OPENED`).
+//!   A container given its render nodes but not `/dev/kfd` is a known
+//!   mistake (Docker's `--device=/dev/dri` alone; apptainer/singularity#5696:
+//!   `--rocm --contain` bound the render nodes only); the caller warns when
+//!   a render node opened there (see [`Census::gated`]). Checked with
+//!   `access(2)`, which sees the file's permissions and the device cgroup,
+//!   and never opened: opening it makes a KFD process of the caller (linux
+//!   `drivers/gpu/drm/amd/amdkfd/kfd_process.c`, `kfd_create_process`: data
+//!   for every GPU and a `/sys/class/kfd/kfd/proc/<pid>` entry), and the
+//!   test's own first open after the exec would wait for the wrapper's to
+//!   be torn down (that function flushes its clean-up work queue for just
+//!   this case, a process that called exec).
 //!
 //! Indices follow node order, among usable GPUs: that is how ROCR numbers
 //! its GPU agents, which `ROCR_VISIBLE_DEVICES` selects.
@@ -142,6 +158,11 @@ pub struct Census {
     pub denied: u32,
     /// The render minor and error of the first refused one.
     pub first_denied: Option<(u64, rustix::io::Errno)>,
+    /// Why `/dev/kfd` cannot be used, when it cannot (checked once a GPU
+    /// node is seen); then no GPU is usable.
+    pub kfd_device: Option<rustix::io::Errno>,
+    /// GPUs whose render node opened although `/dev/kfd` cannot be used.
+    pub gated: u32,
 }
 
 /// Reads `<node>/properties` relative to the nodes directory.
@@ -165,14 +186,31 @@ pub fn render_access(sysroot: &[u8], props: &NodeProperties) -> Access {
 /// A render node's path, less its minor.
 const RENDER_NODE: &[u8] = b"/dev/dri/renderD";
 
+/// The runtime's own device node.
+const KFD_DEVICE: &[u8] = b"/dev/kfd";
+
+/// Whether this process may open `<sysroot>/dev/kfd` read-write, asked
+/// with `access(2)` (see the module documentation for why it is not opened).
+fn kfd_device_access(sysroot: &[u8]) -> Result<(), rustix::io::Errno> {
+    let read_write = rustix::fs::Access::READ_OK | rustix::fs::Access::WRITE_OK;
+    with_host_path(sysroot, KFD_DEVICE, None, |path| rustix::fs::access(path, read_write))
+        .unwrap_or(Err(rustix::io::Errno::NAMETOOLONG))
+}
+
+/// `<sysroot>/dev/kfd`, to keep (for a message).
+pub fn kfd_device_path(sysroot: &[u8]) -> Option<StackPath> {
+    host_path(sysroot, KFD_DEVICE, None)
+}
+
 /// `<sysroot>/dev/dri/renderD<minor>`, to keep (for a message).
 pub fn render_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
     host_path(sysroot, RENDER_NODE, Some(minor))
 }
 
 /// Scans the topology, calling `visit` for every node (GPU or not, in
-/// directory order); `None` when there is no topology or it shows no GPU.
-/// Allocates nothing.
+/// directory order; a node's `access` is its render node's alone, the
+/// returned census says whether `/dev/kfd` lets any of them be used);
+/// `None` when there is no topology or it shows no GPU. Allocates nothing.
 ///
 /// Never inlined: its stack buffers (paths, directory reads) then occupy
 /// the stack only while it runs, and the pages are reused by the next
@@ -182,13 +220,17 @@ pub fn render_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
 pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Node<'_>)) -> Option<Census> {
     let nodes = with_host_path(sysroot, b"/sys/class/kfd/kfd/topology/nodes", None, open_dir)?.ok()?;
     let mut census = Census::default();
+    let mut kfd_device = None;
     for_each_entry(&nodes, |name, _| {
         if let Some(props) = read_node(&nodes, name.to_bytes()) {
             let access = if props.is_gpu() { render_access(sysroot, &props) } else { Access::Unchecked };
             if props.is_gpu() {
+                let runtime = *kfd_device.get_or_insert_with(|| kfd_device_access(sysroot));
                 census.seen = census.seen.saturating_add(1);
-                if access.usable() {
-                    census.usable = census.usable.saturating_add(1);
+                match (access.usable(), runtime) {
+                    (true, Ok(())) => census.usable = census.usable.saturating_add(1),
+                    (true, Err(_)) if access == Access::Opened => census.gated = census.gated.saturating_add(1),
+                    _ => {}
                 }
                 if let (Access::Denied(errno), RenderMinor::Value(minor)) = (access, props.drm_render_minor) {
                     census.denied = census.denied.saturating_add(1);
@@ -200,6 +242,7 @@ pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Node<'_>)) -> Option<Census
         ControlFlow::<()>::Continue(())
     })
     .ok()?;
+    census.kfd_device = kfd_device.and_then(Result::err);
     (census.seen > 0).then_some(census)
 }
 

@@ -20,6 +20,7 @@ use crate::request::Pool;
 use crate::settings::{Profile, Settings, Vendor};
 use crate::survey::{KfdGpu, NvidiaGpu, Survey};
 use core::fmt::Write as _;
+use wrapper_common::diag::Os;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -79,12 +80,36 @@ fn index_of(usable: bool, chosen: bool, next: &mut u32) -> Option<u32> {
     }
 }
 
-fn kfd_state(g: &KfdGpu) -> (Option<String>, Access) {
+/// A KFD GPU's render node (when it names one), what opening it gave, and
+/// why the GPU is not usable when `/dev/kfd` is the reason.
+fn kfd_state(survey: &Survey, g: &KfdGpu) -> (Option<String>, Access, Option<String>) {
     let path = match g.props.drm_render_minor {
         crate::kfd::RenderMinor::Value(m) => Some(format!("/dev/dri/renderD{m}")),
         _ => None,
     };
-    (path, g.access)
+    let gated = survey.kfd_device.filter(|_| g.access.usable()).map(|e| format!("but {}", kfd_device_state(e)));
+    (path, g.access, gated)
+}
+
+/// What is wrong with `/dev/kfd`, in words.
+fn kfd_device_state(errno: rustix::io::Errno) -> String {
+    match errno {
+        rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR => {
+            "/dev/kfd is missing (not given to this container; the ROCm runtime needs it)".to_string()
+        }
+        e => format!("/dev/kfd cannot be opened read-write: {} (the ROCm runtime needs it)", Os(e)),
+    }
+}
+
+/// `/dev/kfd`'s state for `--list=json`: `null` when no KFD GPU was seen.
+fn kfd_device_key(survey: &Survey) -> String {
+    match (survey.kfd.is_empty(), survey.kfd_device) {
+        (true, _) => "null".to_string(),
+        (false, None) => json::string(b"usable"),
+        (false, Some(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR)) => json::string(b"missing"),
+        (false, Some(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM)) => json::string(b"denied"),
+        (false, Some(_)) => json::string(b"failed"),
+    }
 }
 
 fn nvidia_state(g: &NvidiaGpu) -> (Option<String>, String, &'static str) {
@@ -139,8 +164,9 @@ fn text(plan: &Plan, settings: &Settings) -> String {
     }
     let mut next = 0;
     for g in &survey.kfd {
-        let (path, access) = kfd_state(g);
-        let index = index_of(access.usable(), chosen == Some(Source::Kfd), &mut next);
+        let (path, access, gated) = kfd_state(survey, g);
+        let usable = survey.kfd_usable(g);
+        let index = index_of(usable, chosen == Some(Source::Kfd), &mut next);
         let target = g.props.gfx_target().map_or("gfx target unknown (no gfx_target_version)".to_string(), |t| {
             format!("{t} (gfx_target_version {})", g.props.gfx_target_version.unwrap_or(0))
         });
@@ -151,7 +177,10 @@ fn text(plan: &Plan, settings: &Settings) -> String {
             }
             None => out.push_str(", no render node named (counted unchecked)"),
         }
-        line_end(&mut out, index, access.usable(), chosen, Source::Kfd);
+        if let Some(gated) = gated {
+            let _ = write!(out, ", {gated}");
+        }
+        line_end(&mut out, index, usable, chosen, Source::Kfd);
     }
     let mut next = 0;
     for g in &survey.nvidia {
@@ -253,12 +282,17 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
     }
     let mut next = 0;
     for g in &survey.kfd {
-        let (path, access) = kfd_state(g);
-        let index = index_of(access.usable(), chosen == Some(Source::Kfd), &mut next);
+        let (path, access, gated) = kfd_state(survey, g);
+        let usable = survey.kfd_usable(g);
+        let index = index_of(usable, chosen == Some(Source::Kfd), &mut next);
+        let reason = match gated {
+            Some(gated) => format!("{}, {gated}", access.describe()),
+            None => access.describe(),
+        };
         devices.push(json::object(&[
             ("source", json::string(b"kfd")),
             ("index", json::opt_number(index.map(u64::from))),
-            ("usable", access.usable().to_string()),
+            ("usable", usable.to_string()),
             ("node", g.node.to_string()),
             ("gfx_target", json::opt_string(g.props.gfx_target().map(|t| t.to_string()).as_deref().map(str::as_bytes))),
             ("gfx_target_version", json::opt_number(g.props.gfx_target_version)),
@@ -267,7 +301,7 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
             ("unique_id", json::opt_string(g.props.unique_id_text().as_deref().map(str::as_bytes))),
             ("device_node", json::opt_string(path.as_deref().map(str::as_bytes))),
             ("device_node_state", json::string(access.key().as_bytes())),
-            ("reason", json::string(access.describe().as_bytes())),
+            ("reason", json::string(reason.as_bytes())),
         ]));
     }
     let mut next = 0;
@@ -316,6 +350,7 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
         ("pool_variable", json::opt_string(pool.and_then(|p| p.variable).map(str::as_bytes))),
         ("slots_per_gpu", plan.slots.to_string()),
         ("lock_dir", json::string(settings.lock_dir.path().to_bytes())),
+        ("kfd_device", kfd_device_key(survey)),
         (
             "gfx_targets",
             json::array(&survey.gfx_targets().iter().map(|t| json::string(t.as_bytes())).collect::<Vec<_>>()),

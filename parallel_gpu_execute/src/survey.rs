@@ -69,6 +69,9 @@ pub struct Survey {
     /// `TF_GPU_COUNT`, when set: no hardware is looked at.
     pub tf_gpu_count: Option<u32>,
     pub kfd: Vec<KfdGpu>,
+    /// Why `/dev/kfd` cannot be used, when the topology shows a GPU and it
+    /// cannot: then no KFD GPU is usable.
+    pub kfd_device: Option<rustix::io::Errno>,
     pub nvidia: Vec<NvidiaGpu>,
     /// TPU chips (jax profile), in PCI order.
     pub tpu: Vec<TpuChip>,
@@ -117,6 +120,7 @@ impl Survey {
             });
         });
         survey.kfd.sort_by_key(|g| g.node);
+        survey.kfd_device = kfd.and_then(|c| c.kfd_device);
         // CUDA_DEVICE_ORDER=PCI_BUS_ID order: by bus id, else by minor.
         survey.nvidia.sort_by(|a, b| (&a.entry, a.minor).cmp(&(&b.entry, b.minor)));
         survey.chosen = choose(settings.vendor, &Seen { kfd, nvidia });
@@ -139,9 +143,14 @@ impl Survey {
         self.chosen.filter(|&(n, _)| n > 0).map(|(_, s)| s)
     }
 
+    /// Whether the runtime can use this KFD GPU: its render node, and `/dev/kfd`.
+    pub fn kfd_usable(&self, g: &KfdGpu) -> bool {
+        g.access.usable() && self.kfd_device.is_none()
+    }
+
     /// The usable KFD GPUs, in index order.
     pub fn usable_kfd(&self) -> impl Iterator<Item = &KfdGpu> {
-        self.kfd.iter().filter(|g| g.access.usable())
+        self.kfd.iter().filter(|g| self.kfd_usable(g))
     }
 
     /// The usable NVIDIA GPUs, in index order.

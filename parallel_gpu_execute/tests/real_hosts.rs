@@ -280,7 +280,7 @@ fn list_with_tf_gpu_count_and_with_no_gpu() {
         "source: none\ncount: 0\nmode: none (the test runs without a GPU: 'Execute with no GPU support')\n",
     );
     f.cmd().arg("--list=json").run().assert_success().assert_stdout_eq(&format!(
-        "{{\"source\": null, \"count\": 0, \"profile\": \"xla\", \"mode\": null, \"pool\": [], \"pool_variable\": null, \"slots_per_gpu\": 8, \"lock_dir\": \"{}\", \"gfx_targets\": [], \"devices\": []}}\n",
+        "{{\"source\": null, \"count\": 0, \"profile\": \"xla\", \"mode\": null, \"pool\": [], \"pool_variable\": null, \"slots_per_gpu\": 8, \"lock_dir\": \"{}\", \"kfd_device\": null, \"gfx_targets\": [], \"devices\": []}}\n",
         f.lock_dir.display()
     ));
 }

@@ -195,9 +195,20 @@ impl Sysroot {
         number
     }
 
-    /// `/dev/dri/renderD<minor>`, openable by anyone.
+    /// `/dev/dri/renderD<minor>`, openable by anyone, and `/dev/kfd` with it
+    /// when it is not there yet: every host or container given an AMD GPU
+    /// has both (see [`remove_dev_entry`](Self::remove_dev_entry)).
     pub fn add_render_node(&self, minor: u64) {
         self.add_dev_entry(&format!("dri/renderD{minor}"));
+        if !self.root.join("dev/kfd").exists() {
+            self.add_dev_entry("kfd");
+        }
+    }
+
+    /// Removes `/dev/<name>` (`kfd`: a container given its render nodes
+    /// but not `/dev/kfd`).
+    pub fn remove_dev_entry(&self, name: &str) {
+        fs::remove_file(self.root.join("dev").join(name)).unwrap();
     }
 
     /// A `/dev/<name>` entry (a plain file, mode 0666).
