@@ -30,6 +30,11 @@ pub enum Access {
     Failed(Errno),
     /// The source's value cannot name a node.
     Invalid,
+    /// The source itself withholds the GPU: the KFD topology gives `EPERM`
+    /// for the `properties` of a GPU node that the caller's device cgroup
+    /// does not allow (linux `drivers/gpu/drm/amd/amdkfd/kfd_topology.c`,
+    /// `node_show`), as in a container given other GPUs of the host.
+    Withheld,
 }
 
 impl Access {
@@ -46,6 +51,9 @@ impl Access {
             Access::Denied(e) => format!("denied: {}", Os(e)),
             Access::Failed(e) => format!("cannot open: {}", Os(e)),
             Access::Invalid => "unusable node number".to_string(),
+            Access::Withheld => {
+                "withheld: the device cgroup does not give this container that GPU (its properties read Operation not permitted)".to_string()
+            }
         }
     }
 
@@ -58,6 +66,7 @@ impl Access {
             Access::Denied(_) => "denied",
             Access::Failed(_) => "failed",
             Access::Invalid => "invalid",
+            Access::Withheld => "withheld",
         }
     }
 }

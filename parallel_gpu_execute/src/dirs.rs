@@ -79,24 +79,26 @@ pub fn count_entries(path: &CStr, mut keep: impl FnMut(&[u8]) -> bool) -> Option
     Some(n)
 }
 
-/// Opens `<entry>/<file>` below the directory `dir` for reading.
-pub fn open_at(dir: impl AsFd, entry: &[u8], file: &[u8]) -> Option<OwnedFd> {
-    let mut rel = EntryPath::from_bytes(entry).ok()?;
-    rel.push_path(file).ok()?;
+/// Opens `<entry>/<file>` below the directory `dir` for reading
+/// (`ENAMETOOLONG` when the two do not fit a path).
+pub fn open_at(dir: impl AsFd, entry: &[u8], file: &[u8]) -> Result<OwnedFd, Errno> {
+    let mut rel = EntryPath::from_bytes(entry).map_err(|_| Errno::NAMETOOLONG)?;
+    rel.push_path(file).map_err(|_| Errno::NAMETOOLONG)?;
     let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
-    rustix::fs::openat(dir, rel.as_cstr(), flags, Mode::empty()).ok()
+    rustix::fs::openat(dir, rel.as_cstr(), flags, Mode::empty())
 }
 
 /// Calls `f` with each complete line of `<entry>/<file>` below `dir`, read
 /// through a stack buffer of `N` bytes (longer lines are skipped) as a
-/// kernel attribute file, usually in one `read`; `None` when the file cannot
-/// be opened or read.
+/// kernel attribute file, usually in one `read`; the error when the file
+/// cannot be opened or read (a sysfs attribute may refuse the `read` after
+/// the open succeeded).
 pub fn for_each_line_at<const N: usize>(
     dir: impl AsFd,
     entry: &[u8],
     file: &[u8],
     mut f: impl FnMut(&[u8]),
-) -> Option<()> {
+) -> Result<(), Errno> {
     let fd = open_at(dir, entry, file)?;
     let mut buf = [0u8; N];
     for_each_line_of_attribute(&fd, &mut buf, |Line { bytes, complete }| {
@@ -105,7 +107,6 @@ pub fn for_each_line_at<const N: usize>(
         }
         ControlFlow::Continue(())
     })
-    .ok()
 }
 
 /// Calls `f` with the host path `<sysroot><absolute>`, followed by `number`

@@ -34,6 +34,13 @@
 //!   be torn down (that function flushes its clean-up work queue for just
 //!   this case, a process that called exec).
 //!
+//! - A node whose `properties` read gives `EPERM` is a GPU this process's
+//!   device cgroup withholds (linux `drivers/gpu/drm/amd/amdkfd/kfd_topology.c`,
+//!   `node_show`, refuses GPU nodes only; libhsakmt skips such a node,
+//!   ROCm/ROCR-Runtime `libhsakmt/src/topology.c`,
+//!   `topology_sysfs_check_node_supported`): seen, so that the topology
+//!   still answers (zero, without running `rocminfo`), and not usable.
+//!
 //! Indices follow node order, among usable GPUs: that is how ROCR numbers
 //! its GPU agents, which `ROCR_VISIBLE_DEVICES` selects.
 
@@ -166,10 +173,10 @@ pub struct Census {
 }
 
 /// Reads `<node>/properties` relative to the nodes directory.
-fn read_node(nodes: &rustix::fd::OwnedFd, node: &[u8]) -> Option<NodeProperties> {
+fn read_node(nodes: &rustix::fd::OwnedFd, node: &[u8]) -> Result<NodeProperties, rustix::io::Errno> {
     let mut props = NodeProperties::default();
     for_each_line_at::<1024>(nodes, node, b"properties", |line| props.apply_line(line))?;
-    Some(props)
+    Ok(props)
 }
 
 /// Can this process use the GPU behind `props`?
@@ -222,23 +229,33 @@ pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Node<'_>)) -> Option<Census
     let mut census = Census::default();
     let mut kfd_device = None;
     for_each_entry(&nodes, |name, _| {
-        if let Some(props) = read_node(&nodes, name.to_bytes()) {
-            let access = if props.is_gpu() { render_access(sysroot, &props) } else { Access::Unchecked };
-            if props.is_gpu() {
-                let runtime = *kfd_device.get_or_insert_with(|| kfd_device_access(sysroot));
+        let props = match read_node(&nodes, name.to_bytes()) {
+            Ok(props) => props,
+            Err(rustix::io::Errno::PERM) => {
+                // A GPU node this process's device cgroup withholds (CPU
+                // nodes are never refused): seen, not usable, and no
+                // warning, as in a container given other GPUs of the host.
                 census.seen = census.seen.saturating_add(1);
-                match (access.usable(), runtime) {
-                    (true, Ok(())) => census.usable = census.usable.saturating_add(1),
-                    (true, Err(_)) if access == Access::Opened => census.gated = census.gated.saturating_add(1),
-                    _ => {}
-                }
-                if let (Access::Denied(errno), RenderMinor::Value(minor)) = (access, props.drm_render_minor) {
-                    census.denied = census.denied.saturating_add(1);
-                    census.first_denied.get_or_insert((minor, errno));
-                }
+                visit(&Node { name: name.to_bytes(), props: NodeProperties::default(), access: Access::Withheld });
+                return ControlFlow::Continue(());
             }
-            visit(&Node { name: name.to_bytes(), props, access });
+            Err(_) => return ControlFlow::Continue(()),
+        };
+        let access = if props.is_gpu() { render_access(sysroot, &props) } else { Access::Unchecked };
+        if props.is_gpu() {
+            let runtime = *kfd_device.get_or_insert_with(|| kfd_device_access(sysroot));
+            census.seen = census.seen.saturating_add(1);
+            match (access.usable(), runtime) {
+                (true, Ok(())) => census.usable = census.usable.saturating_add(1),
+                (true, Err(_)) if access == Access::Opened => census.gated = census.gated.saturating_add(1),
+                _ => {}
+            }
+            if let (Access::Denied(errno), RenderMinor::Value(minor)) = (access, props.drm_render_minor) {
+                census.denied = census.denied.saturating_add(1);
+                census.first_denied.get_or_insert((minor, errno));
+            }
         }
+        visit(&Node { name: name.to_bytes(), props, access });
         ControlFlow::<()>::Continue(())
     })
     .ok()?;

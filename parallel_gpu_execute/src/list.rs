@@ -165,6 +165,10 @@ fn text(plan: &Plan, settings: &Settings) -> String {
     let mut next = 0;
     for g in &survey.kfd {
         let (path, access, gated) = kfd_state(survey, g);
+        if access == Access::Withheld {
+            let _ = writeln!(out, "kfd node {}: {} -> not usable", g.node, access.describe());
+            continue;
+        }
         let usable = survey.kfd_usable(g);
         let index = index_of(usable, chosen == Some(Source::Kfd), &mut next);
         let target = g.props.gfx_target().map_or("gfx target unknown (no gfx_target_version)".to_string(), |t| {
@@ -289,6 +293,9 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
             Some(gated) => format!("{}, {gated}", access.describe()),
             None => access.describe(),
         };
+        // What a withheld node's properties would have said is unknown.
+        let known = access != Access::Withheld;
+        let number = |n: u64| if known { n.to_string() } else { "null".to_string() };
         devices.push(json::object(&[
             ("source", json::string(b"kfd")),
             ("index", json::opt_number(index.map(u64::from))),
@@ -296,8 +303,8 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
             ("node", g.node.to_string()),
             ("gfx_target", json::opt_string(g.props.gfx_target().map(|t| t.to_string()).as_deref().map(str::as_bytes))),
             ("gfx_target_version", json::opt_number(g.props.gfx_target_version)),
-            ("simd_count", g.props.simd_count.to_string()),
-            ("pci", json::string(g.pci().as_bytes())),
+            ("simd_count", number(g.props.simd_count)),
+            ("pci", if known { json::string(g.pci().as_bytes()) } else { "null".to_string() }),
             ("unique_id", json::opt_string(g.props.unique_id_text().as_deref().map(str::as_bytes))),
             ("device_node", json::opt_string(path.as_deref().map(str::as_bytes))),
             ("device_node_state", json::string(access.key().as_bytes())),

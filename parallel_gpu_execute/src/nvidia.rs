@@ -139,7 +139,7 @@ fn open_node(sysroot: &[u8], minor: u64) -> Access {
 
 fn read_information(dir: &rustix::fd::OwnedFd, entry: &[u8]) -> Option<Information> {
     let mut info = Information::default();
-    for_each_line_at::<512>(dir, entry, b"information", |line| info.apply_line(line))?;
+    for_each_line_at::<512>(dir, entry, b"information", |line| info.apply_line(line)).ok()?;
     Some(info)
 }
 

@@ -98,7 +98,7 @@ pub struct Census {
 
 /// A small sysfs attribute (`vendor`, `device`) of the PCI function `pci`.
 fn attr(devices: &rustix::fd::OwnedFd, pci: &[u8], name: &[u8]) -> Option<CBuf<32>> {
-    let fd = open_at(devices, pci, name)?;
+    let fd = open_at(devices, pci, name).ok()?;
     let mut buf = [0u8; 31];
     let n = rustix::io::read(&fd, &mut buf).ok()?;
     CBuf::from_bytes(buf[..n].trim_ascii()).ok()

@@ -1,13 +1,21 @@
-//! `/dev/kfd`: the ROCm runtime opens it before any GPU, so without it (or
-//! without the right to open it) no KFD GPU counts, whatever its render
-//! node says. A container given its render nodes but not `/dev/kfd` gets
-//! one warning line; one given no AMD GPU at all (a CPU pod on a GPU node,
-//! which still sees the host's topology) stays silent.
+//! What a container's AMD devices let it use, beyond its render nodes.
+//!
+//! - `/dev/kfd`: the ROCm runtime opens it before any GPU, so without it (or
+//!   without the right to open it) no KFD GPU counts, whatever its render
+//!   node says. A container given its render nodes but not `/dev/kfd` gets
+//!   one warning line; one given no AMD GPU at all (a CPU pod on a GPU
+//!   node, which still sees the host's topology) stays silent.
+//! - The device cgroup: the kernel refuses (`EPERM`) the `properties` read
+//!   of a GPU node the container was not given. Such nodes are seen but not
+//!   usable, silently, and the topology still answers (no `rocminfo` run).
+//!   The refusal is made here by strace's error injection on those files.
 
 mod common;
 
-use common::{Fixture, NOBODY, Record, shared_fixture};
+use common::{BIN, Fixture, NOBODY, Record, shared_fixture};
+use std::path::PathBuf;
 use test_support::hardware::{KfdNode, hosts};
+use test_support::{Cmd, fake_rocminfo_script};
 
 /// An MI210 host (2 CPU nodes, 8 GPUs, render 128-135) whose container was
 /// given every render node but not `/dev/kfd`.
@@ -129,4 +137,89 @@ fn a_dev_kfd_this_user_may_not_open_names_its_group() {
     // Root may: all eight.
     let out = f.cmd().arg("--list=count").run();
     out.assert_success().assert_stdout_eq("8\n");
+}
+
+/// The wrapper as `Fixture::cmd` runs it, under strace, which makes every
+/// `read` of the `withheld` files fail with `EPERM`, as the kernel does for
+/// the `properties` of a GPU node the container's device cgroup does not
+/// allow. `None` (the test says it skipped) where strace cannot run.
+fn under_device_cgroup(f: &Fixture, withheld: &[PathBuf]) -> Option<Cmd> {
+    let probe = std::process::Command::new("strace").args(["-qq", "-o", "/dev/null", "true"]).status();
+    if !matches!(probe, Ok(status) if status.success()) {
+        eprintln!("skipped: needs strace(1), able to trace here, to inject EPERM");
+        return None;
+    }
+    let mut c = Cmd::new("strace");
+    c.args(["-f", "-qq", "-o", "/dev/null"]);
+    for path in withheld {
+        c.arg("-P").arg(path);
+    }
+    c.args(["-e", "inject=read:error=EPERM", BIN]);
+    f.runfiles.apply(&mut c);
+    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+    Some(c)
+}
+
+/// `<sysroot>/sys/class/kfd/kfd/topology/nodes/<node>/properties`.
+fn properties(f: &Fixture, node: u32) -> PathBuf {
+    f.sysroot.root.join(format!("sys/class/kfd/kfd/topology/nodes/{node}/properties"))
+}
+
+#[test]
+fn gpu_nodes_the_device_cgroup_withholds_are_seen_not_used() {
+    // docker run --device=/dev/kfd --device=/dev/dri/renderD130 on the MI210
+    // host: nodes 2-9 are its GPUs; the container holds node 4's only.
+    let mut f = Fixture::new("kfd-withheld");
+    hosts::mi210x8_two_sockets(&mut f.sysroot);
+    for minor in (128..136).filter(|&m| m != 130) {
+        f.sysroot.remove_dev_entry(&format!("dri/renderD{minor}"));
+    }
+    let withheld: Vec<PathBuf> = (2..10).filter(|&n| n != 4).map(|n| properties(&f, n)).collect();
+    let Some(mut c) = under_device_cgroup(&f, &withheld) else { return };
+    let out = c.arg("./pkg/gpu_test").run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
+    let running = format!("Running test {} on GPU(s) 0\n", f.test_path().display());
+    assert_eq!(out.stderr, running, "no warning\n{}", out.explain());
+    let Some(mut c) = under_device_cgroup(&f, &withheld) else { return };
+    let out = c.arg("--list").run();
+    out.assert_success();
+    let withheld_line = "withheld: the device cgroup does not give this container that GPU (its properties read Operation not permitted) -> not usable\n";
+    for node in [2, 3, 5, 6, 7, 8, 9] {
+        out.assert_stdout_contains(&format!("kfd node {node}: {withheld_line}"));
+    }
+    out.assert_stdout_contains("kfd node 4: gfx90a (gfx_target_version 90010), 416 SIMDs")
+        .assert_stdout_contains("/dev/dri/renderD130 opened -> GPU 0\n")
+        .assert_stdout_contains("source: kfd\ncount: 1\n");
+    let Some(mut c) = under_device_cgroup(&f, &withheld) else { return };
+    let out = c.arg("--list=json").run();
+    out.assert_success().assert_stdout_contains(
+        r#"{"source": "kfd", "index": null, "usable": false, "node": 2, "gfx_target": null, "gfx_target_version": null, "simd_count": null, "pci": null, "unique_id": null, "device_node": null, "device_node_state": "withheld", "reason": "withheld: "#,
+    );
+}
+
+#[test]
+fn a_container_given_no_amd_gpu_by_its_device_cgroup_does_not_run_rocminfo() {
+    // Every GPU node withheld, no render node, no /dev/kfd; a rocminfo in
+    // the runfiles that, if it were run, would claim two GPUs.
+    let mut f = Fixture::new("kfd-all-withheld");
+    hosts::mi210x8_two_sockets(&mut f.sysroot);
+    for minor in 128..136 {
+        f.sysroot.remove_dev_entry(&format!("dri/renderD{minor}"));
+    }
+    f.sysroot.remove_dev_entry("kfd");
+    f.runfiles.add("rocm/bin/rocminfo", &fake_rocminfo_script(2), true);
+    let withheld: Vec<PathBuf> = (2..10).map(|n| properties(&f, n)).collect();
+    let Some(mut c) = under_device_cgroup(&f, &withheld) else { return };
+    let out = c.arg("./pkg/gpu_test").run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), None, "{}", out.explain());
+    assert_eq!(out.stderr, "Execute with no GPU support\n", "{}", out.explain());
+    let Some(mut c) = under_device_cgroup(&f, &withheld) else { return };
+    let out = c.arg("--list=count").run();
+    out.assert_success().assert_stdout_eq("0\n");
+    // Without the refusal (the same files readable), rocminfo is not run
+    // either, and the 8 GPUs are seen as not given (no render node).
+    let out = f.cmd().arg("--list").run();
+    out.assert_success().assert_stdout_contains("source: kfd\ncount: 0\n");
 }
