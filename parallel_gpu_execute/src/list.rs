@@ -101,9 +101,11 @@ fn kfd_device_state(errno: rustix::io::Errno) -> String {
     }
 }
 
-/// `/dev/kfd`'s state for `--list=json`: `null` when no KFD GPU was seen.
+/// `/dev/kfd`'s state for `--list=json`: `null` when it was not looked at
+/// (no KFD GPU seen, or only withheld ones).
 fn kfd_device_key(survey: &Survey) -> String {
-    match (survey.kfd.is_empty(), survey.kfd_device) {
+    let looked_at = survey.kfd.iter().any(|g| g.access != Access::Withheld);
+    match (!looked_at, survey.kfd_device) {
         (true, _) => "null".to_string(),
         (false, None) => json::string(b"usable"),
         (false, Some(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR)) => json::string(b"missing"),

@@ -218,6 +218,12 @@ fn a_container_given_no_amd_gpu_by_its_device_cgroup_does_not_run_rocminfo() {
     let Some(mut c) = under_device_cgroup(&f, &withheld) else { return };
     let out = c.arg("--list=count").run();
     out.assert_success().assert_stdout_eq("0\n");
+    // /dev/kfd is not looked at when no GPU node could be read.
+    let Some(mut c) = under_device_cgroup(&f, &withheld) else { return };
+    let out = c.arg("--list=json").run();
+    out.assert_success()
+        .assert_stdout_contains(r#""source": "kfd", "count": 0,"#)
+        .assert_stdout_contains(r#""kfd_device": null"#);
     // Without the refusal (the same files readable), rocminfo is not run
     // either, and the 8 GPUs are seen as not given (no render node).
     let out = f.cmd().arg("--list").run();
