@@ -8,7 +8,8 @@
 //! process calls `execve`.
 //!
 //! Checked: parallel_gpu_execute when no GPU is found (no source at all,
-//! `TF_GPU_COUNT=0`, a KFD topology without a usable GPU, an NVIDIA directory
+//! `TF_GPU_COUNT=0`, a KFD topology without a usable GPU (its render node
+//! missing, or present without `/dev/kfd`, which warns), an NVIDIA directory
 //! that is empty, a rocminfo that lists none), and sanitizer_wrapper with no
 //! options and no configuration. And, so that the counter itself is known to
 //! work, paths that do allocate must show a non-zero count.
