@@ -33,7 +33,6 @@
 //!   test's own first open after the exec would wait for the wrapper's to
 //!   be torn down (that function flushes its clean-up work queue for just
 //!   this case, a process that called exec).
-//!
 //! - A node whose `properties` read gives `EPERM` is a GPU this process's
 //!   device cgroup withholds (linux `drivers/gpu/drm/amd/amdkfd/kfd_topology.c`,
 //!   `node_show`, refuses GPU nodes only; libhsakmt skips such a node,
