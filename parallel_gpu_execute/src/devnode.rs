@@ -38,6 +38,15 @@ pub enum Access {
 }
 
 impl Access {
+    /// What an error from opening (or asking about) a device node means.
+    pub fn refused(errno: Errno) -> Access {
+        match errno {
+            Errno::NOENT | Errno::NOTDIR => Access::Missing,
+            Errno::ACCESS | Errno::PERM => Access::Denied(errno),
+            e => Access::Failed(e),
+        }
+    }
+
     pub fn usable(self) -> bool {
         matches!(self, Access::Unchecked | Access::Opened)
     }
@@ -77,9 +86,7 @@ pub fn open_device(path: &CStr) -> Access {
     let flags = OFlags::RDWR | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
     match rustix::fs::open(path, flags, Mode::empty()) {
         Ok(_) => Access::Opened,
-        Err(Errno::NOENT | Errno::NOTDIR) => Access::Missing,
-        Err(e @ (Errno::ACCESS | Errno::PERM)) => Access::Denied(e),
-        Err(e) => Access::Failed(e),
+        Err(e) => Access::refused(e),
     }
 }
 

@@ -16,7 +16,7 @@
 //! The sysfs sources cost a few system calls and no allocation; rocminfo is
 //! only searched for (and run) when neither saw any GPU.
 
-use crate::devnode::Refusal;
+use crate::devnode::{Access, Refusal};
 use crate::settings::{MAX_GPU_COUNT, Profile, Settings, Vendor};
 use crate::{kfd, nvidia, rocminfo, tpu};
 
@@ -168,7 +168,7 @@ fn warn_kfd_device(sysroot: &[u8], errno: rustix::io::Errno, gated: u32) {
     let shown = diag::Bytes(path.as_bytes());
     let then = "the ROCm runtime needs it for every AMD GPU, so none of the";
     let what = "GPU(s) whose render node opened is counted";
-    if matches!(errno, rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) {
+    if Access::refused(errno) == Access::Missing {
         diag::report(
             crate::TOOL,
             format_args!(

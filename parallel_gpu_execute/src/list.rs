@@ -93,11 +93,9 @@ fn kfd_state(survey: &Survey, g: &KfdGpu) -> (Option<String>, Access, Option<Str
 
 /// What is wrong with `/dev/kfd`, in words.
 fn kfd_device_state(errno: rustix::io::Errno) -> String {
-    match errno {
-        rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR => {
-            "/dev/kfd is missing (not given to this container; the ROCm runtime needs it)".to_string()
-        }
-        e => format!("/dev/kfd cannot be opened read-write: {} (the ROCm runtime needs it)", Os(e)),
+    match Access::refused(errno) {
+        Access::Missing => "/dev/kfd is missing (not given to this container; the ROCm runtime needs it)".to_string(),
+        _ => format!("/dev/kfd cannot be opened read-write: {} (the ROCm runtime needs it)", Os(errno)),
     }
 }
 
@@ -105,12 +103,10 @@ fn kfd_device_state(errno: rustix::io::Errno) -> String {
 /// (no KFD GPU seen, or only withheld ones).
 fn kfd_device_key(survey: &Survey) -> String {
     let looked_at = survey.kfd.iter().any(|g| g.access != Access::Withheld);
-    match (!looked_at, survey.kfd_device) {
-        (true, _) => "null".to_string(),
-        (false, None) => json::string(b"usable"),
-        (false, Some(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR)) => json::string(b"missing"),
-        (false, Some(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM)) => json::string(b"denied"),
-        (false, Some(_)) => json::string(b"failed"),
+    match (looked_at, survey.kfd_device) {
+        (false, _) => "null".to_string(),
+        (true, None) => json::string(b"usable"),
+        (true, Some(errno)) => json::string(Access::refused(errno).key().as_bytes()),
     }
 }
 

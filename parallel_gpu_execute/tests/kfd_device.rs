@@ -123,8 +123,7 @@ fn a_dev_kfd_this_user_may_not_open_names_its_group() {
     hosts::mi210x8_two_sockets(&mut f.sysroot);
     // root:render 0600, while the render nodes are open to all.
     f.sysroot.restrict("kfd");
-    std::os::unix::fs::chown(f.sysroot.root.join("dev/kfd"), Some(0), Some(109)).unwrap();
-    f.sysroot.add_groups(&[("root", 0), ("video", 44), ("render", 109)]);
+    f.sysroot.add_gpu_groups();
     let out = f.cmd().as_user(NOBODY, NOBODY).arg("./pkg/gpu_test").run();
     out.assert_success();
     let warning = format!(

@@ -195,12 +195,9 @@ fn a_render_node_this_user_may_not_open_is_warned_about() {
     f.sysroot.add_kfd_node(&KfdNode::cpu(16));
     for minor in [128, 129] {
         f.sysroot.add_kfd_node_with_render(&KfdNode::gpu(90010, 416, minor));
-        let node = format!("dri/renderD{minor}");
-        f.sysroot.restrict(&node);
-        // Owned by root:render, as udev makes them.
-        std::os::unix::fs::chown(f.sysroot.root.join("dev").join(&node), Some(0), Some(109)).unwrap();
+        f.sysroot.restrict(&format!("dri/renderD{minor}"));
     }
-    f.sysroot.add_groups(&[("root", 0), ("video", 44), ("render", 109)]);
+    f.sysroot.add_gpu_groups();
     let out = f.cmd().as_user(NOBODY, NOBODY).arg("./pkg/gpu_test").run();
     out.assert_success();
     // Whichever node the directory lists first is named.

@@ -163,6 +163,9 @@ impl NvidiaGpu {
     }
 }
 
+/// The `render` group's id in the fake sysroots (Debian's and Ubuntu's).
+pub const RENDER_GID: u32 = 109;
+
 impl Sysroot {
     pub fn new(dir: &crate::TempDir) -> Sysroot {
         let root = dir.join("sysroot");
@@ -218,10 +221,20 @@ impl Sysroot {
         fs::set_permissions(&node, fs::Permissions::from_mode(0o666)).unwrap();
     }
 
-    /// Makes `/dev/<name>` root-only (0600): another user gets `EACCES`, as
-    /// one outside the `render`/`video` group does.
+    /// Makes `/dev/<name>` root-only (0600) and owned by root:render
+    /// ([`RENDER_GID`]), as udev makes GPU nodes: another user gets
+    /// `EACCES`, as one outside the `render` group does. Changing the owner
+    /// needs root, as running the wrapper as that other user does.
     pub fn restrict(&self, name: &str) {
-        fs::set_permissions(self.root.join("dev").join(name), fs::Permissions::from_mode(0o600)).unwrap();
+        let node = self.root.join("dev").join(name);
+        fs::set_permissions(&node, fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::chown(&node, Some(0), Some(RENDER_GID)).unwrap();
+    }
+
+    /// `<root>/etc/group` as a ROCm host has it: root, video and render
+    /// ([`RENDER_GID`]).
+    pub fn add_gpu_groups(&self) {
+        self.add_groups(&[("root", 0), ("video", 44), ("render", RENDER_GID)]);
     }
 
     /// `<root>/etc/group` with these `(name, gid)` lines.
