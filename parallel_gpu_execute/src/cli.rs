@@ -195,9 +195,9 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
             _ => return Err(Error::ListAndStatus),
         });
     }
-    if i >= argv.len() {
-        return Err(Error::NoCommand);
-    }
+    // No test command is reported by the caller, after the flags' values
+    // are checked: `--wait /bin/true` (a value forgotten) then names the
+    // value the flag took, not only the missing test.
     Ok(Invocation::Run { flags, command: i })
 }
 
@@ -238,13 +238,17 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert!(matches!(parse(&argv(&["pge"])), Err(Error::NoCommand)));
-        assert!(matches!(parse(&argv(&["pge", "--wait=1"])), Err(Error::NoCommand)));
-        assert!(matches!(parse(&argv(&["pge", "--"])), Err(Error::NoCommand)));
+        // No command: the index lies past the end, and `run` says so once
+        // the flags' values have been checked.
+        assert_eq!(run(&["pge"]).1, 1);
+        assert_eq!(run(&["pge", "--wait=1"]).1, 2);
+        assert_eq!(run(&["pge", "--"]).1, 2);
+        let (f, cmd) = run(&["pge", "--wait", "/bin/true"]);
+        assert_eq!((f.wait, cmd), (Some(c"/bin/true"), 3));
         assert!(matches!(parse(&argv(&["pge", "--wait"])), Err(Error::MissingValue(Flag::Wait))));
         assert!(matches!(parse(&argv(&["pge", "--waiting=3", "t"])), Err(Error::UnknownOption(b"--waiting=3"))));
         assert!(matches!(parse(&argv(&["pge", "-x", "t"])), Err(Error::UnknownOption(b"-x"))));
-        assert!(matches!(parse(&argv(&[])), Err(Error::NoCommand)));
+        assert_eq!(run(&[]).1, 1);
     }
 
     #[test]

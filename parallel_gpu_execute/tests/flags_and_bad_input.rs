@@ -111,6 +111,9 @@ fn bad_vendor_and_usage() {
     bad(&f, &[], &["--vendor=nvidia", "./pkg/gpu_test"], "--vendor: invalid value 'nvidia'");
     bad(&f, &[], &[], "no test command given; usage: parallel_gpu_execute");
     bad(&f, &[], &["--wait=1"], "no test command given");
+    // A forgotten value: the flag took the test, and the value is named.
+    bad(&f, &[], &["--wait", "./pkg/gpu_test"], "--wait: invalid value './pkg/gpu_test' (expected seconds");
+    bad(&f, &[], &["--vendor", "./pkg/gpu_test"], "--vendor: invalid value './pkg/gpu_test'");
     bad(&f, &[], &["--lock-dir"], "--lock-dir needs a value");
     bad(&f, &[], &["--lock-dir=", "./pkg/gpu_test"], "--lock-dir: invalid value ''");
     bad(&f, &[], &["--jobs=4", "./pkg/gpu_test"], "unknown option '--jobs=4'");
