@@ -10,7 +10,8 @@
 //! Checked: parallel_gpu_execute when no GPU is found (no source at all,
 //! `TF_GPU_COUNT=0`, a KFD topology without a usable GPU (its render node
 //! missing, or present without `/dev/kfd`, which warns), an NVIDIA directory
-//! that is empty, a rocminfo that lists none), and sanitizer_wrapper with no
+//! that is empty, a rocminfo that lists none, a GPU that
+//! `ROCR_VISIBLE_DEVICES`/`CUDA_VISIBLE_DEVICES` hides), and sanitizer_wrapper with no
 //! options and no configuration. And, so that the counter itself is known to
 //! work, paths that do allocate must show a non-zero count.
 
@@ -155,6 +156,19 @@ fn parallel_gpu_execute_without_a_gpu_allocates_nothing() {
     let out = c.run();
     out.assert_success().assert_stderr_contains("/dev/kfd does not exist here");
     assert_eq!(allocations(&dir, pge(&runfiles, &sysroot, &locks), "./pkg/gpu_test"), 0, "KFD without /dev/kfd");
+
+    // A usable GPU, hidden by the pool variable: set and empty, or -1.
+    sysroot.add_render_node(128);
+    let mut c = pge(&runfiles, &sysroot, &locks);
+    c.env("ROCR_VISIBLE_DEVICES", "");
+    let out = c.run();
+    out.assert_success().assert_stderr_contains("(ROCR_VISIBLE_DEVICES hides every GPU)");
+    let mut c = pge(&runfiles, &sysroot, &locks);
+    c.env("ROCR_VISIBLE_DEVICES", "");
+    assert_eq!(allocations(&dir, c, "./pkg/gpu_test"), 0, "ROCR_VISIBLE_DEVICES empty");
+    let mut c = pge(&runfiles, &sysroot, &locks);
+    c.env("TF_GPU_COUNT", "1").env("PARALLEL_GPU_EXECUTE_VENDOR", "cuda").env("CUDA_VISIBLE_DEVICES", "-1");
+    assert_eq!(allocations(&dir, c, "./pkg/gpu_test"), 0, "CUDA_VISIBLE_DEVICES=-1");
     assert!(!locks.exists());
 }
 

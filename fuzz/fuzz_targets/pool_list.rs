@@ -1,13 +1,14 @@
 //! Visible-devices lists (parallel_gpu_execute::request::parse_pool_list),
 //! the ids that become lock file names: every accepted id is safe, none is
 //! listed twice, and each lock file name stays one harmless path component.
-//! Every refusal names a real culprit.
+//! Every refusal names a real culprit. The part the runtime reads
+//! (`runtime_visible`) is the list up to its first negative index.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use parallel_gpu_execute::locks::lock_file_name;
-use parallel_gpu_execute::request::{MAX_ID_LEN, MAX_POOL, PoolListError, is_safe_id, parse_pool_list};
+use parallel_gpu_execute::request::{MAX_ID_LEN, MAX_POOL, PoolListError, is_safe_id, parse_pool_list, runtime_visible};
 use std::collections::HashSet;
 
 /// Reference: the id alphabet and rules, written out.
@@ -16,8 +17,20 @@ fn ref_safe(id: &[u8]) -> bool {
     !id.is_empty() && id.len() <= MAX_ID_LEN && id.iter().all(alphabet) && !id.windows(2).any(|w| w == b"..")
 }
 
+/// Reference: a token the runtimes stop at, a negative integer.
+fn ref_negative(token: &[u8]) -> bool {
+    token.len() >= 2 && token[0] == b'-' && token[1..].iter().all(u8::is_ascii_digit)
+}
+
 fuzz_target!(|data: &[u8]| {
     let pieces: Vec<&[u8]> = data.split(|&b| b == b',').collect();
+    let visible = runtime_visible(data);
+    let kept = pieces.iter().position(|p| ref_negative(p)).unwrap_or(pieces.len());
+    if kept == pieces.len() {
+        assert_eq!(visible, data, "no negative index: the whole list");
+    } else {
+        assert_eq!(visible, pieces[..kept].join(&b','), "the pieces before the first negative index");
+    }
     for p in &pieces {
         assert_eq!(is_safe_id(p), ref_safe(p), "{p:?}");
     }

@@ -45,7 +45,8 @@ options (each wins over its environment variable):
   --version        the version
 
 environment: TF_GPU_COUNT, TF_TESTS_PER_GPU (default 8),
-  ROCR_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES (the GPU pool),
+  ROCR_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES (the GPU pool; empty or -1:
+  no GPU, TEST runs unchanged),
   TF_PER_DEVICE_MEMORY_LIMIT_MB, PARALLEL_GPU_EXECUTE_SYSROOT.
 exit: the test's own status; 1 no GPU slot; 2 bad input; 126 TEST not
   executable; 127 TEST not found; 130/143 interrupted while waiting.

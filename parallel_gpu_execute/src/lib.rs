@@ -103,8 +103,24 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
         diag::say_line(b"Execute with no GPU support\n");
         return Err(exec::exec(test, argv.tail_ptr(command), env::environ_ptr()).into());
     };
+    let vendor = settings.vendor.unwrap_or(source.default_vendor());
+    if let Some(var) = request::hides_every_gpu(settings.profile, vendor) {
+        // The runtime would show the test no GPU: run it as without one.
+        diag::say_line(hidden_line(var));
+        return Err(exec::exec(test, argv.tail_ptr(command), env::environ_ptr()).into());
+    }
 
-    run_on_gpus(&argv, command, &settings, count, source)
+    run_on_gpus(&argv, command, &settings, count, source, vendor)
+}
+
+/// The no-GPU line when the pool variable hides every GPU: the classic
+/// line, and why.
+fn hidden_line(var: &str) -> &'static [u8] {
+    if var == "CUDA_VISIBLE_DEVICES" {
+        b"Execute with no GPU support (CUDA_VISIBLE_DEVICES hides every GPU)\n"
+    } else {
+        b"Execute with no GPU support (ROCR_VISIBLE_DEVICES hides every GPU)\n"
+    }
 }
 
 /// The GPU path: resolve the test, take a slot, exec. Never inlined, so
@@ -118,11 +134,11 @@ fn run_on_gpus(
     settings: &Settings,
     count: u32,
     source: gpu_count::Source,
+    vendor: settings::Vendor,
 ) -> Result<Answered, Error> {
     let test = argv.get(command).ok_or(Error::NoCommand)?;
     // Before anything is opened that the test inherits or that is written.
     stdfds::hold_closed();
-    let vendor = settings.vendor.unwrap_or(source.default_vendor());
     let test_path = launch::resolve_test(test)?;
     let needed = request::gpus_needed(argv.iter_from(command + 1).map(|a| a.to_bytes()));
     let mut pool = request::Pool::for_vendor(settings.profile, vendor, count)?;

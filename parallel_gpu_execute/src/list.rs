@@ -221,6 +221,12 @@ fn text(plan: &Plan, settings: &Settings) -> String {
     let _ = writeln!(out, "source: {source}");
     let _ = writeln!(out, "count: {}", survey.count());
     match (plan.vendor, &plan.pool) {
+        (Some(_), Some(Pool { ids, variable: Some(var), .. })) if ids.is_empty() => {
+            let _ = writeln!(
+                out,
+                "mode: none ({var} hides every GPU; the test runs without one: 'Execute with no GPU support')"
+            );
+        }
         (Some(v), Some(pool)) => {
             let vars = match v {
                 Vendor::Rocm => "ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES",
@@ -337,13 +343,15 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
         ]));
     }
     let pool = plan.pool.as_ref();
+    // A pool variable that hides every GPU: no mode, as without a GPU.
+    let mode = plan.vendor.filter(|_| !pool.is_some_and(|p| p.ids.is_empty()));
     json::object(&[
         ("source", json::opt_string(survey.chosen.map(|(_, s)| s.name().as_bytes()))),
         ("count", survey.count().to_string()),
         ("profile", json::string(settings.profile.name().as_bytes())),
         (
             "mode",
-            json::opt_string(plan.vendor.map(|v| match settings.profile {
+            json::opt_string(mode.map(|v| match settings.profile {
                 Profile::Jax => "jax".as_bytes(),
                 Profile::Xla => vendor_name(v).as_bytes(),
             })),

@@ -79,6 +79,51 @@ pub enum PoolListError<'a> {
     TooMany,
 }
 
+/// The part of a visible-devices list that the runtime uses: everything
+/// before the first negative integer. CUDA and ROCr both end the list at an
+/// index that cannot name a device, so `0,2,-1,1` shows GPUs 0 and 2 only,
+/// and `-1` (the usual way to hide every GPU) shows none (NVIDIA's CUDA
+/// Programming Guide, "CUDA Environment Variables"; ROCm/ROCR-Runtime
+/// `core/runtime/amd_filter_device.cpp`, `RvdFilter::BuildUsrDeviceList`,
+/// read at cdbe554a: a token below 0 returns the list built so far).
+pub fn runtime_visible(list: &[u8]) -> &[u8] {
+    let mut start = 0usize;
+    for token in list.split(|&b| b == b',') {
+        if let [b'-', digits @ ..] = token
+            && !digits.is_empty()
+            && digits.iter().all(u8::is_ascii_digit)
+        {
+            return &list[..start.saturating_sub(1)];
+        }
+        start += token.len() + 1;
+    }
+    list
+}
+
+/// The variable that holds a preset pool in this profile and mode: in rocm
+/// mode `ROCR_VISIBLE_DEVICES`, in cuda mode `CUDA_VISIBLE_DEVICES`. The
+/// classic mode reads none (the older scripts did not), nor does the jax
+/// profile (JAX's script sets those variables, whatever they were).
+fn pool_variable(profile: Profile, vendor: Vendor) -> Option<&'static str> {
+    match (profile, vendor) {
+        (Profile::Jax, _) | (_, Vendor::Classic) => None,
+        (_, Vendor::Rocm) => Some("ROCR_VISIBLE_DEVICES"),
+        (_, Vendor::Cuda) => Some("CUDA_VISIBLE_DEVICES"),
+    }
+}
+
+/// The pool variable, when it is set and shows the runtime no GPU at all:
+/// empty (ROCr surfaces zero devices for a set, empty
+/// `ROCR_VISIBLE_DEVICES`: `RvdFilter::SelectZeroDevices`, and its flag is
+/// `IsEnvVarSet`; CUDA likewise shows none for an empty
+/// `CUDA_VISIBLE_DEVICES`), or starting with a negative index (`-1`). The
+/// test then runs as on a host without a GPU, its variables unchanged.
+/// Allocates nothing.
+pub fn hides_every_gpu(profile: Profile, vendor: Vendor) -> Option<&'static str> {
+    let var = pool_variable(profile, vendor)?;
+    env::var(var.as_bytes()).filter(|list| runtime_visible(list).is_empty()).map(|_| var)
+}
+
 /// Splits and checks a comma list of ids.
 pub fn parse_pool_list(list: &[u8]) -> Result<Vec<&[u8]>, PoolListError<'_>> {
     let mut ids: Vec<&[u8]> = Vec::new();
@@ -109,32 +154,31 @@ impl Pool {
         }
     }
 
-    /// In rocm mode `ROCR_VISIBLE_DEVICES`, in cuda mode
-    /// `CUDA_VISIBLE_DEVICES`, when set and not empty; else `0..count`.
-    /// The jax profile has no preset pool (JAX's script sets those
-    /// variables, whatever they were): always `0..count`.
+    /// The preset pool: the ids of the pool variable (see [`pool_variable`])
+    /// that the runtime uses ([`runtime_visible`]), when the variable is set;
+    /// none at all when it hides every GPU ([`hides_every_gpu`]). Else
+    /// `0..count`.
     pub fn for_vendor(profile: Profile, vendor: Vendor, count: u32) -> Result<Pool, Error> {
-        let variable = match (profile, vendor) {
-            (Profile::Jax, _) => None,
-            (_, Vendor::Rocm) => Some("ROCR_VISIBLE_DEVICES"),
-            (_, Vendor::Cuda) => Some("CUDA_VISIBLE_DEVICES"),
-            (_, Vendor::Classic) => None,
-        };
-        if let Some(var) = variable {
-            if let Some(list) = env::var_nonempty(var.as_bytes()) {
-                let ids = parse_pool_list(list).map_err(|e| match e {
+        if let Some(var) = pool_variable(profile, vendor)
+            && let Some(set) = env::var(var.as_bytes())
+        {
+            let list = runtime_visible(set);
+            let ids = if list.is_empty() {
+                Vec::new()
+            } else {
+                parse_pool_list(list).map_err(|e| match e {
                     PoolListError::UnsafeId(id) => Error::BadPoolId { variable: var, id },
                     PoolListError::DuplicateId(id) => Error::DuplicatePoolId { variable: var, id },
                     PoolListError::TooMany => {
-                        Error::BadValue { name: var, value: list, expected: "a comma list of at most 65536 GPU ids" }
+                        Error::BadValue { name: var, value: set, expected: "a comma list of at most 65536 GPU ids" }
                     }
-                })?;
-                return Ok(Pool {
-                    ids: ids.into_iter().map(Cow::Borrowed).collect(),
-                    variable: Some(var),
-                    lock_names: None,
-                });
-            }
+                })?
+            };
+            return Ok(Pool {
+                ids: ids.into_iter().map(Cow::Borrowed).collect(),
+                variable: Some(var),
+                lock_names: None,
+            });
         }
         let ids = (0..count).map(|i| Cow::Owned(i.to_string().into_bytes())).collect();
         Ok(Pool { ids, variable: None, lock_names: None })
@@ -205,6 +249,23 @@ mod tests {
         assert_eq!(parse_pool_list(b"1,2,1"), Err(PoolListError::DuplicateId(b"1")));
         let too_many: Vec<u8> = (0..=MAX_POOL).map(|i| i.to_string()).collect::<Vec<_>>().join(",").into_bytes();
         assert_eq!(parse_pool_list(&too_many), Err(PoolListError::TooMany));
+    }
+
+    #[test]
+    fn the_runtime_stops_at_a_negative_index() {
+        for (list, visible) in [
+            (&b"0,2,-1,1"[..], &b"0,2"[..]),
+            (b"-1", b""),
+            (b"-1,0", b""),
+            (b"", b""),
+            (b"3", b"3"),
+            (b"GPU-a-1,GPU-b", b"GPU-a-1,GPU-b"),
+            (b"0,-,1", b"0,-,1"),
+            (b"0,-x", b"0,-x"),
+            (b"1,-22", b"1"),
+        ] {
+            assert_eq!(runtime_visible(list), visible, "{}", String::from_utf8_lossy(list));
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Fixture, Record};
-use test_support::{RECORDING_TEST, write_executable};
+use test_support::{Cmd, RECORDING_TEST, write_executable};
 
 #[test]
 fn relative_test_is_found_in_the_runfiles_workspace() {
@@ -250,4 +250,89 @@ fn vendor_flag_and_variable_choose_the_variables() {
         .run();
     let r = Record::of(out.assert_success());
     assert_eq!((r.var("ROCR_VISIBLE_DEVICES"), r.var("CUDA_VISIBLE_DEVICES")), (Some("0"), None));
+}
+
+/// A pool variable that shows the runtime no GPU (set and empty, or a
+/// negative index first) makes the test run as on a host without one: the
+/// classic line with the reason, the command exec'd unchanged, no lock.
+#[test]
+fn a_pool_variable_that_hides_every_gpu_runs_the_test_without_one() {
+    let mut f = Fixture::new("pool-hidden");
+    f.sysroot.add_kfd_gpus(2);
+    // The variables set, the pool variable, and its value.
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, &'a str);
+    let cases: [Case; 5] = [
+        (&[("ROCR_VISIBLE_DEVICES", "")], "ROCR_VISIBLE_DEVICES", ""),
+        (&[("ROCR_VISIBLE_DEVICES", "-1")], "ROCR_VISIBLE_DEVICES", "-1"),
+        (&[("ROCR_VISIBLE_DEVICES", "-1,0")], "ROCR_VISIBLE_DEVICES", "-1,0"),
+        (
+            &[("TF_GPU_COUNT", "2"), ("PARALLEL_GPU_EXECUTE_VENDOR", "cuda"), ("CUDA_VISIBLE_DEVICES", "")],
+            "CUDA_VISIBLE_DEVICES",
+            "",
+        ),
+        (
+            &[("TF_GPU_COUNT", "2"), ("PARALLEL_GPU_EXECUTE_VENDOR", "cuda"), ("CUDA_VISIBLE_DEVICES", "-1")],
+            "CUDA_VISIBLE_DEVICES",
+            "-1",
+        ),
+    ];
+    for (env, var, value) in cases {
+        let set = |c: &mut Cmd| {
+            for (k, v) in env {
+                c.env(k, v);
+            }
+        };
+        let out = f.run_test(set, &["--num_processes=2"]);
+        out.assert_success();
+        assert_eq!(out.stderr, format!("Execute with no GPU support ({var} hides every GPU)\n"), "{}", out.explain());
+        let r = Record::of(&out);
+        assert_eq!(r.var(var), Some(value), "left as it was\n{}", out.explain());
+        assert_eq!(r.var("HIP_VISIBLE_DEVICES"), None, "{}", out.explain());
+        assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), None, "{}", out.explain());
+        assert!(r.locks().is_empty(), "{}", out.explain());
+        assert!(!f.lock_dir.exists(), "no lock directory\n{}", out.explain());
+        // --list says the same, in both formats.
+        let mut c = f.cmd();
+        set(&mut c);
+        let out = c.arg("--list").run();
+        out.assert_success().assert_stdout_contains(&format!(
+            "\nmode: none ({var} hides every GPU; the test runs without one: 'Execute with no GPU support')\n"
+        ));
+        let mut c = f.cmd();
+        set(&mut c);
+        let out = c.arg("--list=json").run();
+        out.assert_success()
+            .assert_stdout_contains(&format!("\"mode\": null, \"pool\": [], \"pool_variable\": \"{var}\""));
+    }
+}
+
+/// Past a negative index the runtime sees nothing, so the pool ends there.
+#[test]
+fn the_pool_ends_where_the_runtime_stops_reading() {
+    let mut f = Fixture::new("pool-cut");
+    f.sysroot.add_kfd_gpus(4);
+    let out = f.run_test(
+        |c| {
+            c.env("ROCR_VISIBLE_DEVICES", "3,1,-1,0");
+        },
+        &["--num_processes=2"],
+    );
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("3,1"), "{}", out.explain());
+    let out = f.run_test(
+        |c| {
+            c.env("ROCR_VISIBLE_DEVICES", "3,1,-1,0");
+        },
+        &["--num_processes=3"],
+    );
+    out.assert_code(1).assert_one_error_line("needs 3 GPU(s) but the pool holds only 2 (from ROCR_VISIBLE_DEVICES)");
+    // The classic mode reads no pool variable, also an empty one.
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "2").env("ROCR_VISIBLE_DEVICES", "");
+        },
+        &[],
+    );
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
 }
