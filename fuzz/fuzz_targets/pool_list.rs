@@ -8,7 +8,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use parallel_gpu_execute::locks::lock_file_name;
-use parallel_gpu_execute::request::{MAX_ID_LEN, MAX_POOL, PoolListError, is_safe_id, parse_pool_list, runtime_visible};
+use parallel_gpu_execute::request::{
+    MAX_ID_LEN, MAX_POOL, PoolListError, is_safe_id, parse_pool_list, runtime_visible,
+};
 use std::collections::HashSet;
 
 /// Reference: the id alphabet and rules, written out.
