@@ -123,6 +123,10 @@ for root in empty kfd8 kfd64 kfd_nodev; do
     same parallel_gpu_execute "${e[@]}" TF_PER_DEVICE_MEMORY_LIMIT_MB=1000 -- ./pkg/env_test
     same parallel_gpu_execute "${e[@]}" -- ./pkg/missing_test
     same parallel_gpu_execute "${e[@]}" -- /etc/hostname
+    # Pool variables that hide every GPU, or end early.
+    same parallel_gpu_execute "${e[@]}" ROCR_VISIBLE_DEVICES= -- ./pkg/env_test
+    same parallel_gpu_execute "${e[@]}" ROCR_VISIBLE_DEVICES=1,-1,0 -- --list=json
+    same parallel_gpu_execute "${e[@]}" CUDA_VISIBLE_DEVICES=-1 -- --vendor=cuda ./pkg/env_test
   done
 done
 
