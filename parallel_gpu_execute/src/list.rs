@@ -16,11 +16,12 @@ use crate::error::Error;
 use crate::gpu_count::Source;
 use crate::json;
 use crate::prelude::*;
-use crate::request::Pool;
+use crate::request::{self, Pool};
 use crate::settings::{Profile, Settings, Vendor};
 use crate::survey::{KfdGpu, NvidiaGpu, Survey};
 use core::fmt::Write as _;
 use wrapper_common::diag::Os;
+use wrapper_common::env;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -239,7 +240,14 @@ fn text(plan: &Plan, settings: &Settings) -> String {
                 let _ = writeln!(out, "mode: {} ({vars})", vendor_name(v));
             }
             let ids: Vec<String> = pool.ids.iter().map(|id| String::from_utf8_lossy(id).into_owned()).collect();
-            let from = pool.variable.map_or(String::new(), |v| format!(" (from {v})"));
+            let from = match pool.variable {
+                // Where the runtime stops reading the list, so does the pool.
+                Some(v) if env::var(v.as_bytes()).is_some_and(|l| request::runtime_visible(l).len() < l.len()) => {
+                    format!(" (from {v}, up to its first negative index, where the runtime stops reading it)")
+                }
+                Some(v) => format!(" (from {v})"),
+                None => String::new(),
+            };
             let _ = writeln!(out, "pool: {}{from}", ids.join(","));
             let _ = writeln!(out, "slots per GPU: {}", plan.slots);
             let _ = writeln!(out, "lock dir: {}", String::from_utf8_lossy(settings.lock_dir.path().to_bytes()));

@@ -326,6 +326,10 @@ fn the_pool_ends_where_the_runtime_stops_reading() {
         &["--num_processes=3"],
     );
     out.assert_code(1).assert_one_error_line("needs 3 GPU(s) but the pool holds only 2 (from ROCR_VISIBLE_DEVICES)");
+    let out = f.cmd().env("ROCR_VISIBLE_DEVICES", "3,1,-1,0").arg("--list").run();
+    out.assert_success().assert_stdout_contains(
+        "\npool: 3,1 (from ROCR_VISIBLE_DEVICES, up to its first negative index, where the runtime stops reading it)\n",
+    );
     // The classic mode reads no pool variable, also an empty one.
     let out = f.run_test(
         |c| {
