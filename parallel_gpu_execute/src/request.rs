@@ -89,15 +89,20 @@ pub enum PoolListError<'a> {
 pub fn runtime_visible(list: &[u8]) -> &[u8] {
     let mut start = 0usize;
     for token in list.split(|&b| b == b',') {
-        if let [b'-', digits @ ..] = token
-            && !digits.is_empty()
-            && digits.iter().all(u8::is_ascii_digit)
-        {
+        if is_negative_index(token) {
             return &list[..start.saturating_sub(1)];
         }
         start += token.len() + 1;
     }
     list
+}
+
+/// `-` and one or more digits.
+fn is_negative_index(token: &[u8]) -> bool {
+    match token {
+        [b'-', digits @ ..] => !digits.is_empty() && digits.iter().all(u8::is_ascii_digit),
+        _ => false,
+    }
 }
 
 /// The variable that holds a preset pool in this profile and mode: in rocm
@@ -159,9 +164,8 @@ impl Pool {
     /// none at all when it hides every GPU ([`hides_every_gpu`]). Else
     /// `0..count`.
     pub fn for_vendor(profile: Profile, vendor: Vendor, count: u32) -> Result<Pool, Error> {
-        if let Some(var) = pool_variable(profile, vendor)
-            && let Some(set) = env::var(var.as_bytes())
-        {
+        let preset = pool_variable(profile, vendor).and_then(|var| Some((var, env::var(var.as_bytes())?)));
+        if let Some((var, set)) = preset {
             let list = runtime_visible(set);
             let ids = if list.is_empty() {
                 Vec::new()
