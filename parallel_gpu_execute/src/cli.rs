@@ -88,7 +88,8 @@ pub struct Flags {
 
 #[derive(Debug)]
 pub enum Invocation {
-    /// Run the test found at argv index `command`.
+    /// Run the test found at argv index `command`; when `command` lies past
+    /// the end there is none, which `run` reports once the values are checked.
     Run {
         flags: Flags,
         command: usize,
