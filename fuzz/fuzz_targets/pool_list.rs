@@ -19,9 +19,12 @@ fn ref_safe(id: &[u8]) -> bool {
     !id.is_empty() && id.len() <= MAX_ID_LEN && id.iter().all(alphabet) && !id.windows(2).any(|w| w == b"..")
 }
 
-/// Reference: a token the runtimes stop at, a negative integer.
+/// Reference: a token the runtimes stop at, a negative integer (`-0` is 0).
 fn ref_negative(token: &[u8]) -> bool {
-    token.len() >= 2 && token[0] == b'-' && token[1..].iter().all(u8::is_ascii_digit)
+    token.len() >= 2
+        && token[0] == b'-'
+        && token[1..].iter().all(u8::is_ascii_digit)
+        && token[1..].iter().any(|&d| d != b'0')
 }
 
 fuzz_target!(|data: &[u8]| {

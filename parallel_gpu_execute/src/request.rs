@@ -97,10 +97,11 @@ pub fn runtime_visible(list: &[u8]) -> &[u8] {
     list
 }
 
-/// `-` and one or more digits.
+/// `-` and one or more digits, not all zeros (`-0` is index 0 to ROCr's
+/// `strtol`).
 fn is_negative_index(token: &[u8]) -> bool {
     match token {
-        [b'-', digits @ ..] => !digits.is_empty() && digits.iter().all(u8::is_ascii_digit),
+        [b'-', digits @ ..] => digits.iter().all(u8::is_ascii_digit) && digits.iter().any(|&d| d != b'0'),
         _ => false,
     }
 }
@@ -267,6 +268,8 @@ mod tests {
             (b"0,-,1", b"0,-,1"),
             (b"0,-x", b"0,-x"),
             (b"1,-22", b"1"),
+            (b"-0,1", b"-0,1"),
+            (b"1,-00,-01", b"1,-00"),
         ] {
             assert_eq!(runtime_visible(list), visible, "{}", String::from_utf8_lossy(list));
         }
