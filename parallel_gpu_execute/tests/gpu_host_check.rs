@@ -70,7 +70,8 @@ fn fails_naming_the_check_that_failed() {
     let out = check(&sysroot, "exit 3", None);
     out.assert_code(1).assert_stdout_contains("FAIL: the device query failed (exit 3");
     // No GPU at all.
-    let empty = Sysroot::new(&TempDir::new("host-check-none"));
+    let none = TempDir::new("host-check-none");
+    let empty = Sysroot::new(&none);
     let out = check(&empty, &fake_query(0), None);
     out.assert_code(1).assert_stdout_contains("FAIL: the wrapper counts no GPU here ('0')");
     // Bad usage.
