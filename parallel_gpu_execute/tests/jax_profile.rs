@@ -75,6 +75,12 @@ fn the_environment_is_the_scripts() {
         .arg("./pkg/gpu_test")
         .run();
     assert_eq!(Record::of(out.assert_success()).var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("999"));
+    // A variable that would hide every GPU is overwritten too, as the script
+    // does: the jax profile reads no pool variable.
+    for (var, value) in [("CUDA_VISIBLE_DEVICES", ""), ("ROCR_VISIBLE_DEVICES", "-1")] {
+        let out = jax_cmd(&f).env("JAX_ACCELERATOR_COUNT", "2").env(var, value).arg("./pkg/gpu_test").run();
+        assert_eq!(Record::of(out.assert_success()).var(var), Some("0"), "{var}={value}\n{}", out.explain());
+    }
     let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
     assert_eq!(Record::of(out.assert_success()).var("ONEAPI_VISIBLE_DEVICES"), None, "not in the xla profile");
     // Blocks of several accelerators: every variable lists them.
