@@ -104,13 +104,14 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
         return Err(exec::exec(test, argv.tail_ptr(command), env::environ_ptr()).into());
     };
     let vendor = settings.vendor.unwrap_or(source.default_vendor());
-    if let Some(var) = request::hides_every_gpu(settings.profile, vendor) {
+    let preset = request::Preset::of(settings.profile, vendor);
+    if let Some(hidden) = preset.filter(request::Preset::hides_every_gpu) {
         // The runtime would show the test no GPU: run it as without one.
-        diag::say_line(hidden_line(var));
+        diag::say_line(hidden_line(hidden.variable));
         return Err(exec::exec(test, argv.tail_ptr(command), env::environ_ptr()).into());
     }
 
-    run_on_gpus(&argv, command, &settings, count, source, vendor)
+    run_on_gpus(&argv, command, &settings, count, source, vendor, preset)
 }
 
 /// The no-GPU line when the pool variable hides every GPU: the classic
@@ -135,13 +136,14 @@ fn run_on_gpus(
     count: u32,
     source: gpu_count::Source,
     vendor: settings::Vendor,
+    preset: Option<request::Preset>,
 ) -> Result<Answered, Error> {
     let test = argv.get(command).ok_or(Error::NoCommand)?;
     // Before anything is opened that the test inherits or that is written.
     stdfds::hold_closed();
     let test_path = launch::resolve_test(test)?;
     let needed = request::gpus_needed(argv.iter_from(command + 1).map(|a| a.to_bytes()));
-    let mut pool = request::Pool::for_vendor(settings.profile, vendor, count)?;
+    let mut pool = request::Pool::for_vendor(preset, count)?;
     if settings.lock_names == identity::LockNames::Physical {
         identity::apply(settings, source, &mut pool);
     }

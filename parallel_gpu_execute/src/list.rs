@@ -16,12 +16,11 @@ use crate::error::Error;
 use crate::gpu_count::Source;
 use crate::json;
 use crate::prelude::*;
-use crate::request::{self, Pool};
+use crate::request::{Pool, Preset};
 use crate::settings::{Profile, Settings, Vendor};
 use crate::survey::{KfdGpu, NvidiaGpu, Survey};
 use core::fmt::Write as _;
 use wrapper_common::diag::Os;
-use wrapper_common::env;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -64,7 +63,7 @@ fn plan(settings: &Settings) -> Result<Plan, Error> {
     let (vendor, pool) = match survey.source() {
         Some(source) => {
             let vendor = settings.vendor.unwrap_or(source.default_vendor());
-            (Some(vendor), Some(Pool::for_vendor(settings.profile, vendor, survey.count())?))
+            (Some(vendor), Some(Pool::for_vendor(Preset::of(settings.profile, vendor), survey.count())?))
         }
         None => (None, None),
     };
@@ -222,10 +221,11 @@ fn text(plan: &Plan, settings: &Settings) -> String {
     let _ = writeln!(out, "source: {source}");
     let _ = writeln!(out, "count: {}", survey.count());
     match (plan.vendor, &plan.pool) {
-        (Some(_), Some(Pool { ids, variable: Some(var), .. })) if ids.is_empty() => {
+        (Some(_), Some(pool)) if pool.hides_every_gpu() => {
             let _ = writeln!(
                 out,
-                "mode: none ({var} hides every GPU; the test runs without one: 'Execute with no GPU support')"
+                "mode: none ({} hides every GPU; the test runs without one: 'Execute with no GPU support')",
+                pool.variable.unwrap_or_default()
             );
         }
         (Some(v), Some(pool)) => {
@@ -242,7 +242,7 @@ fn text(plan: &Plan, settings: &Settings) -> String {
             let ids: Vec<String> = pool.ids.iter().map(|id| String::from_utf8_lossy(id).into_owned()).collect();
             let from = match pool.variable {
                 // Where the runtime stops reading the list, so does the pool.
-                Some(v) if env::var(v.as_bytes()).is_some_and(|l| request::runtime_visible(l).len() < l.len()) => {
+                Some(v) if pool.ends_early => {
                     format!(" (from {v}, up to its first negative index, where the runtime stops reading it)")
                 }
                 Some(v) => format!(" (from {v})"),
@@ -352,7 +352,7 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
     }
     let pool = plan.pool.as_ref();
     // A pool variable that hides every GPU: no mode, as without a GPU.
-    let mode = plan.vendor.filter(|_| !pool.is_some_and(|p| p.ids.is_empty()));
+    let mode = plan.vendor.filter(|_| !pool.is_some_and(Pool::hides_every_gpu));
     json::object(&[
         ("source", json::opt_string(survey.chosen.map(|(_, s)| s.name().as_bytes()))),
         ("count", survey.count().to_string()),

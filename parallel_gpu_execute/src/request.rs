@@ -58,6 +58,9 @@ pub struct Pool {
     pub ids: Vec<Cow<'static, [u8]>>,
     /// The variable the ids came from; `None` for `0..count`.
     pub variable: Option<&'static str>,
+    /// The variable lists more than the runtime reads: it ends at a
+    /// negative index (see [`runtime_visible`]).
+    pub ends_early: bool,
     /// The names the lock files use for each GPU, when not its id
     /// (`--lock-names=physical`).
     pub lock_names: Option<Vec<Vec<u8>>>,
@@ -118,16 +121,34 @@ fn pool_variable(profile: Profile, vendor: Vendor) -> Option<&'static str> {
     }
 }
 
-/// The pool variable, when it is set and shows the runtime no GPU at all:
-/// empty (ROCr surfaces zero devices for a set, empty
-/// `ROCR_VISIBLE_DEVICES`: `RvdFilter::SelectZeroDevices`, and its flag is
-/// `IsEnvVarSet`; CUDA likewise shows none for an empty
-/// `CUDA_VISIBLE_DEVICES`), or starting with a negative index (`-1`). The
-/// test then runs as on a host without a GPU, its variables unchanged.
-/// Allocates nothing.
-pub fn hides_every_gpu(profile: Profile, vendor: Vendor) -> Option<&'static str> {
-    let var = pool_variable(profile, vendor)?;
-    env::var(var.as_bytes()).filter(|list| runtime_visible(list).is_empty()).map(|_| var)
+/// The pool variable of a profile and mode, as the environment sets it,
+/// read once for both the hidden-GPU check and the pool. Allocates nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct Preset {
+    pub variable: &'static str,
+    /// Its whole value.
+    pub value: &'static [u8],
+    /// The part the runtime reads ([`runtime_visible`]).
+    pub visible: &'static [u8],
+}
+
+impl Preset {
+    /// The pool variable, when it is set (also when set and empty).
+    pub fn of(profile: Profile, vendor: Vendor) -> Option<Preset> {
+        let variable = pool_variable(profile, vendor)?;
+        let value = env::var(variable.as_bytes())?;
+        Some(Preset { variable, value, visible: runtime_visible(value) })
+    }
+
+    /// Whether it shows the runtime no GPU at all: empty (ROCr surfaces
+    /// zero devices for a set, empty `ROCR_VISIBLE_DEVICES`:
+    /// `RvdFilter::SelectZeroDevices`, and its flag is `IsEnvVarSet`; CUDA
+    /// likewise shows none for an empty `CUDA_VISIBLE_DEVICES`), or starting
+    /// with a negative index (`-1`). The test then runs as on a host without
+    /// a GPU, its variables unchanged.
+    pub fn hides_every_gpu(&self) -> bool {
+        self.visible.is_empty()
+    }
 }
 
 /// Splits and checks a comma list of ids.
@@ -152,6 +173,11 @@ pub fn parse_pool_list(list: &[u8]) -> Result<Vec<&[u8]>, PoolListError<'_>> {
 }
 
 impl Pool {
+    /// Whether its variable hides every GPU (see [`Preset::hides_every_gpu`]).
+    pub fn hides_every_gpu(&self) -> bool {
+        self.variable.is_some() && self.ids.is_empty()
+    }
+
     /// The name GPU `i` has in lock file names.
     pub fn lock_name(&self, i: usize) -> &[u8] {
         match &self.lock_names {
@@ -160,33 +186,31 @@ impl Pool {
         }
     }
 
-    /// The preset pool: the ids of the pool variable (see [`pool_variable`])
-    /// that the runtime uses ([`runtime_visible`]), when the variable is set;
-    /// none at all when it hides every GPU ([`hides_every_gpu`]). Else
-    /// `0..count`.
-    pub fn for_vendor(profile: Profile, vendor: Vendor, count: u32) -> Result<Pool, Error> {
-        let preset = pool_variable(profile, vendor).and_then(|var| Some((var, env::var(var.as_bytes())?)));
-        if let Some((var, set)) = preset {
-            let list = runtime_visible(set);
-            let ids = if list.is_empty() {
+    /// The preset pool: the ids of the pool variable that the runtime uses
+    /// ([`Preset::visible`]), when it is set; none at all when it hides
+    /// every GPU. Else `0..count`.
+    pub fn for_vendor(preset: Option<Preset>, count: u32) -> Result<Pool, Error> {
+        if let Some(Preset { variable: var, value, visible }) = preset {
+            let ids = if visible.is_empty() {
                 Vec::new()
             } else {
-                parse_pool_list(list).map_err(|e| match e {
+                parse_pool_list(visible).map_err(|e| match e {
                     PoolListError::UnsafeId(id) => Error::BadPoolId { variable: var, id },
                     PoolListError::DuplicateId(id) => Error::DuplicatePoolId { variable: var, id },
                     PoolListError::TooMany => {
-                        Error::BadValue { name: var, value: set, expected: "a comma list of at most 65536 GPU ids" }
+                        Error::BadValue { name: var, value, expected: "a comma list of at most 65536 GPU ids" }
                     }
                 })?
             };
             return Ok(Pool {
                 ids: ids.into_iter().map(Cow::Borrowed).collect(),
                 variable: Some(var),
+                ends_early: visible.len() < value.len(),
                 lock_names: None,
             });
         }
         let ids = (0..count).map(|i| Cow::Owned(i.to_string().into_bytes())).collect();
-        Ok(Pool { ids, variable: None, lock_names: None })
+        Ok(Pool { ids, variable: None, ends_early: false, lock_names: None })
     }
 }
 
