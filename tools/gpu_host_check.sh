@@ -73,7 +73,7 @@ printf '%s %s %s\n' "${CUDA_VISIBLE_DEVICES-unset}" "${ROCR_VISIBLE_DEVICES-unse
 # The extra test should never start; if it does, it does not wait.
 [ -z "${GPU_CHECK_EXTRA-}" ] || exit 0
 i=0
-while [ "$(ls "$GPU_CHECK_DIR" | grep -c '\.out$')" -lt "$GPU_CHECK_TESTS" ] && [ "$i" -lt 600 ]; do
+while [ "$(find "$GPU_CHECK_DIR" -name '*.out' | wc -l)" -lt "$GPU_CHECK_TESTS" ] && [ "$i" -lt 600 ]; do
   sleep 0.1
   i=$((i + 1))
 done
