@@ -127,6 +127,9 @@ for root in empty kfd8 kfd64 kfd_nodev; do
     same parallel_gpu_execute "${e[@]}" ROCR_VISIBLE_DEVICES= -- ./pkg/env_test
     same parallel_gpu_execute "${e[@]}" ROCR_VISIBLE_DEVICES=1,-1,0 -- --list=json
     same parallel_gpu_execute "${e[@]}" CUDA_VISIBLE_DEVICES=-1 -- --vendor=cuda ./pkg/env_test
+    # CUDA's MIG form: its lock file name, and a malformed one refused.
+    same parallel_gpu_execute "${e[@]}" CUDA_VISIBLE_DEVICES=MIG-GPU-8932f937/1/0,MIG-GPU-8932f937/2/0 -- --vendor=cuda ./pkg/env_test
+    same parallel_gpu_execute "${e[@]}" CUDA_VISIBLE_DEVICES=MIG-GPU-8932f937/1/0/0 -- --vendor=cuda ./pkg/env_test
   done
 done
 

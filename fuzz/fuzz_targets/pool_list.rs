@@ -1,7 +1,8 @@
 //! Visible-devices lists (parallel_gpu_execute::request::parse_pool_list),
-//! the ids that become lock file names: every accepted id is safe, none is
-//! listed twice, and each lock file name stays one harmless path component.
-//! Every refusal names a real culprit. The part the runtime reads
+//! the ids that become lock file names: every accepted id is safe (or, where
+//! CUDA's MIG form is allowed, that form), none is listed twice, no two ids
+//! share a lock file name, and each lock file name stays one harmless path
+//! component. Every refusal names a real culprit. The part the runtime reads
 //! (`runtime_visible`) is the list up to its first negative index.
 
 #![no_main]
@@ -9,7 +10,7 @@
 use libfuzzer_sys::fuzz_target;
 use parallel_gpu_execute::locks::lock_file_name;
 use parallel_gpu_execute::request::{
-    MAX_ID_LEN, MAX_POOL, PoolListError, is_safe_id, parse_pool_list, runtime_visible,
+    MAX_ID_LEN, MAX_POOL, PoolListError, is_cuda_mig_path, is_safe_id, lock_form, parse_pool_list, runtime_visible,
 };
 use std::collections::HashSet;
 
@@ -17,6 +18,20 @@ use std::collections::HashSet;
 fn ref_safe(id: &[u8]) -> bool {
     let alphabet = |b: &u8| matches!(b, b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-');
     !id.is_empty() && id.len() <= MAX_ID_LEN && id.iter().all(alphabet) && !id.windows(2).any(|w| w == b"..")
+}
+
+/// Reference: `MIG-GPU-<safe, non-empty>/<1-10 digits>/<1-10 digits>`, at
+/// most MAX_ID_LEN bytes in all.
+fn ref_mig(id: &[u8]) -> bool {
+    let parts: Vec<&[u8]> = id.split(|&b| b == b'/').collect();
+    let number = |n: &[u8]| (1..=10).contains(&n.len()) && n.iter().all(u8::is_ascii_digit);
+    id.len() <= MAX_ID_LEN
+        && parts.len() == 3
+        && parts[0].len() > 8
+        && parts[0].starts_with(b"MIG-GPU-")
+        && ref_safe(parts[0])
+        && number(parts[1])
+        && number(parts[2])
 }
 
 /// Reference: a token the runtimes stop at, a negative integer (`-0` is 0).
@@ -38,22 +53,31 @@ fuzz_target!(|data: &[u8]| {
     }
     for p in &pieces {
         assert_eq!(is_safe_id(p), ref_safe(p), "{p:?}");
+        assert_eq!(is_cuda_mig_path(p), ref_mig(p), "{p:?}");
     }
-    match parse_pool_list(data) {
+    // The first byte picks whether CUDA's MIG form is allowed, as for
+    // CUDA_VISIBLE_DEVICES.
+    let mig = data.first().is_some_and(|b| b & 1 == 1);
+    let ok = |p: &[u8]| ref_safe(p) || mig && ref_mig(p);
+    match parse_pool_list(data, mig) {
         Ok(ids) => {
             assert_eq!(ids, pieces, "ids are the comma-separated pieces");
             assert!(ids.len() <= MAX_POOL);
             let mut seen = HashSet::new();
+            let mut names = HashSet::new();
             for id in &ids {
-                assert!(ref_safe(id), "accepted unsafe id {id:?}");
+                assert!(ok(id), "accepted unsafe id {id:?}");
                 assert!(seen.insert(*id), "accepted duplicate id {id:?}");
+                let form = lock_form(id);
+                assert_eq!(form.contains(&b'/'), false, "{form:?}");
+                assert!(names.insert(form.to_vec()), "two ids share the lock file name {form:?}");
                 for (prefix, slot) in
                     [(&b"gpulock"[..], 0), (b"gpulock", 7), (b"jax_accelerator_lock_", 1023), (b"gpulock", u32::MAX)]
                 {
-                    let name = lock_file_name(prefix, id, slot);
+                    let name = lock_file_name(prefix, &form, slot);
                     let name = name.as_bytes();
                     let mut want = prefix.to_vec();
-                    want.extend_from_slice(id);
+                    want.extend_from_slice(&form);
                     want.extend_from_slice(format!("_{slot}").as_bytes());
                     assert_eq!(name, &want[..]);
                     assert!(!name.contains(&b'/') && !name.contains(&0), "{name:?}");
@@ -63,12 +87,12 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         Err(PoolListError::UnsafeId(id)) => {
-            assert!(!ref_safe(id));
+            assert!(!ok(id));
             assert!(pieces.contains(&id));
         }
         Err(PoolListError::DuplicateId(id)) => {
             assert!(pieces.iter().filter(|p| **p == id).count() >= 2, "{id:?}");
-            assert!(pieces.iter().all(|p| ref_safe(p)));
+            assert!(pieces.iter().all(|p| ok(p)));
         }
         Err(PoolListError::TooMany) => assert!(pieces.len() > MAX_POOL),
     }

@@ -130,11 +130,14 @@ impl fmt::Display for Error {
             Error::BadValue { name, value, expected } => {
                 write!(f, "{name}: invalid value '{}' (expected {expected})", Excerpt(value))
             }
-            Error::BadPoolId { variable, id } => write!(
-                f,
-                "{variable}: GPU id '{}' is not usable in a lock file name (allowed: letters, digits, '_', '.', '-'; no '..')",
-                Excerpt(id)
-            ),
+            Error::BadPoolId { variable, id } => {
+                let mig = if *variable == "CUDA_VISIBLE_DEVICES" { "; or MIG-GPU-<UUID>/<GI>/<CI>" } else { "" };
+                write!(
+                    f,
+                    "{variable}: GPU id '{}' is not usable in a lock file name (allowed: letters, digits, '_', '.', '-'; no '..'{mig})",
+                    Excerpt(id)
+                )
+            }
             Error::DuplicatePoolId { variable, id } => {
                 write!(f, "{variable}: GPU id '{}' is listed twice", Excerpt(id))
             }

@@ -74,6 +74,41 @@ pub fn is_safe_id(id: &[u8]) -> bool {
         && !id.windows(2).any(|w| w == b"..")
 }
 
+/// CUDA's MIG form of a device id: `MIG-GPU-<GPU UUID>/<GPU instance
+/// ID>/<compute instance ID>`, such as
+/// `MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/2` (NVIDIA's CUDA
+/// Programming Guide, "CUDA Environment Variables", `CUDA_VISIBLE_DEVICES`;
+/// the `MIG-<UUID>` form of `nvidia-smi -L` since driver R470 is a plain id).
+/// Accepted in `CUDA_VISIBLE_DEVICES` only; see [`lock_form`] for its lock
+/// file names.
+pub fn is_cuda_mig_path(id: &[u8]) -> bool {
+    let mut parts = id.split(|&b| b == b'/');
+    let (Some(gpu), Some(gi), Some(ci), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    let number = |n: &[u8]| !n.is_empty() && n.len() <= 10 && n.iter().all(u8::is_ascii_digit);
+    id.len() <= MAX_ID_LEN
+        && gpu.len() > MIG_PATH_PREFIX.len()
+        && gpu.starts_with(MIG_PATH_PREFIX)
+        && is_safe_id(gpu)
+        && number(gi)
+        && number(ci)
+}
+
+const MIG_PATH_PREFIX: &[u8] = b"MIG-GPU-";
+
+/// What a lock file name holds for an accepted pool id: the id itself, or,
+/// for CUDA's MIG form, the id with `+` for each `/` (`MIG-GPU-<uuid>+1+2`).
+/// No plain id holds a `+`, so two ids never share a lock file name, and
+/// `--status` turns the `+` back into `/`.
+pub fn lock_form(id: &[u8]) -> Cow<'_, [u8]> {
+    if id.contains(&b'/') {
+        Cow::Owned(id.iter().map(|&b| if b == b'/' { b'+' } else { b }).collect())
+    } else {
+        Cow::Borrowed(id)
+    }
+}
+
 /// What is wrong with a pool list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PoolListError<'a> {
@@ -151,11 +186,12 @@ impl Preset {
     }
 }
 
-/// Splits and checks a comma list of ids.
-pub fn parse_pool_list(list: &[u8]) -> Result<Vec<&[u8]>, PoolListError<'_>> {
+/// Splits and checks a comma list of ids; `mig_paths`: CUDA's MIG form
+/// ([`is_cuda_mig_path`]) is accepted too.
+pub fn parse_pool_list(list: &[u8], mig_paths: bool) -> Result<Vec<&[u8]>, PoolListError<'_>> {
     let mut ids: Vec<&[u8]> = Vec::new();
     for id in list.split(|&b| b == b',') {
-        if !is_safe_id(id) {
+        if !(is_safe_id(id) || mig_paths && is_cuda_mig_path(id)) {
             return Err(PoolListError::UnsafeId(id));
         }
         if ids.len() >= MAX_POOL {
@@ -194,7 +230,7 @@ impl Pool {
             let ids = if visible.is_empty() {
                 Vec::new()
             } else {
-                parse_pool_list(visible).map_err(|e| match e {
+                parse_pool_list(visible, var == "CUDA_VISIBLE_DEVICES").map_err(|e| match e {
                     PoolListError::UnsafeId(id) => Error::BadPoolId { variable: var, id },
                     PoolListError::DuplicateId(id) => Error::DuplicatePoolId { variable: var, id },
                     PoolListError::TooMany => {
@@ -202,11 +238,16 @@ impl Pool {
                     }
                 })?
             };
+            // A MIG path's lock file name is not the id itself.
+            let lock_names = ids
+                .iter()
+                .any(|id| id.contains(&b'/'))
+                .then(|| ids.iter().map(|id| lock_form(id).into_owned()).collect());
             return Ok(Pool {
                 ids: ids.into_iter().map(Cow::Borrowed).collect(),
                 variable: Some(var),
                 ends_early: visible.len() < value.len(),
-                lock_names: None,
+                lock_names,
             });
         }
         let ids = (0..count).map(|i| Cow::Owned(i.to_string().into_bytes())).collect();
@@ -271,13 +312,13 @@ mod tests {
 
     #[test]
     fn pool_lists() {
-        assert_eq!(parse_pool_list(b"2,5,7").unwrap(), vec![&b"2"[..], b"5", b"7"]);
-        assert_eq!(parse_pool_list(b"1,,2"), Err(PoolListError::UnsafeId(b"")));
-        assert_eq!(parse_pool_list(b"0,"), Err(PoolListError::UnsafeId(b"")));
-        assert_eq!(parse_pool_list(b"0,../../etc"), Err(PoolListError::UnsafeId(b"../../etc")));
-        assert_eq!(parse_pool_list(b"1,2,1"), Err(PoolListError::DuplicateId(b"1")));
+        assert_eq!(parse_pool_list(b"2,5,7", false).unwrap(), vec![&b"2"[..], b"5", b"7"]);
+        assert_eq!(parse_pool_list(b"1,,2", false), Err(PoolListError::UnsafeId(b"")));
+        assert_eq!(parse_pool_list(b"0,", false), Err(PoolListError::UnsafeId(b"")));
+        assert_eq!(parse_pool_list(b"0,../../etc", false), Err(PoolListError::UnsafeId(b"../../etc")));
+        assert_eq!(parse_pool_list(b"1,2,1", false), Err(PoolListError::DuplicateId(b"1")));
         let too_many: Vec<u8> = (0..=MAX_POOL).map(|i| i.to_string()).collect::<Vec<_>>().join(",").into_bytes();
-        assert_eq!(parse_pool_list(&too_many), Err(PoolListError::TooMany));
+        assert_eq!(parse_pool_list(&too_many, false), Err(PoolListError::TooMany));
     }
 
     #[test]
@@ -300,8 +341,50 @@ mod tests {
     }
 
     #[test]
+    fn cuda_mig_paths() {
+        let mig = &b"MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/2"[..];
+        assert!(is_cuda_mig_path(mig));
+        assert!(is_cuda_mig_path(b"MIG-GPU-8932f937/0/0"), "an abbreviated UUID");
+        for bad in [
+            &b"MIG-GPU-8932f937/1"[..],
+            b"MIG-GPU-8932f937/1/2/3",
+            b"MIG-GPU-8932f937/1/",
+            b"MIG-GPU-8932f937//2",
+            b"MIG-GPU-8932f937/a/2",
+            b"MIG-GPU-8932f937/1/-2",
+            b"MIG-GPU-/1/2",
+            b"MIG-GPU-../1/2",
+            b"MIG-GPU-a b/1/2",
+            b"GPU-8932f937/1/2",
+            b"MIG-8932f937/1/2",
+            b"/MIG-GPU-8932f937/1/2",
+            b"MIG-GPU-8932f937/1/12345678901",
+            b"MIG-GPU-8932f937",
+        ] {
+            assert!(!is_cuda_mig_path(bad), "{}", String::from_utf8_lossy(bad));
+        }
+        let long = [&b"MIG-GPU-"[..], &[b'a'; 116], b"/1/2"].concat();
+        assert_eq!(long.len(), MAX_ID_LEN);
+        assert!(is_cuda_mig_path(&long));
+        assert!(!is_cuda_mig_path(&[&b"MIG-GPU-"[..], &[b'a'; 117], b"/1/2"].concat()));
+
+        assert_eq!(&*lock_form(mig), b"MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6+1+2");
+        assert_eq!(&*lock_form(b"GPU-1"), b"GPU-1");
+        let list = b"MIG-GPU-8932f937/1/0,MIG-GPU-8932f937/2/0,3";
+        assert_eq!(
+            parse_pool_list(list, true).unwrap(),
+            vec![&b"MIG-GPU-8932f937/1/0"[..], b"MIG-GPU-8932f937/2/0", b"3"]
+        );
+        assert_eq!(parse_pool_list(list, false), Err(PoolListError::UnsafeId(b"MIG-GPU-8932f937/1/0")));
+        assert_eq!(
+            parse_pool_list(b"MIG-GPU-8932f937/1/0,0,MIG-GPU-8932f937/1/0", true),
+            Err(PoolListError::DuplicateId(b"MIG-GPU-8932f937/1/0"))
+        );
+    }
+
+    #[test]
     fn large_pools() {
         let list: String = (0..10_000).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
-        assert_eq!(parse_pool_list(list.as_bytes()).unwrap().len(), 10_000);
+        assert_eq!(parse_pool_list(list.as_bytes(), false).unwrap().len(), 10_000);
     }
 }

@@ -66,6 +66,13 @@ pub fn parse_lock_name(name: &str) -> Option<(&'static str, &str, u32)> {
     None
 }
 
+/// The GPU id a lock file name stands for: CUDA's MIG form has `+` in the
+/// name where the id has `/` ([`crate::request::lock_form`]).
+fn gpu_id(name: &str) -> String {
+    let id = name.replace('+', "/");
+    if crate::request::is_cuda_mig_path(id.as_bytes()) { id } else { name.to_string() }
+}
+
 /// Paths are the bytes they are (no NUL), as the kernel has them.
 struct Slot {
     file: Vec<u8>,
@@ -161,7 +168,7 @@ fn survey(dir: &CStr) -> Result<Report, Error> {
             if holders.is_empty() && held_unseen(&dir_fd, entry) {
                 holders.push(process(0));
             }
-            slots.push(Slot { file: path, profile, gpu: gpu.to_string(), slot, holders });
+            slots.push(Slot { file: path, profile, gpu: gpu_id(gpu), slot, holders });
         }
     }
     slots.sort_by(|a, b| (a.profile, id_order(&a.gpu), a.slot).cmp(&(b.profile, id_order(&b.gpu), b.slot)));
@@ -327,6 +334,8 @@ mod tests {
         assert_eq!(parse_lock_name("gpulockGPU-ab-12_7"), Some(("xla", "GPU-ab-12", 7)));
         assert_eq!(parse_lock_name("gpulocka_b_12"), Some(("xla", "a_b", 12)));
         assert_eq!(parse_lock_name("jax_accelerator_lock_2_5"), Some(("jax", "2", 5)));
+        assert_eq!(gpu_id("MIG-GPU-8932f937+1+2"), "MIG-GPU-8932f937/1/2");
+        assert_eq!(gpu_id("GPU-8932f937+1"), "GPU-8932f937+1", "not a MIG path: the name as it is");
         for bad in ["gpulock.queue", "gpulock_0", "gpulock3_", "gpulock3_x", "other3_0", "gpulock3"] {
             assert_eq!(parse_lock_name(bad), None, "{bad}");
         }

@@ -163,6 +163,52 @@ fn cuda_pool_comes_from_cuda_visible_devices_and_accepts_uuids() {
     assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4200"));
 }
 
+/// CUDA's documented MIG form, `MIG-GPU-<UUID>/<GI>/<CI>`: its slashes
+/// cannot be in a file name, so its lock file has `+` for each; the test
+/// gets the id as it was, and `--status` shows it so.
+#[test]
+fn cuda_pool_accepts_cudas_mig_form() {
+    let f = Fixture::new("pool-mig");
+    let first = "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/0";
+    let second = "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/2/0";
+    let lock = |id: &str| f.lock(&id.replace('/', "+"), 0);
+    let pool = |c: &mut Cmd| {
+        c.env("TF_GPU_COUNT", "1")
+            .env("TF_TESTS_PER_GPU", "1")
+            .env("PARALLEL_GPU_EXECUTE_VENDOR", "cuda")
+            .env("CUDA_VISIBLE_DEVICES", format!("{first},{second}"));
+    };
+    let out = f.run_test(pool, &[]);
+    out.assert_success().assert_stderr_contains(&format!("on GPU(s) {first}\n"));
+    let r = Record::of(&out);
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some(first), "{}", out.explain());
+    assert_eq!(r.locks(), [format!("gpulock{}_0", first.replace('/', "+"))]);
+    assert!(lock(first).exists(), "{}", out.explain());
+
+    // The first instance busy: the next test gets the second.
+    let held = test_support::hold_lock(lock(first));
+    let out = f.run_test(pool, &["--wait=0"]);
+    assert_eq!(Record::of(out.assert_success()).var("CUDA_VISIBLE_DEVICES"), Some(second), "{}", out.explain());
+    let status = f.cmd().arg("--status=json").run();
+    status.assert_success().assert_stdout_contains(&format!(r#""gpu": "{first}", "slot": 0, "held": true"#));
+    drop(held);
+
+    // Only CUDA reads that form; a malformed one is refused as any bad id.
+    for (vendor, var, id) in [
+        ("rocm", "ROCR_VISIBLE_DEVICES", first),
+        ("cuda", "CUDA_VISIBLE_DEVICES", "MIG-GPU-8932f937/1/0/0"),
+        ("cuda", "CUDA_VISIBLE_DEVICES", "MIG-GPU-../1/0"),
+    ] {
+        let out = f.run_test(
+            |c| {
+                c.env("TF_GPU_COUNT", "1").env("PARALLEL_GPU_EXECUTE_VENDOR", vendor).env(var, id);
+            },
+            &[],
+        );
+        out.assert_code(2).assert_one_error_line(&format!("{var}: GPU id '{id}' is not usable in a lock file name"));
+    }
+}
+
 #[test]
 fn classic_mode_ignores_visible_device_pools() {
     let f = Fixture::new("pool-classic");
