@@ -74,11 +74,14 @@ pub fn is_safe_id(id: &[u8]) -> bool {
         && !id.windows(2).any(|w| w == b"..")
 }
 
+const MIG_PATH_PREFIX: &[u8] = b"MIG-GPU-";
+
 /// CUDA's MIG form of a device id: `MIG-GPU-<GPU UUID>/<GPU instance
 /// ID>/<compute instance ID>`, such as
 /// `MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/2` (NVIDIA's CUDA
 /// Programming Guide, "CUDA Environment Variables", `CUDA_VISIBLE_DEVICES`;
-/// the `MIG-<UUID>` form of `nvidia-smi -L` since driver R470 is a plain id).
+/// the `MIG-<UUID>` form that `nvidia-smi -L` prints on current drivers is a
+/// plain id).
 /// Accepted in `CUDA_VISIBLE_DEVICES` only; see [`lock_form`] for its lock
 /// file names.
 pub fn is_cuda_mig_path(id: &[u8]) -> bool {
@@ -94,8 +97,6 @@ pub fn is_cuda_mig_path(id: &[u8]) -> bool {
         && number(gi)
         && number(ci)
 }
-
-const MIG_PATH_PREFIX: &[u8] = b"MIG-GPU-";
 
 /// What a lock file name holds for an accepted pool id: the id itself, or,
 /// for CUDA's MIG form, the id with `+` for each `/` (`MIG-GPU-<uuid>+1+2`).
