@@ -131,7 +131,8 @@ impl fmt::Display for Error {
                 write!(f, "{name}: invalid value '{}' (expected {expected})", Excerpt(value))
             }
             Error::BadPoolId { variable, id } => {
-                let mig = if *variable == "CUDA_VISIBLE_DEVICES" { "; or MIG-GPU-<UUID>/<GI>/<CI>" } else { "" };
+                let mig =
+                    if *variable == crate::request::CUDA_POOL_VARIABLE { "; or MIG-GPU-<UUID>/<GI>/<CI>" } else { "" };
                 write!(
                     f,
                     "{variable}: GPU id '{}' is not usable in a lock file name (allowed: letters, digits, '_', '.', '-'; no '..'{mig})",

@@ -117,7 +117,7 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
 /// The no-GPU line when the pool variable hides every GPU: the classic
 /// line, and why.
 fn hidden_line(var: &str) -> &'static [u8] {
-    if var == "CUDA_VISIBLE_DEVICES" {
+    if var == request::CUDA_POOL_VARIABLE {
         b"Execute with no GPU support (CUDA_VISIBLE_DEVICES hides every GPU)\n"
     } else {
         b"Execute with no GPU support (ROCR_VISIBLE_DEVICES hides every GPU)\n"

@@ -145,6 +145,10 @@ fn is_negative_index(token: &[u8]) -> bool {
     }
 }
 
+/// The pool variable of cuda mode, the only one whose ids may take CUDA's
+/// MIG form ([`is_cuda_mig_path`]).
+pub const CUDA_POOL_VARIABLE: &str = "CUDA_VISIBLE_DEVICES";
+
 /// The variable that holds a preset pool in this profile and mode: in rocm
 /// mode `ROCR_VISIBLE_DEVICES`, in cuda mode `CUDA_VISIBLE_DEVICES`. The
 /// classic mode reads none (the older scripts did not), nor does the jax
@@ -153,7 +157,7 @@ fn pool_variable(profile: Profile, vendor: Vendor) -> Option<&'static str> {
     match (profile, vendor) {
         (Profile::Jax, _) | (_, Vendor::Classic) => None,
         (_, Vendor::Rocm) => Some("ROCR_VISIBLE_DEVICES"),
-        (_, Vendor::Cuda) => Some("CUDA_VISIBLE_DEVICES"),
+        (_, Vendor::Cuda) => Some(CUDA_POOL_VARIABLE),
     }
 }
 
@@ -231,7 +235,7 @@ impl Pool {
             let ids = if visible.is_empty() {
                 Vec::new()
             } else {
-                parse_pool_list(visible, var == "CUDA_VISIBLE_DEVICES").map_err(|e| match e {
+                parse_pool_list(visible, var == CUDA_POOL_VARIABLE).map_err(|e| match e {
                     PoolListError::UnsafeId(id) => Error::BadPoolId { variable: var, id },
                     PoolListError::DuplicateId(id) => Error::DuplicatePoolId { variable: var, id },
                     PoolListError::TooMany => {
