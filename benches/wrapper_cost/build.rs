@@ -28,6 +28,9 @@ pub(crate) struct Bins {
     pub(crate) musl: Option<(PathBuf, PathBuf)>,
     pub(crate) hold: PathBuf,
     pub(crate) maxrss: PathBuf,
+    /// `benches/support/steps.c`: counts instructions, CPUID and system
+    /// calls up to a case's exec of its test.
+    pub(crate) steps: PathBuf,
     pub(crate) classic: PathBuf,
 }
 
@@ -125,6 +128,7 @@ pub(crate) fn build(root: &Path, work: &Path, musl_wrappers: Option<PathBuf>) ->
         },
         hold: c("support", "hold"),
         maxrss: c("support", "maxrss"),
+        steps: c("support", "steps"),
         classic,
     }
 }

@@ -95,12 +95,17 @@ pub(crate) struct Case {
     pub(crate) reject: Vec<String>,
     pub(crate) samples: Vec<Sample>,
     pub(crate) rss_kib: Option<i64>,
+    /// What one single-stepped run counted before the exec (`trace`).
+    pub(crate) counts: Option<Counts>,
 }
 
 #[derive(Clone, Copy)]
 pub(crate) struct Sample {
     pub(crate) wall_ns: u64,
     pub(crate) cpu_ns: u64,
+    /// Page faults, minor and major, of the whole process: the wrapper's
+    /// and, after the exec, the test's.
+    pub(crate) faults: u64,
 }
 
 impl Case {
@@ -155,6 +160,7 @@ impl Context<'_> {
             reject: Vec::new(),
             samples: Vec::new(),
             rss_kib: None,
+            counts: None,
         }
     }
 
@@ -216,6 +222,7 @@ impl Context<'_> {
             reject: like.reject.clone(),
             samples: Vec::new(),
             rss_kib: None,
+            counts: None,
         }
     }
 

@@ -28,6 +28,12 @@
 //! path. Peak RSS comes from a separate pass through
 //! `benches/support/maxrss.c` (which says why).
 //!
+//! Counted, not timed (`trace`): the page faults of each case's timed runs
+//! (median), and, for each case of the small tree that is one process up to
+//! its exec, the instructions, CPUID instructions and system calls of one
+//! run single-stepped by `benches/support/steps.c` up to the exec of the
+//! test. They say where a path's time goes on the machine at hand.
+//!
 //! Contention: 64 wrappers started at once over 8 GPUs x 2 slots, each test
 //! holding its GPU for 100 ms: the makespan against the ideal 400 ms, the
 //! wrappers' CPU time, and how many of the same launches the classic
@@ -72,6 +78,7 @@ mod measure;
 mod pagecache;
 mod report;
 mod spawn;
+mod trace;
 
 use build::*;
 use cases::*;
@@ -79,6 +86,7 @@ use fixtures::*;
 use measure::*;
 use report::*;
 use spawn::*;
+use trace::*;
 
 const TRIPLE: &str = "x86_64-unknown-linux-gnu";
 const WORKSPACE: &str = "ws";
@@ -242,11 +250,13 @@ fn main() {
     let devnull = open_devnull();
     let attr = Attr::new();
     run_group(&mut small, &attr, devnull.as_raw_fd(), &bins.maxrss, &programs);
+    count_group(&mut small, &bins.steps, settings.quick);
     run_group(&mut large_group, &attr, devnull.as_raw_fd(), &bins.maxrss, &programs);
     let cont = contention(&ctx, &small_plain, settings.contention_rounds, &attr, devnull.as_raw_fd());
 
     // ---- the report
     let cases = case_table(&[&small, &large_group]);
+    let counted = counts_table(&small);
     let classic = classic_table(&small, &large_group);
     let contended = contention_table(&cont);
     let sizes = size_table(&bins);
@@ -325,6 +335,8 @@ fn main() {
     if let Some(note) = &musl_note {
         println!("({note})");
     }
+    println!("\n== {COUNTS_TITLE} ==\n");
+    print!("{}", counted.text());
     println!(
         "\n== classic bash wrapper vs parallel_gpu_execute on the same 8-GPU host (classic: rocminfo from the runfiles; ours: sysfs) ==\n"
     );
@@ -350,6 +362,9 @@ fn main() {
         if let Some(note) = &musl_note {
             println!("{}", sentence(note));
         }
+        println!("{}:\n", sentence(COUNTS_TITLE).trim_end().trim_end_matches('.'));
+        print!("{}", counted.markdown());
+        println!();
         print!("{}", classic.markdown());
         println!("\n{walk_note}.\n");
         print!("{}", contended.markdown());

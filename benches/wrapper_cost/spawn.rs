@@ -141,7 +141,8 @@ pub(crate) fn run_once(p: &Prepared, attr: &Attr, label: &str) -> Sample {
     let (_, status, usage) = wait_any(pid);
     let wall = start.elapsed();
     assert_eq!(exit_code(status), 0, "{label}: exit status {status:#x} in a timed run");
-    Sample { wall_ns: wall.as_nanos() as u64, cpu_ns: cpu_ns(&usage) }
+    let faults = (usage.ru_minflt + usage.ru_majflt) as u64;
+    Sample { wall_ns: wall.as_nanos() as u64, cpu_ns: cpu_ns(&usage), faults }
 }
 
 pub(crate) fn open_devnull() -> fs::File {
@@ -191,18 +192,20 @@ pub(crate) fn check(case: &Case) {
     }
 }
 
+/// `launcher` running the case's timed command line, in the case's
+/// environment and directory.
+pub(crate) fn launched(launcher: &Path, case: &Case) -> Command {
+    let mut c = Command::new(launcher);
+    c.args(case.timed_argv()).env_clear().envs(case.env.iter().map(|(k, v)| (k, v))).current_dir(&case.cwd);
+    c
+}
+
 /// Peak RSS of the case's process (and the children it waited for), in KiB,
 /// measured through the small launcher; the largest of `runs`.
 pub(crate) fn peak_rss(case: &Case, maxrss: &Path, runs: usize) -> i64 {
     let mut peak = 0;
     for _ in 0..runs {
-        let out = Command::new(maxrss)
-            .args(case.timed_argv())
-            .env_clear()
-            .envs(case.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&case.cwd)
-            .output()
-            .expect("run the maxrss launcher");
+        let out = launched(maxrss, case).output().expect("run the maxrss launcher");
         let text = String::from_utf8_lossy(&out.stdout);
         let mut fields = text.split_whitespace().map(|f| f.parse::<i64>().unwrap_or(-1));
         let (kib, status) = (fields.next().unwrap_or(-1), fields.next().unwrap_or(-1));
