@@ -15,9 +15,10 @@
  * - exit status: of the whole run, the test's included (128+n for signal n).
  *
  * Instructions are classified by their first two bytes (0F A2 is CPUID,
- * 0F 05 SYSCALL), read at the instruction pointer before each step. The
- * counts are exact and repeatable: no timing, no hardware counters (these
- * virtual machines expose none). Exit 125 when the tracing itself fails
+ * 0F 05 SYSCALL), read at the instruction pointer before each step. No
+ * timing and no hardware counters (these virtual machines expose none):
+ * the same run counts the same, within a few dozen instructions (paths
+ * that depend on addresses or on files left by an earlier run). Exit 125 when the tracing itself fails
  * (no ptrace here, a path that cannot be run), with one line on stderr. */
 #define _GNU_SOURCE
 #include <errno.h>

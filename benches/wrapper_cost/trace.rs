@@ -3,8 +3,8 @@
 //! which single-steps it and counts its instructions, its CPUID instructions
 //! (each one traps to the hypervisor on a virtual machine) and its system
 //! calls up to the exec of the test; its page faults come from the timed
-//! runs (`wait4`'s resource usage). Counts are exact and repeatable where
-//! timings are not, so they show what a change did on the machine at hand,
+//! runs (`wait4`'s resource usage). Counts move by a few dozen instructions
+//! between runs where timings move by percents, so they show what a change did on the machine at hand,
 //! whatever its CPU kind.
 
 use super::*;
