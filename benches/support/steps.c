@@ -18,8 +18,10 @@
  * 0F 05 SYSCALL), read at the instruction pointer before each step. No
  * timing and no hardware counters (these virtual machines expose none):
  * the same run counts the same, within a few dozen instructions (paths
- * that depend on addresses or on files left by an earlier run). Exit 125 when the tracing itself fails
- * (no ptrace here, a path that cannot be run), with one line on stderr. */
+ * that depend on addresses or on files left by an earlier run).
+ *
+ * Exit 125 when the tracing itself fails (no ptrace here, a program that
+ * cannot be run), with one line on stderr. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -60,9 +62,13 @@ int main(int argc, char **argv) {
      * loaded and about to run its first instruction. */
     if (waitpid(pid, &status, 0) != pid) return fail("waitpid");
     if (!WIFSTOPPED(status) || WSTOPSIG(status) != SIGTRAP) {
-        errno = 0;
-        fprintf(stderr, "steps: %s did not start under ptrace (exit status %d: 126 no ptrace, 127 no exec)\n",
-                argv[1], exit_status(status));
+        if (WIFSTOPPED(status)) {
+            kill(pid, SIGKILL);
+            fprintf(stderr, "steps: %s stopped with signal %d before it started\n", argv[1], WSTOPSIG(status));
+        } else {
+            fprintf(stderr, "steps: %s did not start under ptrace (exit status %d: 126 no ptrace, 127 no exec)\n",
+                    argv[1], exit_status(status));
+        }
         return 125;
     }
     if (ptrace(PTRACE_SETOPTIONS, pid, NULL, (void *)(long)(PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL)) != 0)
