@@ -6,7 +6,8 @@
 //! with `-nostdlib`: no C library start-up, so every instruction is the
 //! test's own), on the glibc floor against strace's count of the same run
 //! (where strace is installed, as CI installs it), and on the ways it must
-//! refuse.
+//! refuse. x86-64 only, as the counter and the benchmark are.
+#![cfg(target_arch = "x86_64")]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

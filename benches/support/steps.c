@@ -22,6 +22,9 @@
  *
  * Exit 125 when the tracing itself fails (no ptrace here, a program that
  * cannot be run), with one line on stderr. */
+#if !defined(__x86_64__)
+#error "steps.c reads x86-64 registers and opcodes (the benchmark runs on x86_64-unknown-linux-gnu)"
+#endif
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
