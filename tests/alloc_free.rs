@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use test_support::{Cmd, RECORDING_TEST, Runfiles, Sysroot, TempDir, fake_rocminfo_script, read_to_string};
+use test_support::{Cmd, RECORDING_TEST, Runfiles, Sysroot, TempDir, compile_c, fake_rocminfo_script, read_to_string};
 
 struct Instrumented {
     parallel_gpu_execute: PathBuf,
@@ -47,13 +47,7 @@ fn instrumented() -> &'static Instrumented {
         let bins = target_dir.join(triple).join("debug");
         let preload = target_dir.join("liballoc_count.so");
         let source = root.join("tests/alloc_count/alloc_count.c");
-        let status = Command::new("cc")
-            .args(["-shared", "-fPIC", "-O1", "-o"])
-            .arg(&preload)
-            .arg(&source)
-            .status()
-            .expect("run cc (the C compiler is needed for this test)");
-        assert!(status.success(), "compiling {} failed", source.display());
+        compile_c(&["-shared", "-fPIC", "-O1"], &source, &preload);
         Instrumented {
             parallel_gpu_execute: bins.join("parallel_gpu_execute"),
             sanitizer_wrapper: bins.join("sanitizer_wrapper"),

@@ -12,7 +12,7 @@
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use test_support::{TempDir, copy_executable, elf_interpreter, is_root, workspace_bin, write_file};
+use test_support::{TempDir, compile_c, copy_executable, elf_interpreter, is_root, workspace_bin, write_file};
 
 /// Prints its argv, the variables the wrappers set, and whether it holds
 /// a GPU lock descriptor, then exits 0.
@@ -53,13 +53,7 @@ fn build_root(dir: &TempDir) -> PathBuf {
     let source = dir.join("test.c");
     write_file(&source, TEST_PROGRAM);
     let test = root.join("test");
-    let status = Command::new("cc")
-        .args(["-static", "-O1", "-o"])
-        .arg(&test)
-        .arg(&source)
-        .status()
-        .expect("run cc (a C compiler with a static libc is needed for this test)");
-    assert!(status.success(), "cc -static failed");
+    compile_c(&["-static", "-O1"], &source, &test);
     assert_eq!(elf_interpreter(&test), Ok(None), "the test program is not static");
     write_file(root.join("supp/asan.txt"), "leak:libfoo\n");
     root

@@ -12,10 +12,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-use test_support::{TempDir, write_file};
+use test_support::{TempDir, compile_c, write_file};
 
 struct Built {
-    _dir: TempDir,
+    dir: TempDir,
     steps: PathBuf,
     /// `int main(){return 0;}`, static glibc.
     glibc_true: PathBuf,
@@ -27,17 +27,6 @@ struct Built {
     two_then_exec: PathBuf,
 }
 
-fn cc(args: &[&str], source: &Path, out: &Path) {
-    let status = Command::new("cc")
-        .args(args)
-        .arg("-o")
-        .arg(out)
-        .arg(source)
-        .status()
-        .expect("run cc (gcc and libc6-dev are needed for this test)");
-    assert!(status.success(), "cc {args:?} {} failed", source.display());
-}
-
 fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
@@ -45,11 +34,11 @@ fn built() -> &'static Built {
         let dir = TempDir::new("steps-tracer");
         let static_c = ["-static", "-O2"];
         let steps = dir.join("steps");
-        cc(&static_c, &root.join("benches/support/steps.c"), &steps);
+        compile_c(&static_c, root.join("benches/support/steps.c"), &steps);
         let glibc_true = dir.join("true");
-        cc(&static_c, &root.join("benches/floor/true.c"), &glibc_true);
+        compile_c(&static_c, root.join("benches/floor/true.c"), &glibc_true);
         let glibc_floor = dir.join("exec");
-        cc(&static_c, &root.join("benches/floor/exec.c"), &glibc_floor);
+        compile_c(&static_c, root.join("benches/floor/exec.c"), &glibc_floor);
 
         let bare = ["-static", "-nostdlib", "-O1", "-fno-stack-protector"];
         let cpuid_c = dir.join("three_cpuids.c");
@@ -70,7 +59,7 @@ fn built() -> &'static Built {
             "#,
         );
         let three_cpuids = dir.join("three_cpuids");
-        cc(&bare, &cpuid_c, &three_cpuids);
+        compile_c(&bare, &cpuid_c, &three_cpuids);
 
         let exec_c = dir.join("two_then_exec.c");
         write_file(
@@ -97,8 +86,8 @@ fn built() -> &'static Built {
             ),
         );
         let two_then_exec = dir.join("two_then_exec");
-        cc(&bare, &exec_c, &two_then_exec);
-        Built { _dir: dir, steps, glibc_true, glibc_floor, three_cpuids, two_then_exec }
+        compile_c(&bare, &exec_c, &two_then_exec);
+        Built { dir, steps, glibc_true, glibc_floor, three_cpuids, two_then_exec }
     })
 }
 
@@ -160,7 +149,7 @@ fn the_glibc_floor_counts_as_strace_sees_it() {
         eprintln!("strace is not installed: the cross-check with it is skipped (CI installs it)");
         return;
     }
-    let log = b._dir.join("floor.strace");
+    let log = b.dir.join("floor.strace");
     let out =
         Command::new("strace").arg("-o").arg(&log).arg(&b.glibc_floor).arg(&b.glibc_true).output().expect("run strace");
     assert!(out.status.success(), "strace failed:\n{}", explain(&[&b.glibc_floor, &b.glibc_true], &out));

@@ -161,6 +161,20 @@ pub fn copy_executable(from: impl AsRef<Path>, to: impl AsRef<Path>) {
     write_executable(to, bytes);
 }
 
+/// `cc <flags> -o <out> <source>`: a C program (or library) a test needs,
+/// with the command in the panic when it fails.
+pub fn compile_c(flags: &[&str], source: impl AsRef<Path>, out: impl AsRef<Path>) {
+    let (source, out) = (source.as_ref(), out.as_ref());
+    let status = Command::new("cc")
+        .args(flags)
+        .arg("-o")
+        .arg(out)
+        .arg(source)
+        .status()
+        .expect("run cc (gcc and the static glibc, libc6-dev, are needed for this test)");
+    assert!(status.success(), "cc {} -o {} {} failed", flags.join(" "), out.display(), source.display());
+}
+
 /// Reads a file that the test expects to exist, with the path in the panic.
 pub fn read_to_string(path: impl AsRef<Path>) -> String {
     let path = path.as_ref();
