@@ -96,10 +96,15 @@ pub(crate) struct Stats {
     pub(crate) cpu_ms: f64,
 }
 
-pub(crate) fn percentile(sorted: &[u64], p: f64) -> f64 {
-    // Nearest rank.
+/// The nearest-rank `p` quantile of a sorted, non-empty slice.
+pub(crate) fn nearest_rank(sorted: &[u64], p: f64) -> u64 {
     let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1] as f64 / 1e6
+    sorted[rank - 1]
+}
+
+/// [`nearest_rank`] of nanoseconds, in milliseconds.
+pub(crate) fn percentile(sorted: &[u64], p: f64) -> f64 {
+    nearest_rank(sorted, p) as f64 / 1e6
 }
 
 pub(crate) fn stats(samples: &[Sample]) -> Stats {

@@ -3,9 +3,9 @@
 //! which single-steps it and counts its instructions, its CPUID instructions
 //! (each one traps to the hypervisor on a virtual machine) and its system
 //! calls up to the exec of the test; its page faults come from the timed
-//! runs (`wait4`'s resource usage). Counts move by a few dozen instructions
-//! between runs where timings move by percents, so they show what a change did on the machine at hand,
-//! whatever its CPU kind.
+//! runs (`wait4`'s resource usage). Counts move by a few dozen
+//! instructions between runs where timings move by percents, so they show
+//! what a change did on the machine at hand, whatever its CPU kind.
 
 use super::*;
 
@@ -92,7 +92,7 @@ pub(crate) fn count_group(group: &mut Group, steps: &Path, quick: bool) {
 pub(crate) fn median_faults(case: &Case) -> Option<u64> {
     let mut faults: Vec<u64> = case.samples.iter().map(|s| s.faults).collect();
     faults.sort_unstable();
-    faults.get(faults.len().checked_sub(1)? / 2).copied()
+    (!faults.is_empty()).then(|| nearest_rank(&faults, 0.5))
 }
 
 /// One row per traced case: page faults, and what it did before the exec.
