@@ -8,7 +8,7 @@
 # MUSL_DIR the musl build (`tools/musl_build_std.sh` prints it). The test suite
 # runs against the glibc build only; this is what checks that the musl build,
 # which the releases ship (and which alone allocates from the bump arena in
-# parallel_gpu_execute/src/heap.rs), behaves the same. Each binary's own path
+# parallel_gpu_execute/src/sys/heap.rs), behaves the same. Each binary's own path
 # is replaced by BIN in what it prints. Fixtures (an empty sysroot, KFD
 # sysroots with 8 and 64 GPUs and one of 2 GPUs without /dev/kfd, a
 # runfiles tree, two more that hold a rocminfo, suppression files) are made

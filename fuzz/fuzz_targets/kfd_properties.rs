@@ -1,4 +1,4 @@
-//! KFD topology `properties` files (parallel_gpu_execute::kfd): random
+//! KFD topology `properties` files (parallel_gpu_execute::hardware::kfd): random
 //! bytes must never panic, `parse` must agree with a line-by-line
 //! reference, and reading the file through the fixed-buffer line reader
 //! (as the wrapper does, from a file) must give the lines a plain split gives.
@@ -7,7 +7,7 @@
 
 use gpu_ci_wrappers_fuzz::{MemFile, ref_lines, ref_parse_u64, seed_and_rest};
 use libfuzzer_sys::fuzz_target;
-use parallel_gpu_execute::kfd::{NodeProperties, RenderMinor};
+use parallel_gpu_execute::hardware::kfd::{NodeProperties, RenderMinor};
 use std::ops::ControlFlow;
 use test_support::XorShift64;
 use wrapper_common::lines::{Line, for_each_line_in_file};

@@ -9,7 +9,7 @@ use gpu_ci_wrappers_fuzz::{ref_parse_u64, with_argv, words};
 use libfuzzer_sys::fuzz_target;
 use parallel_gpu_execute::cli::{Invocation, parse};
 use parallel_gpu_execute::error::Error;
-use parallel_gpu_execute::request::gpus_needed;
+use parallel_gpu_execute::slots::request::gpus_needed;
 
 #[derive(Debug, PartialEq, Eq)]
 enum Parsed {

@@ -1,4 +1,4 @@
-//! Visible-devices lists (parallel_gpu_execute::request::parse_pool_list),
+//! Visible-devices lists (parallel_gpu_execute::slots::request::parse_pool_list),
 //! the ids that become lock file names: every accepted id is safe (or, where
 //! CUDA's MIG form is allowed, that form), none is listed twice, no two ids
 //! share a lock file name, and each lock file name stays one harmless path
@@ -8,8 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use parallel_gpu_execute::locks::lock_file_name;
-use parallel_gpu_execute::request::{
+use parallel_gpu_execute::slots::lockfile::lock_file_name;
+use parallel_gpu_execute::slots::request::{
     MAX_ID_LEN, MAX_POOL, PoolListError, is_cuda_mig_path, is_safe_id, lock_form, parse_pool_list, runtime_visible,
 };
 use std::collections::HashSet;

@@ -1,4 +1,4 @@
-//! rocminfo output (parallel_gpu_execute::rocminfo): the streaming
+//! rocminfo output (parallel_gpu_execute::hardware::rocminfo): the streaming
 //! `grep -c 'Name: *gfx*'` (GfxLineCounter) and the GPU-agent count by
 //! `Device Type: GPU` (AgentScanner) must count exactly what plain per-line
 //! references count, however the output is cut into reads. The tail kept
@@ -10,8 +10,8 @@
 
 use gpu_ci_wrappers_fuzz::{ref_gfx_count, seed_and_rest};
 use libfuzzer_sys::fuzz_target;
-use parallel_gpu_execute::output_tail::{OutputTail, TAIL_BYTES, TAIL_LINES};
-use parallel_gpu_execute::rocminfo::{AgentScanner, GfxLineCounter};
+use parallel_gpu_execute::sys::output_tail::{OutputTail, TAIL_BYTES, TAIL_LINES};
+use parallel_gpu_execute::hardware::rocminfo::{AgentScanner, GfxLineCounter};
 use test_support::XorShift64;
 
 /// `Key:` at the start of the line (after blanks), and its trimmed value.

@@ -7,8 +7,7 @@
 //! (or `--`) ends them; it and everything after it belong to the test and are
 //! passed on byte for byte. Parsing borrows from argv and never allocates.
 
-use crate::error::Error;
-use crate::{list, status};
+use crate::error::{Error, Flag};
 use core::ffi::CStr;
 use wrapper_common::argv::Argv;
 
@@ -52,30 +51,6 @@ exit: the test's own status; 1 no GPU slot; 2 bad input; 126 TEST not
   executable; 127 TEST not found; 130/143 interrupted while waiting.
 ";
 
-/// The options that take a value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flag {
-    LockDir,
-    Vendor,
-    Wait,
-    LockNames,
-    Profile,
-}
-
-impl Flag {
-    pub fn name(self) -> &'static str {
-        match self {
-            Flag::LockDir => "--lock-dir",
-            Flag::Vendor => "--vendor",
-            Flag::Wait => "--wait",
-            Flag::LockNames => "--lock-names",
-            Flag::Profile => "--profile",
-        }
-    }
-
-    const ALL: [Flag; 5] = [Flag::LockDir, Flag::Vendor, Flag::Wait, Flag::LockNames, Flag::Profile];
-}
-
 /// Option values as given (validated later, together with their variables).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Flags {
@@ -84,6 +59,44 @@ pub struct Flags {
     pub wait: Option<&'static CStr>,
     pub lock_names: Option<&'static CStr>,
     pub profile: Option<&'static CStr>,
+}
+
+/// `--list=FORMAT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListFormat {
+    Text,
+    Json,
+    Count,
+    GfxTargets,
+}
+
+impl ListFormat {
+    pub fn parse(value: &[u8]) -> Option<ListFormat> {
+        match value {
+            b"text" => Some(ListFormat::Text),
+            b"json" => Some(ListFormat::Json),
+            b"count" => Some(ListFormat::Count),
+            b"gfx-targets" => Some(ListFormat::GfxTargets),
+            _ => None,
+        }
+    }
+}
+
+/// `--status=FORMAT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFormat {
+    Text,
+    Json,
+}
+
+impl StatusFormat {
+    pub fn parse(value: &[u8]) -> Option<StatusFormat> {
+        match value {
+            b"text" => Some(StatusFormat::Text),
+            b"json" => Some(StatusFormat::Json),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -97,12 +110,12 @@ pub enum Invocation {
     /// `--list[=FORMAT]`: print the survey, run nothing.
     List {
         flags: Flags,
-        format: list::Format,
+        format: ListFormat,
     },
     /// `--status[=FORMAT]`: print the lock directory's holders and waiters.
     Status {
         flags: Flags,
-        format: status::Format,
+        format: StatusFormat,
     },
     Help,
     Version,
@@ -128,8 +141,8 @@ fn format_flag(word: &'static [u8], name: &str) -> Option<Option<&'static [u8]>>
 
 pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
     let mut flags = Flags::default();
-    let mut listing: Option<list::Format> = None;
-    let mut status: Option<status::Format> = None;
+    let mut listing: Option<ListFormat> = None;
+    let mut status: Option<StatusFormat> = None;
     let mut i = 1;
     while let Some(arg) = argv.get(i) {
         let bytes = arg.to_bytes();
@@ -142,7 +155,7 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
             b"--version" => return Ok(Invocation::Version),
             _ if format_flag(bytes, "--list").is_some() => {
                 let value = format_flag(bytes, "--list").flatten().unwrap_or(b"text");
-                listing = Some(list::Format::parse(value).ok_or(Error::BadValue {
+                listing = Some(ListFormat::parse(value).ok_or(Error::BadValue {
                     name: "--list",
                     value,
                     expected: "text, json, count or gfx-targets",
@@ -152,7 +165,7 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
             }
             _ if format_flag(bytes, "--status").is_some() => {
                 let value = format_flag(bytes, "--status").flatten().unwrap_or(b"text");
-                status = Some(status::Format::parse(value).ok_or(Error::BadValue {
+                status = Some(StatusFormat::parse(value).ok_or(Error::BadValue {
                     name: "--status",
                     value,
                     expected: "text or json",
@@ -266,13 +279,13 @@ mod tests {
     fn list() {
         let parsed = parse(&argv(&["pge", "--vendor=cuda", "--list"])).unwrap();
         assert!(
-            matches!(parsed, Invocation::List { format: list::Format::Text, flags } if flags.vendor == Some(c"cuda"))
+            matches!(parsed, Invocation::List { format: ListFormat::Text, flags } if flags.vendor == Some(c"cuda"))
         );
         let parsed = parse(&argv(&["pge", "--list=json", "--lock-dir=/l"])).unwrap();
         assert!(
-            matches!(parsed, Invocation::List { format: list::Format::Json, flags } if flags.lock_dir == Some(c"/l"))
+            matches!(parsed, Invocation::List { format: ListFormat::Json, flags } if flags.lock_dir == Some(c"/l"))
         );
-        for (word, format) in [("count", list::Format::Count), ("gfx-targets", list::Format::GfxTargets)] {
+        for (word, format) in [("count", ListFormat::Count), ("gfx-targets", ListFormat::GfxTargets)] {
             let parsed = parse(&argv(&["pge", &format!("--list={word}")])).unwrap();
             assert!(matches!(parsed, Invocation::List { format: f, .. } if f == format));
         }
@@ -280,10 +293,10 @@ mod tests {
         assert!(matches!(parse(&argv(&["pge", "--list", "./t"])), Err(Error::ListWithCommand(b"./t"))));
         assert!(matches!(parse(&argv(&["pge", "--list", "--", "./t"])), Err(Error::ListWithCommand(b"./t"))));
         let parsed = parse(&argv(&["pge", "--status"])).unwrap();
-        assert!(matches!(parsed, Invocation::Status { format: status::Format::Text, .. }));
+        assert!(matches!(parsed, Invocation::Status { format: StatusFormat::Text, .. }));
         let parsed = parse(&argv(&["pge", "--lock-dir=/l", "--status=json"])).unwrap();
         assert!(
-            matches!(parsed, Invocation::Status { format: status::Format::Json, flags } if flags.lock_dir == Some(c"/l"))
+            matches!(parsed, Invocation::Status { format: StatusFormat::Json, flags } if flags.lock_dir == Some(c"/l"))
         );
         assert!(matches!(parse(&argv(&["pge", "--status=xml"])), Err(Error::BadValue { name: "--status", .. })));
         assert!(matches!(parse(&argv(&["pge", "--status", "t"])), Err(Error::ListWithCommand(b"t"))));

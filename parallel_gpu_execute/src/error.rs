@@ -12,8 +12,8 @@
 //! Anything else is the test's own exit status: the wrapper execs the test
 //! and leaves no process of its own behind.
 
-use crate::cli::Flag;
 use crate::prelude::*;
+use crate::profile::{CUDA_POOL_VARIABLE, Profile};
 use core::fmt;
 use wrapper_common::diag::{Bytes, Excerpt, Os};
 use wrapper_common::exec::ExecFailure;
@@ -23,6 +23,30 @@ const USAGE_HINT: &str = "usage: parallel_gpu_execute [OPTIONS] [--] TEST [ARGS.
 
 pub const EXIT_NO_SLOT: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
+
+/// The options that take a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flag {
+    LockDir,
+    Vendor,
+    Wait,
+    LockNames,
+    Profile,
+}
+
+impl Flag {
+    pub fn name(self) -> &'static str {
+        match self {
+            Flag::LockDir => "--lock-dir",
+            Flag::Vendor => "--vendor",
+            Flag::Wait => "--wait",
+            Flag::LockNames => "--lock-names",
+            Flag::Profile => "--profile",
+        }
+    }
+
+    pub const ALL: [Flag; 5] = [Flag::LockDir, Flag::Vendor, Flag::Wait, Flag::LockNames, Flag::Profile];
+}
 
 #[derive(Debug)]
 pub enum Error {
@@ -68,7 +92,7 @@ pub enum Error {
         wait_ms: u64,
         /// The test and its arguments, as the "Running test" line shows them.
         test: String,
-        profile: crate::settings::Profile,
+        profile: Profile,
     },
     // The paths below are on the heap: an error travels up through the
     // `Result` slot of every caller, and a 4 KiB `StackPath` there would put
@@ -131,8 +155,7 @@ impl fmt::Display for Error {
                 write!(f, "{name}: invalid value '{}' (expected {expected})", Excerpt(value))
             }
             Error::BadPoolId { variable, id } => {
-                let mig =
-                    if *variable == crate::request::CUDA_POOL_VARIABLE { "; or MIG-GPU-<UUID>/<GI>/<CI>" } else { "" };
+                let mig = if *variable == CUDA_POOL_VARIABLE { "; or MIG-GPU-<UUID>/<GI>/<CI>" } else { "" };
                 write!(
                     f,
                     "{variable}: GPU id '{}' is not usable in a lock file name (allowed: letters, digits, '_', '.', '-'; no '..'{mig})",
@@ -150,12 +173,12 @@ impl fmt::Display for Error {
                 }
             }
             // JAX's script's wording.
-            Error::NoFreeSlot { needed: 1, wait_ms: 0, test, profile: crate::settings::Profile::Jax } => write!(
+            Error::NoFreeSlot { needed: 1, wait_ms: 0, test, profile: Profile::Jax } => write!(
                 f,
                 "Cannot find a free accelerator to run the test {} on, exiting with failure...",
                 Excerpt(test.as_bytes())
             ),
-            Error::NoFreeSlot { needed, wait_ms: 0, test, profile: crate::settings::Profile::Jax } => write!(
+            Error::NoFreeSlot { needed, wait_ms: 0, test, profile: Profile::Jax } => write!(
                 f,
                 "Cannot find {needed} free accelerators to run the test {} on, exiting with failure...",
                 Excerpt(test.as_bytes())

@@ -3,14 +3,14 @@
 //! descriptors open, and exec.
 
 use crate::error::Error;
-use crate::gpu_count::Source;
+use crate::hardware::gpu_count::Source;
 use crate::jax;
-use crate::locks::Grant;
 use crate::prelude::*;
-use crate::request::Pool;
-use crate::settings::Vendor;
-use crate::settings::{Profile, Settings};
-use crate::telemetry::seconds;
+use crate::profile::{Profile, Vendor};
+use crate::settings::Settings;
+use crate::slots::locks::Grant;
+use crate::slots::request::Pool;
+use crate::slots::telemetry::seconds;
 use alloc::ffi::CString;
 use core::ffi::{CStr, c_char};
 use core::fmt::Write as _;
@@ -120,7 +120,7 @@ impl Mode {
             Profile::Jax => {
                 // A count given by hand says nothing of the hardware: look.
                 let tpu_host = source == Source::Tpu
-                    || source == Source::JaxCount && crate::tpu::census(settings.sysroot, |_| {}).is_some();
+                    || source == Source::JaxCount && crate::hardware::tpu::census(settings.sysroot, |_| {}).is_some();
                 Mode::Jax { tpu_host }
             }
         }

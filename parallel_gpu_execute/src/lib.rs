@@ -38,37 +38,29 @@ mod prelude {
     pub use alloc::{format, vec};
 }
 
+// The modules, from the entry point down; each imports only from those
+// below it (tests/layout.rs checks it):
+//   run (here) -> launch, jax, report -> cli, settings -> slots -> hardware
+//   -> error -> profile -> sys
 pub mod cli;
-pub mod clock;
-pub mod devnode;
-pub mod dirs;
 pub mod error;
-pub mod gpu_count;
-pub mod heap;
-pub mod identity;
+pub mod hardware;
 pub mod jax;
-pub mod json;
-pub mod kfd;
 pub mod launch;
-pub mod list;
-pub mod locks;
-pub mod nvidia;
-pub mod output_tail;
-pub mod proclocks;
-pub mod request;
-pub mod rocminfo;
+pub mod profile;
+pub mod report;
 pub mod settings;
-pub mod status;
-pub mod stdfds;
-pub mod survey;
-pub mod telemetry;
-pub mod tpu;
-pub mod wait;
+pub mod slots;
+pub mod sys;
 
 use cli::Invocation;
 use core::time::Duration;
 use error::Error;
+use hardware::gpu_count;
+use profile::CUDA_POOL_VARIABLE;
+use report::{list, status};
 use settings::Settings;
+use slots::{locks, request};
 use wrapper_common::argv::Argv;
 use wrapper_common::{diag, env, exec};
 
@@ -98,7 +90,7 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
     let settings = Settings::load(&flags, argv0(&argv))?;
     let test = argv.get(command).ok_or(Error::NoCommand)?;
 
-    let (count, source) = gpu_count::count(&settings);
+    let (count, source) = gpu_count::count(&settings.probe());
     let Some(source) = source.filter(|_| count > 0) else {
         diag::say_line(b"Execute with no GPU support\n");
         return Err(exec::exec(test, argv.tail_ptr(command), env::environ_ptr()).into());
@@ -117,7 +109,7 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
 /// The no-GPU line when the pool variable hides every GPU: the classic
 /// line, and why.
 fn hidden_line(var: &str) -> &'static [u8] {
-    if var == request::CUDA_POOL_VARIABLE {
+    if var == CUDA_POOL_VARIABLE {
         b"Execute with no GPU support (CUDA_VISIBLE_DEVICES hides every GPU)\n"
     } else {
         b"Execute with no GPU support (ROCR_VISIBLE_DEVICES hides every GPU)\n"
@@ -135,17 +127,17 @@ fn run_on_gpus(
     settings: &Settings,
     count: u32,
     source: gpu_count::Source,
-    vendor: settings::Vendor,
+    vendor: profile::Vendor,
     preset: Option<request::Preset>,
 ) -> Result<Answered, Error> {
     let test = argv.get(command).ok_or(Error::NoCommand)?;
     // Before anything is opened that the test inherits or that is written.
-    stdfds::hold_closed();
+    sys::stdfds::hold_closed();
     let test_path = launch::resolve_test(test)?;
     let needed = request::gpus_needed(argv.iter_from(command + 1).map(|a| a.to_bytes()));
     let mut pool = request::Pool::for_vendor(preset, count)?;
-    if settings.lock_names == identity::LockNames::Physical {
-        identity::apply(settings, source, &mut pool);
+    if settings.lock_names == profile::LockNames::Physical {
+        pool.name_physically(&settings.probe(), source);
     }
     if needed > pool.ids.len() as u64 {
         return Err(Error::PoolTooSmall { needed, pool: pool.ids.len(), variable: pool.variable });

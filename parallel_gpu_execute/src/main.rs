@@ -16,7 +16,7 @@
 extern crate alloc;
 
 use core::ffi::{c_char, c_int};
-use parallel_gpu_execute::heap;
+use parallel_gpu_execute::sys::heap;
 use wrapper_common::argv::Argv;
 use wrapper_common::diag;
 

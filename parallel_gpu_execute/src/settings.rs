@@ -4,8 +4,10 @@
 
 use crate::cli::Flags;
 use crate::error::Error;
-use crate::identity::LockNames;
+use crate::hardware::Probe;
+use crate::hardware::gpu_count::MAX_GPU_COUNT;
 use crate::prelude::*;
+use crate::profile::{LockNames, Profile, Vendor};
 use alloc::borrow::Cow;
 use alloc::ffi::CString;
 use core::ffi::CStr;
@@ -19,109 +21,19 @@ pub const DEFAULT_LOCK_DIR: &CStr = c"/var/lock";
 pub const JAX_LOCK_DIR_PREFIX: &[u8] = b"/tmp/jax_accelerator_locks_";
 pub const DEFAULT_TESTS_PER_GPU: u32 = 8;
 pub const MAX_TESTS_PER_GPU: u32 = 1024;
-/// More GPUs than any host has; a larger `TF_GPU_COUNT` is a typo.
-pub const MAX_GPU_COUNT: u32 = 4096;
 /// 30 days: longer than any test timeout, small enough for any timer.
 pub const MAX_WAIT_MS: u64 = 30 * 24 * 3600 * 1000;
 
-/// Whose conventions the wrapper follows: XLA's `parallel_gpu_execute.sh`
-/// (the default) or JAX's `parallel_accelerator_execute.sh`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Profile {
-    Xla,
-    Jax,
-}
-
-impl Profile {
-    fn parse(value: &[u8]) -> Option<Profile> {
-        match value {
-            b"xla" => Some(Profile::Xla),
-            b"jax" => Some(Profile::Jax),
-            _ => None,
-        }
-    }
-
-    /// The default: `jax` when the executable is called
-    /// `parallel_accelerator_execute` (so it drops in for JAX's script).
-    pub fn from_argv0(argv0: &[u8]) -> Profile {
-        let base = argv0.rsplit(|&b| b == b'/').next().unwrap_or(argv0);
-        if base == b"parallel_accelerator_execute" { Profile::Jax } else { Profile::Xla }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Profile::Xla => "xla",
-            Profile::Jax => "jax",
-        }
-    }
-
-    /// `gpulock<id>_<slot>` or `jax_accelerator_lock_<id>_<slot>`.
-    pub fn lock_prefix(self) -> &'static [u8] {
-        match self {
-            Profile::Xla => b"gpulock",
-            Profile::Jax => b"jax_accelerator_lock_",
-        }
-    }
-
-    /// The lock directory when neither `--lock-dir` nor
-    /// `PARALLEL_GPU_EXECUTE_LOCK_DIR` names one: the classic script's
-    /// `/var/lock`, or JAX's `${JAX_LOCK_DIR:-/tmp/jax_accelerator_locks_${USER:-shared}}`.
-    fn default_lock_dir(self) -> LockDir {
-        match self {
-            Profile::Xla => LockDir::Path(DEFAULT_LOCK_DIR),
-            Profile::Jax => match env::var_nonempty_cstr(b"JAX_LOCK_DIR") {
-                Some(dir) => LockDir::Path(dir),
-                None => LockDir::JaxDefault { user: env::var_nonempty(b"USER").unwrap_or(b"shared") },
-            },
-        }
-    }
-
-    /// The waiters' queue file; its name cannot clash with a lock file's,
-    /// which always ends in `_<digits>`.
-    pub fn queue_file(self) -> &'static [u8] {
-        match self {
-            Profile::Xla => b"gpulock.queue",
-            Profile::Jax => b"jax_accelerator_lock.queue",
-        }
-    }
-
-    /// The variable that gives the count.
-    pub fn count_variable(self) -> &'static str {
-        match self {
-            Profile::Xla => "TF_GPU_COUNT",
-            Profile::Jax => "JAX_ACCELERATOR_COUNT",
-        }
-    }
-
-    /// The variable that gives the slots per GPU.
-    pub fn slots_variable(self) -> &'static str {
-        match self {
-            Profile::Xla => "TF_TESTS_PER_GPU",
-            Profile::Jax => "JAX_TESTS_PER_ACCELERATOR",
-        }
-    }
-}
-
-/// How the test is told which GPUs are its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Vendor {
-    /// `ROCR_VISIBLE_DEVICES=<ids>`, `HIP_VISIBLE_DEVICES=0..n-1`, no `CUDA_VISIBLE_DEVICES`.
-    Rocm,
-    /// `CUDA_VISIBLE_DEVICES=<ids>`.
-    Cuda,
-    /// `CUDA_VISIBLE_DEVICES=<ids>` and `HIP_VISIBLE_DEVICES=<ids>`, as the
-    /// original TensorFlow script did.
-    Classic,
-}
-
-impl Vendor {
-    fn parse(value: &[u8]) -> Option<Vendor> {
-        match value {
-            b"rocm" => Some(Vendor::Rocm),
-            b"cuda" => Some(Vendor::Cuda),
-            b"classic" => Some(Vendor::Classic),
-            _ => None,
-        }
+/// The lock directory when neither `--lock-dir` nor
+/// `PARALLEL_GPU_EXECUTE_LOCK_DIR` names one: the classic script's
+/// `/var/lock`, or JAX's `${JAX_LOCK_DIR:-/tmp/jax_accelerator_locks_${USER:-shared}}`.
+fn default_lock_dir(profile: Profile) -> LockDir {
+    match profile {
+        Profile::Xla => LockDir::Path(DEFAULT_LOCK_DIR),
+        Profile::Jax => match env::var_nonempty_cstr(b"JAX_LOCK_DIR") {
+            Some(dir) => LockDir::Path(dir),
+            None => LockDir::JaxDefault { user: env::var_nonempty(b"USER").unwrap_or(b"shared") },
+        },
     }
 }
 
@@ -204,6 +116,11 @@ fn bounded(name: &'static str, value: &'static [u8], min: u64, max: u64, expecte
 }
 
 impl Settings {
+    /// What the hardware layer needs of these settings to count GPUs.
+    pub fn probe(&self) -> Probe {
+        Probe { sysroot: self.sysroot, profile: self.profile, count_variable: self.tf_gpu_count, vendor: self.vendor }
+    }
+
     /// The settings in force for the wrapper started as `argv0`.
     pub fn load(flags: &Flags, argv0: &[u8]) -> Result<Settings, Error> {
         let profile = parsed(flags.profile, "--profile", "PARALLEL_GPU_EXECUTE_PROFILE", Profile::parse, "xla or jax")?
@@ -223,7 +140,7 @@ impl Settings {
                 return Err(Error::BadValue { name, value: b"", expected: "a directory" });
             }
             Some((_, dir)) => LockDir::Path(dir),
-            None => profile.default_lock_dir(),
+            None => default_lock_dir(profile),
         };
         let vendor =
             parsed(flags.vendor, "--vendor", "PARALLEL_GPU_EXECUTE_VENDOR", Vendor::parse, "rocm, cuda or classic")?;

@@ -30,7 +30,7 @@
 //! use as absent and could make a test that is starting on it fail. Chips
 //! are numbered in PCI address order (the directory's order, sorted).
 
-use crate::dirs::{EntryPath, for_each_entry, open_at, open_dir, open_dir_at, with_host_path};
+use crate::sys::dirs::{EntryPath, for_each_entry, open_at, open_dir, open_dir_at, with_host_path};
 use core::ops::ControlFlow;
 use rustix::fs::{Access as Perm, AtFlags};
 use wrapper_common::CBuf;

@@ -18,32 +18,10 @@
 //! preset (`ROCR_VISIBLE_DEVICES`, `CUDA_VISIBLE_DEVICES`), there is no
 //! hardware identity: the wrapper falls back to index names with one note.
 
-use crate::gpu_count::Source;
+use crate::hardware::Probe;
+use crate::hardware::gpu_count::Source;
+use crate::hardware::survey::{KfdGpu, Survey};
 use crate::prelude::*;
-use crate::request::{Pool, is_safe_id};
-use crate::settings::Settings;
-use crate::survey::{KfdGpu, Survey};
-use alloc::borrow::Cow;
-use wrapper_common::diag;
-
-/// How lock files name a GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LockNames {
-    /// `gpulock<index>_<slot>`, as the classic scripts name them.
-    Index,
-    /// `gpulock<identity>_<slot>`.
-    Physical,
-}
-
-impl LockNames {
-    pub fn parse(value: &[u8]) -> Option<LockNames> {
-        match value {
-            b"index" => Some(LockNames::Index),
-            b"physical" => Some(LockNames::Physical),
-            _ => None,
-        }
-    }
-}
 
 fn kfd_identity(g: &KfdGpu) -> String {
     if g.props.unique_id != 0 {
@@ -63,13 +41,18 @@ fn dedupe(names: &mut [String]) {
     }
 }
 
-/// The physical names of the pool's GPUs, or why there are none.
-fn physical(settings: &Settings, source: Source, pool: &Pool) -> Result<(Vec<String>, bool), String> {
-    if let Some(var) = pool.variable {
-        return Err(format!("the pool comes from {var}"));
-    }
+/// Each GPU's physical name, in the order the count gave them.
+pub struct Identities {
+    pub names: Vec<String>,
+    /// NVIDIA: the names are the ids the test is given (`GPU-<UUID>`).
+    pub use_as_ids: bool,
+}
+
+/// The physical names of the counted GPUs (repeats numbered), or why
+/// there are none.
+pub fn physical(probe: &Probe, source: Source) -> Result<Identities, String> {
     let survey = match source {
-        Source::Kfd | Source::Nvidia => Survey::take(settings),
+        Source::Kfd | Source::Nvidia => Survey::take(probe),
         Source::TfGpuCount | Source::JaxCount => {
             return Err(format!("the count comes from {}", source.name()));
         }
@@ -89,31 +72,8 @@ fn physical(settings: &Settings, source: Source, pool: &Pool) -> Result<(Vec<Str
             (uuids, true)
         }
     };
-    if names.len() != pool.ids.len() {
-        return Err("the GPUs changed while they were counted".to_string());
-    }
     dedupe(&mut names);
-    if let Some(bad) = names.iter().find(|n| !is_safe_id(n.as_bytes())) {
-        return Err(format!("identity '{bad}' cannot name a lock file"));
-    }
-    Ok((names, use_as_ids))
-}
-
-/// Names the pool's lock files by physical identity, or says in one note
-/// why it keeps index names.
-pub fn apply(settings: &Settings, source: Source, pool: &mut Pool) {
-    match physical(settings, source, pool) {
-        Ok((names, use_as_ids)) => {
-            if use_as_ids {
-                pool.ids = names.iter().map(|n| Cow::Owned(n.as_bytes().to_vec())).collect();
-            }
-            pool.lock_names = Some(names.into_iter().map(String::into_bytes).collect());
-        }
-        Err(why) => diag::report(
-            crate::TOOL,
-            format_args!("note: --lock-names=physical: no hardware identity ({why}); lock files are named by index"),
-        ),
-    }
+    Ok(Identities { names, use_as_ids })
 }
 
 #[cfg(test)]
@@ -131,8 +91,8 @@ mod tests {
     fn kfd_identities() {
         let mut g = KfdGpu {
             node: 2,
-            props: crate::kfd::NodeProperties::parse(b"simd_count 4\nlocation_id 29440\ndomain 0\n"),
-            access: crate::devnode::Access::Opened,
+            props: crate::hardware::kfd::NodeProperties::parse(b"simd_count 4\nlocation_id 29440\ndomain 0\n"),
+            access: crate::hardware::devnode::Access::Opened,
         };
         assert_eq!(kfd_identity(&g), "pci-0000.73.00.0");
         g.props.unique_id = 14073402507705256556;

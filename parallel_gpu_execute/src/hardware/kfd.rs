@@ -43,9 +43,9 @@
 //! Indices follow node order, among usable GPUs: that is how ROCR numbers
 //! its GPU agents, which `ROCR_VISIBLE_DEVICES` selects.
 
-use crate::devnode::{Access, open_device};
-use crate::dirs::{for_each_entry, for_each_line_at, host_path, open_dir, with_host_path};
+use crate::hardware::devnode::{Access, open_device};
 use crate::prelude::*;
+use crate::sys::dirs::{for_each_entry, for_each_line_at, host_path, open_dir, with_host_path};
 use core::ops::ControlFlow;
 use wrapper_common::StackPath;
 use wrapper_common::numbers::parse_u64;

@@ -7,9 +7,9 @@
 //! minor are hex. The kernel shows pid 0 for a holder this process's PID
 //! namespace cannot see (and -1 for open-file-description locks).
 
-use crate::clock::{SystemTime, UNIX_EPOCH};
-use crate::dirs::read_file;
 use crate::prelude::*;
+use crate::sys::clock::{SystemTime, UNIX_EPOCH};
+use crate::sys::dirs::read_file;
 use core::time::Duration;
 
 /// One line of `/proc/locks`.

@@ -14,8 +14,8 @@
 //! its end, where rocminfo prints why it failed (`output_tail`). None of
 //! this allocates.
 
-use crate::dirs::{for_each_entry, open_dir, open_dir_at};
-use crate::output_tail::OutputTail;
+use crate::sys::dirs::{for_each_entry, open_dir, open_dir_at};
+use crate::sys::output_tail::OutputTail;
 use core::ffi::{CStr, c_char};
 use core::ops::ControlFlow;
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};

@@ -3,15 +3,16 @@
 //! the same rules as the hot path (`gpu_count`), but kept, sorted and
 //! indexed; this may allocate.
 
-use crate::devnode::Access;
-use crate::gpu_count::{Seen, Source, choose, variable_source};
-use crate::kfd::{self, NodeProperties};
-use crate::nvidia::{self, Information};
+use crate::hardware::Probe;
+use crate::hardware::devnode::Access;
+use crate::hardware::gpu_count::MAX_GPU_COUNT;
+use crate::hardware::gpu_count::{Seen, Source, choose, variable_source};
+use crate::hardware::kfd::{self, NodeProperties};
+use crate::hardware::nvidia::{self, Information};
+use crate::hardware::rocminfo;
+use crate::hardware::tpu::{self, NodeState};
 use crate::prelude::*;
-use crate::rocminfo;
-use crate::settings::Profile;
-use crate::settings::{MAX_GPU_COUNT, Settings};
-use crate::tpu::{self, NodeState};
+use crate::profile::Profile;
 
 /// One AMD GPU node of the KFD topology.
 #[derive(Debug, Clone)]
@@ -82,15 +83,15 @@ pub struct Survey {
 }
 
 impl Survey {
-    pub fn take(settings: &Settings) -> Survey {
+    pub fn take(probe: &Probe) -> Survey {
         let mut survey = Survey::default();
-        if let Some(n) = settings.tf_gpu_count {
+        if let Some(n) = probe.count_variable {
             survey.tf_gpu_count = Some(n);
-            survey.chosen = Some((n, variable_source(settings.profile)));
+            survey.chosen = Some((n, variable_source(probe.profile)));
             return survey;
         }
-        let sysroot = settings.sysroot;
-        if settings.profile == Profile::Jax {
+        let sysroot = probe.sysroot;
+        if probe.profile == Profile::Jax {
             let census = tpu::census(sysroot, |chip| {
                 survey.tpu.push(TpuChip {
                     pci: String::from_utf8_lossy(chip.pci).into_owned(),
@@ -123,7 +124,7 @@ impl Survey {
         survey.kfd_device = kfd.and_then(|c| c.kfd_device);
         // CUDA_DEVICE_ORDER=PCI_BUS_ID order: by bus id, else by minor.
         survey.nvidia.sort_by(|a, b| (&a.entry, a.minor).cmp(&(&b.entry, b.minor)));
-        survey.chosen = choose(settings.vendor, &Seen { kfd, nvidia });
+        survey.chosen = choose(probe.vendor, &Seen { kfd, nvidia });
         if survey.chosen.is_none() {
             let mut names = Vec::new();
             if let Some(n) = rocminfo::count_gpus(|name| names.push(String::from_utf8_lossy(name).into_owned())) {

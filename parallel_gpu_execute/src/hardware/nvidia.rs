@@ -23,8 +23,8 @@
 //! `information` is `Key: value` lines whose separators are tabs and spaces
 //! in any mix (`Model: \t\t Tesla P100`, `GPU Excluded:\t No`).
 
-use crate::devnode::{Access, open_device};
-use crate::dirs::{for_each_entry, for_each_line_at, host_path, open_dir, with_host_path};
+use crate::hardware::devnode::{Access, open_device};
+use crate::sys::dirs::{for_each_entry, for_each_line_at, host_path, open_dir, with_host_path};
 use core::ops::ControlFlow;
 use wrapper_common::numbers::parse_u64;
 use wrapper_common::runfiles::exists_cstr;

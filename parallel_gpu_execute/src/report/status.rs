@@ -19,35 +19,20 @@
 //! system calls; a wrapper that tries the slot in that instant moves on to
 //! another slot or waits, and is woken by the probe's close.
 
-use crate::clock::SystemTime;
-use crate::dirs::{for_each_entry, open_dir};
+use crate::cli::StatusFormat as Format;
 use crate::error::Error;
-use crate::json;
 use crate::prelude::*;
-use crate::proclocks::{LockEntry, ProcessInfo, file_key, process, read_locks, rfc3339};
-use crate::request::gpus_needed;
+use crate::report::json;
+use crate::slots::proclocks::{LockEntry, ProcessInfo, file_key, process, read_locks, rfc3339};
+use crate::slots::request::gpus_needed;
+use crate::sys::clock::SystemTime;
+use crate::sys::dirs::{for_each_entry, open_dir};
 use core::ffi::CStr;
 use core::fmt::Write as _;
 use core::ops::ControlFlow;
 use rustix::fd::AsFd;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use wrapper_common::diag::{Bytes, Os};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Text,
-    Json,
-}
-
-impl Format {
-    pub fn parse(value: &[u8]) -> Option<Format> {
-        match value {
-            b"text" => Some(Format::Text),
-            b"json" => Some(Format::Json),
-            _ => None,
-        }
-    }
-}
 
 /// Lock file name prefixes, per profile, and their queue files.
 pub const LOCK_PREFIXES: &[(&str, &str)] = &[("gpulock", "xla"), ("jax_accelerator_lock_", "jax")];
@@ -67,10 +52,10 @@ pub fn parse_lock_name(name: &str) -> Option<(&'static str, &str, u32)> {
 }
 
 /// The GPU id a lock file name stands for: CUDA's MIG form has `+` in the
-/// name where the id has `/` ([`crate::request::lock_form`]).
+/// name where the id has `/` ([`crate::slots::request::lock_form`]).
 fn gpu_id(name: &str) -> String {
     let id = name.replace('+', "/");
-    if crate::request::is_cuda_mig_path(id.as_bytes()) { id } else { name.to_string() }
+    if crate::slots::request::is_cuda_mig_path(id.as_bytes()) { id } else { name.to_string() }
 }
 
 /// Paths are the bytes they are (no NUL), as the kernel has them.

@@ -22,19 +22,22 @@
 //! while it waits, they wait behind it. `--wait=0` skips the queue entirely
 //! (the classic fail-fast behaviour).
 
-use crate::clock::Instant;
 use crate::error::Error;
 use crate::prelude::*;
-use crate::request::Pool;
-use crate::settings::Profile;
-use crate::telemetry::{Place, Telemetry, queued_behind};
-use crate::wait::{SlotWatch, WaitingSignals, Wake};
+use crate::profile::Profile;
+use crate::slots::lockfile::{
+    LockName, dir_still_there, join, lock_file_name, named, open_lock_dir, open_lock_file, try_flock,
+};
+use crate::slots::request::Pool;
+use crate::slots::telemetry::{Place, Telemetry, queued_behind};
+use crate::slots::wait::{SlotWatch, WaitingSignals, Wake};
+use crate::sys::clock::Instant;
 use core::ffi::CStr;
 use core::time::Duration;
 use rustix::fd::OwnedFd;
-use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
+use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
-use wrapper_common::{CBuf, StackPath, diag, separator, with_joined};
+use wrapper_common::{diag, separator, with_joined};
 
 /// Most lock descriptors a waiter keeps open; beyond that it closes them
 /// after each try and polls instead of watching (its own closes would wake it).
@@ -49,146 +52,6 @@ pub struct Grant {
     pub slot: u32,
     /// How long the wrapper waited for it (`None`: it did not wait).
     pub waited: Option<Duration>,
-}
-
-/// `<dir>/<name>` for messages and path-based checks.
-fn join(dir: &CStr, name: &[u8]) -> StackPath {
-    let mut p = StackPath::from_bytes(dir.to_bytes()).unwrap_or_default();
-    let _ = p.push_path(name);
-    p
-}
-
-/// `<dir>/<name>` for an error, on the heap (see [`Error`]'s paths).
-#[cold]
-#[inline(never)]
-fn named(dir: &CStr, name: &[u8]) -> Box<[u8]> {
-    join(dir, name).as_bytes().into()
-}
-
-/// A lock or queue file's name: the longest prefix (21 bytes), an id of at
-/// most 128 bytes, `_` and a slot number fit; a 4 KiB buffer would cost a
-/// stack page on every run.
-pub type LockName = CBuf<192>;
-
-/// `<prefix><id>_<slot>` (`gpulock3_0`): the name of one lock file inside
-/// the lock directory.
-pub fn lock_file_name(prefix: &[u8], id: &[u8], slot: u32) -> LockName {
-    let mut name = LockName::new();
-    // Ids are at most 128 bytes of a safe alphabet (checked in `request`),
-    // so this always fits.
-    let _ = name.push(prefix);
-    let _ = name.push(id);
-    let _ = name.push(b"_");
-    let _ = name.push_u64(u64::from(slot));
-    name
-}
-
-/// Opens the lock directory, creating it (and its parents) when missing.
-pub fn open_lock_dir(dir: &CStr) -> Result<OwnedFd, Error> {
-    let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
-    let fail = |action, errno| Error::LockDir { dir: dir.to_bytes().into(), action, errno };
-    match rustix::fs::open(dir, flags, Mode::empty()) {
-        Ok(fd) => return Ok(fd),
-        Err(Errno::NOENT) => {}
-        Err(e) => return Err(fail("open it", e)),
-    }
-    create_dirs(dir.to_bytes()).map_err(|e| fail("create it", e))?;
-    rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| fail("open it", e))
-}
-
-/// `mkdir -p`: each missing component, mode 0777 less the umask.
-fn create_dirs(path: &[u8]) -> Result<(), Errno> {
-    let mut prefix = StackPath::new();
-    for (i, &b) in path.iter().enumerate() {
-        let end_of_component = b == b'/' && i > 0 || i + 1 == path.len();
-        if end_of_component {
-            let upto = if b == b'/' { i } else { i + 1 };
-            prefix.truncate(0);
-            prefix.push(&path[..upto]).map_err(|_| Errno::NAMETOOLONG)?;
-            match rustix::fs::mkdir(prefix.as_cstr(), Mode::from_raw_mode(0o777)) {
-                Ok(()) | Err(Errno::EXIST) => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    Ok(())
-}
-
-fn describe(file_type: FileType) -> &'static str {
-    match file_type {
-        FileType::Directory => "a directory",
-        FileType::Fifo => "a FIFO",
-        FileType::Socket => "a socket",
-        FileType::CharacterDevice => "a character device",
-        FileType::BlockDevice => "a block device",
-        FileType::Symlink => "a symbolic link",
-        _ => "not a regular file",
-    }
-}
-
-/// Opens (creating when missing) one lock file, read-only, refusing anything
-/// that is not a regular file.
-pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<OwnedFd, Error> {
-    let base = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-    let refuse = |what| Error::UnsafeLockPath { path: named(dir, name.as_bytes()), what };
-    // A file that appears between the two opens is simply opened again.
-    for _ in 0..8 {
-        match rustix::fs::openat(dir_fd, name.as_cstr(), base, Mode::empty()) {
-            Ok(fd) => {
-                let st = rustix::fs::fstat(&fd).map_err(|errno| Error::System {
-                    what: "cannot stat lock file",
-                    path: Some(named(dir, name.as_bytes())),
-                    errno,
-                })?;
-                let file_type = FileType::from_raw_mode(st.st_mode);
-                if file_type != FileType::RegularFile {
-                    return Err(refuse(describe(file_type)));
-                }
-                return Ok(fd);
-            }
-            Err(Errno::LOOP) => return Err(refuse("a symbolic link")),
-            Err(Errno::NXIO) => return Err(refuse("a socket")),
-            Err(Errno::NOENT) => {}
-            Err(errno) => {
-                return Err(Error::System {
-                    what: "cannot open lock file",
-                    path: Some(named(dir, name.as_bytes())),
-                    errno,
-                });
-            }
-        }
-        // O_EXCL also fails on a (dangling) symlink, which the next open
-        // then refuses.
-        match rustix::fs::openat(
-            dir_fd,
-            name.as_cstr(),
-            base | OFlags::CREATE | OFlags::EXCL,
-            // As bash's `exec {fd}>file` creates it (0666 less the umask), so
-            // that a classic script run later by another user can open it.
-            Mode::from_raw_mode(0o666),
-        ) {
-            Ok(fd) => return Ok(fd),
-            Err(Errno::EXIST) => {}
-            Err(errno) => return Err(Error::LockFileCreate { path: named(dir, name.as_bytes()), errno }),
-        }
-    }
-    Err(Error::System {
-        what: "lock file keeps changing",
-        path: Some(named(dir, name.as_bytes())),
-        errno: Errno::AGAIN,
-    })
-}
-
-/// Tries an exclusive lock without blocking: `Ok(true)` when taken.
-fn try_flock(fd: &OwnedFd, path: impl Fn() -> Box<[u8]>) -> Result<bool, Error> {
-    loop {
-        match rustix::fs::flock(fd, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => return Ok(true),
-            Err(Errno::WOULDBLOCK) => return Ok(false),
-            Err(Errno::INTR) => {}
-            Err(errno) => return Err(Error::System { what: "cannot flock", path: Some(path()), errno }),
-        }
-    }
 }
 
 /// The lock files of one attempt, opened lazily and (when few enough) kept
@@ -289,18 +152,6 @@ impl<'a> Slots<'a> {
                 _ => false,
             }
         })
-    }
-}
-
-/// Is `dir_fd` still the directory at `dir`? No once it was removed
-/// (`rm -rf`), renamed or replaced. Checked on every wake-up of a waiter:
-/// inotify cannot say it, since the kernel reports a directory's deletion
-/// only when its last reference goes, and the waiter's own open lock files
-/// in it are references.
-fn dir_still_there(dir: &CStr, dir_fd: &OwnedFd) -> bool {
-    match (rustix::fs::fstat(dir_fd), rustix::fs::stat(dir)) {
-        (Ok(open), Ok(named)) => open.st_nlink > 0 && open.st_dev == named.st_dev && open.st_ino == named.st_ino,
-        _ => false,
     }
 }
 
@@ -496,60 +347,5 @@ pub fn acquire(
             // The directory changed under us: start over with the new one.
             _ => continue,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lock_file_names() {
-        assert_eq!(lock_file_name(b"gpulock", b"3", 0).as_bytes(), b"gpulock3_0");
-        assert_eq!(lock_file_name(b"gpulock", b"GPU-ab-12", 7).as_bytes(), b"gpulockGPU-ab-12_7");
-        assert_eq!(lock_file_name(b"jax_accelerator_lock_", b"2", 5).as_bytes(), b"jax_accelerator_lock_2_5");
-    }
-
-    #[test]
-    fn a_removed_renamed_or_replaced_lock_directory_is_noticed() {
-        // A waiter used to sleep forever after `rm -rf` of its lock
-        // directory: inotify never reported the removal (the waiter's own
-        // open lock files keep the directory alive), and its cached lock
-        // files were the deleted ones. It now checks the directory itself.
-        let base = std::env::temp_dir().join(format!("pge-dir-gone-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
-        let path = base.join("locks");
-        let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-        std::fs::create_dir_all(&path).unwrap();
-        let fd = open_lock_dir(&cpath).unwrap();
-        let inside = open_lock_file(&fd, &cpath, &lock_file_name(b"gpulock", b"0", 0)).unwrap();
-        assert!(dir_still_there(&cpath, &fd));
-        std::fs::remove_dir_all(&path).unwrap();
-        assert!(!dir_still_there(&cpath, &fd), "removed, though a file in it is still open");
-        std::fs::create_dir_all(&path).unwrap();
-        assert!(!dir_still_there(&cpath, &fd), "replaced by a new directory");
-        let fd = open_lock_dir(&cpath).unwrap();
-        std::fs::rename(&path, base.join("moved")).unwrap();
-        assert!(!dir_still_there(&cpath, &fd), "renamed away");
-        drop(inside);
-        std::fs::remove_dir_all(&base).unwrap();
-    }
-
-    #[test]
-    fn an_impossibly_long_lock_directory_is_named_in_its_error() {
-        // It used to be reported as "lock directory : cannot open it", naming nothing.
-        let mut dir = vec![b'/'];
-        dir.extend(std::iter::repeat_n(b'd', 4999));
-        let dir = std::ffi::CString::new(dir).unwrap();
-        let err = open_lock_dir(&dir).unwrap_err();
-        let message = err.to_string();
-        assert!(message.starts_with("lock directory /dddd"), "{message}");
-        assert!(message.contains("File name too long"), "{message}");
-    }
-
-    #[test]
-    fn join_paths() {
-        assert_eq!(join(c"/var/lock", b"gpulock0_0").as_bytes(), b"/var/lock/gpulock0_0");
-        assert_eq!(join(c"/var/lock/", b"x").as_bytes(), b"/var/lock/x");
     }
 }

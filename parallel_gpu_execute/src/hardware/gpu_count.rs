@@ -16,11 +16,15 @@
 //! The sysfs sources cost a few system calls and no allocation; rocminfo is
 //! only searched for (and run) when neither saw any GPU.
 
-use crate::devnode::{Access, Refusal};
-use crate::settings::{MAX_GPU_COUNT, Profile, Settings, Vendor};
-use crate::{kfd, nvidia, rocminfo, tpu};
+use crate::hardware::Probe;
+use crate::hardware::devnode::{Access, Refusal};
+use crate::hardware::{kfd, nvidia, rocminfo, tpu};
+use crate::profile::{Profile, Vendor};
 
 /// The source of a count given by the profile's variable.
+/// More GPUs than any host has; a larger `TF_GPU_COUNT` is a typo.
+pub const MAX_GPU_COUNT: u32 = 4096;
+
 pub fn variable_source(profile: Profile) -> Source {
     match profile {
         Profile::Xla => Source::TfGpuCount,
@@ -99,23 +103,23 @@ pub fn choose(vendor: Option<Vendor>, seen: &Seen) -> Option<(u32, Source)> {
 /// Warns (one line) when GPUs were left out because this user may not open
 /// their device nodes, or because `/dev/kfd` cannot be used although their
 /// render nodes opened.
-pub fn count(settings: &Settings) -> (u32, Option<Source>) {
-    if let Some(n) = settings.tf_gpu_count {
-        return (n, Some(variable_source(settings.profile)));
+pub fn count(probe: &Probe) -> (u32, Option<Source>) {
+    if let Some(n) = probe.count_variable {
+        return (n, Some(variable_source(probe.profile)));
     }
-    if settings.profile == Profile::Jax {
-        if let Some(c) = tpu::census(settings.sysroot, |_| {}) {
+    if probe.profile == Profile::Jax {
+        if let Some(c) = tpu::census(probe.sysroot, |_| {}) {
             return (c.usable, Some(Source::Tpu));
         }
     }
-    let seen = Seen { kfd: kfd::census(settings.sysroot, |_| {}), nvidia: nvidia::census(settings.sysroot, |_| {}) };
-    if let Some((n, source)) = choose(settings.vendor, &seen) {
+    let seen = Seen { kfd: kfd::census(probe.sysroot, |_| {}), nvidia: nvidia::census(probe.sysroot, |_| {}) };
+    if let Some((n, source)) = choose(probe.vendor, &seen) {
         let denied = seen.denied(source);
         match seen.kfd.filter(|_| source == Source::Kfd) {
             Some(kfd::Census { kfd_device: Some(errno), gated: gated @ 1.., .. }) => {
-                warn_kfd_device(settings.sysroot, errno, gated)
+                warn_kfd_device(probe.sysroot, errno, gated)
             }
-            _ if denied > 0 => warn_denied(settings.sysroot, source, &seen, denied),
+            _ if denied > 0 => warn_denied(probe.sysroot, source, &seen, denied),
             _ => {}
         }
         return (n, Some(source));

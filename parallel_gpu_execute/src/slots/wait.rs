@@ -15,7 +15,7 @@
 //! All of it is undone before the test is exec'd: dispositions as they were,
 //! timer cancelled (interval timers survive `execve`).
 
-use crate::clock::Instant;
+use crate::sys::clock::Instant;
 use core::ffi::{CStr, c_int};
 use core::mem::MaybeUninit;
 use core::time::Duration;
@@ -180,7 +180,7 @@ impl SlotWatch {
                 matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0)
             }
             SlotWatch::Polling => {
-                crate::clock::sleep(timeout);
+                crate::sys::clock::sleep(timeout);
                 false
             }
         };

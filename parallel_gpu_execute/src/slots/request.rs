@@ -2,9 +2,12 @@
 //! physical GPU ids).
 
 use crate::error::Error;
+use crate::hardware::gpu_count::Source;
+use crate::hardware::{Probe, identity};
 use crate::prelude::*;
-use crate::settings::{Profile, Vendor};
+use crate::profile::{CUDA_POOL_VARIABLE, Profile, Vendor};
 use alloc::borrow::Cow;
+use wrapper_common::diag;
 use wrapper_common::env;
 use wrapper_common::numbers::parse_u64;
 
@@ -145,10 +148,6 @@ fn is_negative_index(token: &[u8]) -> bool {
     }
 }
 
-/// The pool variable of cuda mode, the only one whose ids may take CUDA's
-/// MIG form ([`is_cuda_mig_path`]).
-pub const CUDA_POOL_VARIABLE: &str = "CUDA_VISIBLE_DEVICES";
-
 /// The variable that holds a preset pool in this profile and mode: in rocm
 /// mode `ROCR_VISIBLE_DEVICES`, in cuda mode `CUDA_VISIBLE_DEVICES`. The
 /// classic mode reads none (the older scripts did not), nor does the jax
@@ -214,6 +213,40 @@ pub fn parse_pool_list(list: &[u8], mig_paths: bool) -> Result<Vec<&[u8]>, PoolL
 }
 
 impl Pool {
+    /// `--lock-names=physical`: names the pool's lock files by each GPU's
+    /// physical identity ([`identity::physical`]), or says in one note why
+    /// it keeps index names.
+    pub fn name_physically(&mut self, probe: &Probe, source: Source) {
+        match self.physical_names(probe, source) {
+            Ok(identity::Identities { names, use_as_ids }) => {
+                if use_as_ids {
+                    self.ids = names.iter().map(|n| Cow::Owned(n.as_bytes().to_vec())).collect();
+                }
+                self.lock_names = Some(names.into_iter().map(String::into_bytes).collect());
+            }
+            Err(why) => diag::report(
+                crate::TOOL,
+                format_args!(
+                    "note: --lock-names=physical: no hardware identity ({why}); lock files are named by index"
+                ),
+            ),
+        }
+    }
+
+    fn physical_names(&self, probe: &Probe, source: Source) -> Result<identity::Identities, String> {
+        if let Some(var) = self.variable {
+            return Err(format!("the pool comes from {var}"));
+        }
+        let identities = identity::physical(probe, source)?;
+        if identities.names.len() != self.ids.len() {
+            return Err("the GPUs changed while they were counted".to_string());
+        }
+        if let Some(bad) = identities.names.iter().find(|n| !is_safe_id(n.as_bytes())) {
+            return Err(format!("identity '{bad}' cannot name a lock file"));
+        }
+        Ok(identities)
+    }
+
     /// Whether its variable hides every GPU (see [`Preset::hides_every_gpu`]).
     pub fn hides_every_gpu(&self) -> bool {
         self.variable.is_some() && self.ids.is_empty()

@@ -11,36 +11,18 @@
 //! - `gfx-targets`: the distinct gfx targets of the usable AMD GPUs,
 //!   comma-separated, for `TF_ROCM_AMDGPU_TARGETS`.
 
-use crate::devnode::Access;
+use crate::cli::ListFormat as Format;
 use crate::error::Error;
-use crate::gpu_count::Source;
-use crate::json;
+use crate::hardware::devnode::Access;
+use crate::hardware::gpu_count::Source;
+use crate::hardware::survey::{KfdGpu, NvidiaGpu, Survey};
 use crate::prelude::*;
-use crate::request::{Pool, Preset};
-use crate::settings::{Profile, Settings, Vendor};
-use crate::survey::{KfdGpu, NvidiaGpu, Survey};
+use crate::profile::{Profile, Vendor};
+use crate::report::json;
+use crate::settings::Settings;
+use crate::slots::request::{Pool, Preset};
 use core::fmt::Write as _;
 use wrapper_common::diag::Os;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Text,
-    Json,
-    Count,
-    GfxTargets,
-}
-
-impl Format {
-    pub fn parse(value: &[u8]) -> Option<Format> {
-        match value {
-            b"text" => Some(Format::Text),
-            b"json" => Some(Format::Json),
-            b"count" => Some(Format::Count),
-            b"gfx-targets" => Some(Format::GfxTargets),
-            _ => None,
-        }
-    }
-}
 
 /// What the wrapper would do with what it sees.
 struct Plan {
@@ -59,7 +41,7 @@ fn vendor_name(v: Vendor) -> &'static str {
 }
 
 fn plan(settings: &Settings) -> Result<Plan, Error> {
-    let survey = Survey::take(settings);
+    let survey = Survey::take(&settings.probe());
     let (vendor, pool) = match survey.source() {
         Some(source) => {
             let vendor = settings.vendor.unwrap_or(source.default_vendor());
@@ -84,7 +66,7 @@ fn index_of(usable: bool, chosen: bool, next: &mut u32) -> Option<u32> {
 /// why the GPU is not usable when `/dev/kfd` is the reason.
 fn kfd_state(survey: &Survey, g: &KfdGpu) -> (Option<String>, Access, Option<String>) {
     let path = match g.props.drm_render_minor {
-        crate::kfd::RenderMinor::Value(m) => Some(format!("/dev/dri/renderD{m}")),
+        crate::hardware::kfd::RenderMinor::Value(m) => Some(format!("/dev/dri/renderD{m}")),
         _ => None,
     };
     let gated = survey.kfd_device.filter(|_| g.access.usable()).map(|e| format!("but {}", kfd_device_state(e)));
@@ -257,8 +239,8 @@ fn text(plan: &Plan, settings: &Settings) -> String {
     out
 }
 
-fn tpu_state(state: crate::tpu::NodeState) -> &'static str {
-    use crate::tpu::NodeState;
+fn tpu_state(state: crate::hardware::tpu::NodeState) -> &'static str {
+    use crate::hardware::tpu::NodeState;
     match state {
         NodeState::Usable => "usable",
         NodeState::Unnamed => "(driver not bound)",

@@ -4,8 +4,8 @@
 //! (`EPERM`: the device cgroup, which no group membership changes; linux
 //! `security/device_cgroup.c`, `devcgroup_check_permission`).
 
-use crate::dirs::host_path;
 use crate::prelude::*;
+use crate::sys::dirs::host_path;
 use core::ffi::CStr;
 use core::ops::ControlFlow;
 use rustix::fs::{Mode, OFlags};

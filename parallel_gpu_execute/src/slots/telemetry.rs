@@ -5,11 +5,11 @@
 //! Bazel's `test.log`. Only the waiting path pays for this (it reads
 //! `/proc/locks`); the fast path is untouched.
 
-use crate::clock::Instant;
-use crate::locks::lock_file_name;
 use crate::prelude::*;
-use crate::proclocks::{file_key, read_locks};
-use crate::request::Pool;
+use crate::slots::lockfile::lock_file_name;
+use crate::slots::proclocks::{file_key, read_locks};
+use crate::slots::request::Pool;
+use crate::sys::clock::Instant;
 use core::time::Duration;
 use rustix::fd::OwnedFd;
 use rustix::fs::AtFlags;

@@ -1,0 +1,116 @@
+//! The conventions a run follows, named once for every layer: whose
+//! scripts it stands in for (the profile), whose variables tell the test
+//! its GPUs (the vendor), and how lock files name a GPU. Plain values with
+//! no behaviour beyond their names, so that errors, the slot search and the
+//! hardware survey can all take them without importing the settings.
+
+/// Whose conventions the wrapper follows: XLA's `parallel_gpu_execute.sh`
+/// (the default) or JAX's `parallel_accelerator_execute.sh`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    Xla,
+    Jax,
+}
+
+impl Profile {
+    pub fn parse(value: &[u8]) -> Option<Profile> {
+        match value {
+            b"xla" => Some(Profile::Xla),
+            b"jax" => Some(Profile::Jax),
+            _ => None,
+        }
+    }
+
+    /// The default: `jax` when the executable is called
+    /// `parallel_accelerator_execute` (so it drops in for JAX's script).
+    pub fn from_argv0(argv0: &[u8]) -> Profile {
+        let base = argv0.rsplit(|&b| b == b'/').next().unwrap_or(argv0);
+        if base == b"parallel_accelerator_execute" { Profile::Jax } else { Profile::Xla }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Xla => "xla",
+            Profile::Jax => "jax",
+        }
+    }
+
+    /// `gpulock<id>_<slot>` or `jax_accelerator_lock_<id>_<slot>`.
+    pub fn lock_prefix(self) -> &'static [u8] {
+        match self {
+            Profile::Xla => b"gpulock",
+            Profile::Jax => b"jax_accelerator_lock_",
+        }
+    }
+
+    /// The waiters' queue file; its name cannot clash with a lock file's,
+    /// which always ends in `_<digits>`.
+    pub fn queue_file(self) -> &'static [u8] {
+        match self {
+            Profile::Xla => b"gpulock.queue",
+            Profile::Jax => b"jax_accelerator_lock.queue",
+        }
+    }
+
+    /// The variable that gives the count.
+    pub fn count_variable(self) -> &'static str {
+        match self {
+            Profile::Xla => "TF_GPU_COUNT",
+            Profile::Jax => "JAX_ACCELERATOR_COUNT",
+        }
+    }
+
+    /// The variable that gives the slots per GPU.
+    pub fn slots_variable(self) -> &'static str {
+        match self {
+            Profile::Xla => "TF_TESTS_PER_GPU",
+            Profile::Jax => "JAX_TESTS_PER_ACCELERATOR",
+        }
+    }
+}
+
+/// How the test is told which GPUs are its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vendor {
+    /// `ROCR_VISIBLE_DEVICES=<ids>`, `HIP_VISIBLE_DEVICES=0..n-1`, no `CUDA_VISIBLE_DEVICES`.
+    Rocm,
+    /// `CUDA_VISIBLE_DEVICES=<ids>`.
+    Cuda,
+    /// `CUDA_VISIBLE_DEVICES=<ids>` and `HIP_VISIBLE_DEVICES=<ids>`, as the
+    /// original TensorFlow script did.
+    Classic,
+}
+
+impl Vendor {
+    pub fn parse(value: &[u8]) -> Option<Vendor> {
+        match value {
+            b"rocm" => Some(Vendor::Rocm),
+            b"cuda" => Some(Vendor::Cuda),
+            b"classic" => Some(Vendor::Classic),
+            _ => None,
+        }
+    }
+}
+
+/// How lock files name a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockNames {
+    /// `gpulock<index>_<slot>`, as the classic scripts name them.
+    Index,
+    /// `gpulock<identity>_<slot>`.
+    Physical,
+}
+
+impl LockNames {
+    pub fn parse(value: &[u8]) -> Option<LockNames> {
+        match value {
+            b"index" => Some(LockNames::Index),
+            b"physical" => Some(LockNames::Physical),
+            _ => None,
+        }
+    }
+}
+
+/// The pool variable of cuda mode, the only one whose ids may take CUDA's
+/// MIG form ([`crate::slots::request::is_cuda_mig_path`]).
+pub const CUDA_POOL_VARIABLE: &str = "CUDA_VISIBLE_DEVICES";

@@ -1,0 +1,11 @@
+//! What `no_std` needs and std would have given, and nothing of GPUs:
+//! the heap (`heap`), monotonic and wall-clock time (`clock`), the standard
+//! descriptors held open (`stdfds`), directory and file reading without
+//! allocation (`dirs`), and the bounded tail of a child's output
+//! (`output_tail`). Imports nothing from the rest of the crate.
+
+pub mod clock;
+pub mod dirs;
+pub mod heap;
+pub mod output_tail;
+pub mod stdfds;
