@@ -126,7 +126,7 @@ fn without_a_queue_file_a_waiter_waits_and_says_so() {
     out.assert_success();
     assert!(record.exists(), "the test never ran\n{}", out.explain());
     let warning = format!(
-        "parallel_gpu_execute: warning: cannot create {} (the lock directory is not writable): waiting without the queue, so waiters are not served first come, first served",
+        "parallel_gpu_execute: warning: cannot create {} (the lock directory is not writable: Permission denied (os error 13)): waiting without the queue, so waiters are not served first come, first served",
         f.lock_dir.join("gpulock.queue").display()
     );
     assert_eq!(out.stderr.lines().filter(|l| *l == warning).count(), 1, "{}", out.explain());

@@ -6,7 +6,7 @@ mod common;
 
 use common::{BIN, Fixture, Record};
 use std::time::Duration;
-use test_support::hardware::KfdNode;
+use test_support::hardware::{KfdNode, hosts};
 use test_support::{Cmd, hold_lock, wait_until, write_file};
 
 fn is_held(path: &std::path::Path) -> bool {
@@ -326,4 +326,58 @@ fn nvidia_physical_names_are_gpu_uuids_handed_to_cuda() {
     let uuid = "GPU-00000006-0000-4000-8000-000000000007";
     assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some(uuid), "{}", out.explain());
     assert_eq!(r.locks(), [format!("gpulock{uuid}_0")]);
+}
+
+/// An MI300X host in CPX mode seen by two containers: A is given
+/// partitions 0 and 3 of the first device (nodes 2 and 5), B partition 3
+/// alone. The partitions share the device's unique_id.
+fn cpx_container(label: &str, given: &[u64]) -> Fixture {
+    let mut f = Fixture::new(label);
+    hosts::mi300x_cpx_partitions(&mut f.sysroot);
+    // The same topology; only the render nodes this container was given.
+    for minor in 128..191u64 {
+        if !given.contains(&(minor - 128)) {
+            f.sysroot.remove_dev_entry(&format!("dri/renderD{minor}"));
+        }
+    }
+    f
+}
+
+#[test]
+fn partitions_of_one_device_keep_their_names_in_every_container() {
+    let a = cpx_container("cpx-a", &[0, 3]);
+    let b = cpx_container("cpx-b", &[3]);
+    let shared = a.dir.join("host-locks");
+    let physical = |f: &Fixture| {
+        let mut c = f.cmd();
+        c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &shared).env("TF_TESTS_PER_GPU", "1").arg("--lock-names=physical");
+        c
+    };
+    // B holds its one partition, node 5 (partition 3 of device 0x2000).
+    let mut c = physical(&b);
+    c.env("SLEEP", "30").arg("./pkg/gpu_test").own_process_group();
+    let held = c.spawn();
+    let b_lock = shared.join("gpulockuid-8192.3_0");
+    assert!(wait_until(Duration::from_secs(10), || is_held(&b_lock)), "B never took {}", b_lock.display());
+    // A gets partition 0 (its ROCR 0), never B's partition 3 ...
+    let out = physical(&a).args(["--wait=0", "./pkg/gpu_test"]).run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulockuid-8192_0"], "{}", out.explain());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
+    // ... and with partition 0 held too, nothing: both its GPUs are busy.
+    let mut c = physical(&a);
+    c.env("SLEEP", "30").arg("./pkg/gpu_test").own_process_group();
+    let a_held = c.spawn();
+    assert!(wait_until(Duration::from_secs(10), || is_held(&shared.join("gpulockuid-8192_0"))));
+    let out = physical(&a).args(["--wait=0", "./pkg/gpu_test"]).run();
+    assert_eq!(out.status.code(), Some(1), "A was given B's partition\n{}", out.explain());
+    // B's partition, once free, goes to A under the same name.
+    held.signal_group(libc::SIGKILL);
+    held.wait();
+    let out = physical(&a).args(["--wait=0", "./pkg/gpu_test"]).run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulockuid-8192.3_0"], "{}", out.explain());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("1"), "node 5 is A's second GPU\n{}", out.explain());
+    a_held.signal_group(libc::SIGKILL);
+    a_held.wait();
 }

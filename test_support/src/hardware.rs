@@ -367,25 +367,29 @@ pub mod hosts {
     }
 
     /// MI300X in CPX mode: 8 devices x 8 partitions, 63 of them present
-    /// (nodes 2-64, render 128-190), each partition its own node. ROCR: 63.
+    /// (nodes 2-64, render 128-190), each partition its own node. The
+    /// partitions of a device share its unique_id; their location_ids are
+    /// the device's plus the partition (PCI function 0-7). ROCR: 63.
     pub fn mi300x_cpx_partitions(s: &mut Sysroot) -> u32 {
         s.add_kfd_node(&KfdNode::cpu(96));
         s.add_kfd_node(&KfdNode::cpu(96));
         for i in 0..63u64 {
-            let gpu = KfdNode::gpu(90402, 38 * 4, 128 + i).device(29857).at(0, (0x05 + 0x10 * (i / 8)) << 8);
-            s.add_kfd_node_with_render(&gpu.unique(0x2000 + i));
+            let (device, part) = (i / 8, i % 8);
+            let gpu = KfdNode::gpu(90402, 38 * 4, 128 + i).device(29857).at(0, ((0x05 + 0x10 * device) << 8) | part);
+            s.add_kfd_node_with_render(&gpu.unique(0x2000 + device));
         }
         63
     }
 
-    /// MI308X in CPX mode: 32 partitions, 4 per device, render minors with
-    /// gaps (128-131, 136-139, ...). ROCR: 32.
+    /// MI308X in CPX mode: 32 partitions, 4 per device (sharing its
+    /// unique_id, PCI functions 0-3), render minors with gaps (128-131,
+    /// 136-139, ...). ROCR: 32.
     pub fn mi308x_cpx_render_gaps(s: &mut Sysroot) -> u32 {
         s.add_kfd_node(&KfdNode::cpu(64));
         for device in 0..8u64 {
             for part in 0..4u64 {
-                let gpu = KfdNode::gpu(90402, 80, 128 + device * 8 + part).at(0, (0x10 + device) << 8);
-                s.add_kfd_node_with_render(&gpu);
+                let gpu = KfdNode::gpu(90402, 80, 128 + device * 8 + part).at(0, ((0x10 + device) << 8) | part);
+                s.add_kfd_node_with_render(&gpu.unique(0x3000 + device));
             }
         }
         32

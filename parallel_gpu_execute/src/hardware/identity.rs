@@ -6,13 +6,22 @@
 //!
 //! - KFD: `uid-<unique_id>` (the node's `unique_id` as KFD prints it) when
 //!   it is not 0, else `pci-<domain>.<bus>.<device>.<function>` from
-//!   `domain` and `location_id`.
+//!   `domain` and `location_id`. The partitions of one MI300X or MI308X in
+//!   CPX (or DPX, QPX) mode share the device's `unique_id`; what tells them
+//!   apart is the PCI function of their `location_id`, 0 for the first
+//!   partition and 1, 2, ... for the others (ROCm/k8s-device-plugin
+//!   ed764684, `testdata/topo-mi300-cpx`: location_id 1280-1287 under one
+//!   unique_id). A node whose function is not 0 is `uid-<unique_id>.<function>`.
+//!   The name depends on the node's own properties only, so every
+//!   container names a partition alike, whichever partitions it can see.
 //! - NVIDIA: the `GPU UUID` from `information` (`GPU-...`, as `nvidia-smi -L`
 //!   shows it). The test is then given the UUIDs in `CUDA_VISIBLE_DEVICES`,
 //!   which CUDA resolves whatever its device order. A GPU known only by its
 //!   device node has no identity.
-//! - Two GPUs with the same identity (partitions of one device reporting
-//!   one location) get `.1`, `.2`, ... in node order after the first.
+//! - Two GPUs that still have the same identity (no known hardware does)
+//!   get `#1`, `#2`, ... in node order after the first; unlike the names
+//!   above, these depend on which GPUs this container sees, so the note
+//!   says so.
 //!
 //! When the count comes from `TF_GPU_COUNT` or `rocminfo`, or the pool is
 //! preset (`ROCR_VISIBLE_DEVICES`, `CUDA_VISIBLE_DEVICES`), there is no
@@ -22,23 +31,31 @@ use crate::hardware::Probe;
 use crate::hardware::gpu_count::Source;
 use crate::hardware::survey::{KfdGpu, Survey};
 use crate::prelude::*;
+use wrapper_common::diag;
 
 fn kfd_identity(g: &KfdGpu) -> String {
-    if g.props.unique_id != 0 {
-        return format!("uid-{}", g.props.unique_id);
+    if g.props.unique_id == 0 {
+        return format!("pci-{}", g.pci().replace(':', "."));
     }
-    format!("pci-{}", g.pci().replace(':', "."))
+    match g.props.location_id & 0x7 {
+        0 => format!("uid-{}", g.props.unique_id),
+        function => format!("uid-{}.{function}", g.props.unique_id),
+    }
 }
 
-/// Appends `.N` to repeated names, in order.
-fn dedupe(names: &mut [String]) {
+/// Appends `.dupN` to repeated names, in order; returns the first name
+/// repeated, if any. (`.dup`, not `.N`: `uid-<id>.N` names partition N.)
+fn dedupe(names: &mut [String]) -> Option<String> {
     let originals = names.to_vec();
+    let mut repeated = None;
     for i in 1..names.len() {
         let k = originals[..i].iter().filter(|n| **n == originals[i]).count();
         if k > 0 {
-            names[i] = format!("{}.{k}", originals[i]);
+            names[i] = format!("{}.dup{k}", originals[i]);
+            repeated.get_or_insert_with(|| originals[i].clone());
         }
     }
+    repeated
 }
 
 /// Each GPU's physical name, in the order the count gave them.
@@ -72,7 +89,14 @@ pub fn physical(probe: &Probe, source: Source) -> Result<Identities, String> {
             (uuids, true)
         }
     };
-    dedupe(&mut names);
+    if let Some(name) = dedupe(&mut names) {
+        diag::report(
+            crate::TOOL,
+            format_args!(
+                "note: --lock-names=physical: several GPUs are {name}; they are numbered in the order this container sees them, which another container sharing the lock directory may not"
+            ),
+        );
+    }
     Ok(Identities { names, use_as_ids })
 }
 
@@ -83,8 +107,10 @@ mod tests {
     #[test]
     fn repeated_names_get_suffixes() {
         let mut names: Vec<String> = ["a", "b", "a", "a", "c"].iter().map(|s| s.to_string()).collect();
-        dedupe(&mut names);
-        assert_eq!(names, ["a", "b", "a.1", "a.2", "c"]);
+        assert_eq!(dedupe(&mut names).as_deref(), Some("a"));
+        assert_eq!(names, ["a", "b", "a.dup1", "a.dup2", "c"]);
+        let mut distinct: Vec<String> = ["a", "b"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(dedupe(&mut distinct), None);
     }
 
     #[test]
@@ -97,5 +123,10 @@ mod tests {
         assert_eq!(kfd_identity(&g), "pci-0000.73.00.0");
         g.props.unique_id = 14073402507705256556;
         assert_eq!(kfd_identity(&g), "uid-14073402507705256556");
+        // CPX partitions: one unique_id, the partition in the PCI function.
+        g.props.location_id = 1283;
+        assert_eq!(kfd_identity(&g), "uid-14073402507705256556.3");
+        g.props.unique_id = 0;
+        assert_eq!(kfd_identity(&g), "pci-0000.05.00.3");
     }
 }

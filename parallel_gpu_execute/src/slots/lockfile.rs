@@ -86,43 +86,24 @@ fn describe(file_type: FileType) -> &'static str {
     }
 }
 
-/// Opens (creating when missing) one lock file, read-only, refusing anything
-/// that is not a regular file.
+/// Opens (creating when missing) one lock file, refusing anything that is
+/// not a regular file. For reading and writing where this user may, as the
+/// classic `exec {fd}>file` does (NFS emulates `flock` with a write lock,
+/// which needs a descriptor open for writing), but never truncating; read
+/// only where not (a file another user created, a read-only file system),
+/// which serves a local `flock` as well. Nothing is ever written to it.
 pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<OwnedFd, Error> {
-    let base = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-    let refuse = |what| Error::UnsafeLockPath { path: named(dir, name.as_bytes()), what };
     // A file that appears between the two opens is simply opened again.
     for _ in 0..8 {
-        match rustix::fs::openat(dir_fd, name.as_cstr(), base, Mode::empty()) {
-            Ok(fd) => {
-                let st = rustix::fs::fstat(&fd).map_err(|errno| Error::System {
-                    what: "cannot stat lock file",
-                    path: Some(named(dir, name.as_bytes())),
-                    errno,
-                })?;
-                let file_type = FileType::from_raw_mode(st.st_mode);
-                if file_type != FileType::RegularFile {
-                    return Err(refuse(describe(file_type)));
-                }
-                return Ok(fd);
-            }
-            Err(Errno::LOOP) => return Err(refuse("a symbolic link")),
-            Err(Errno::NXIO) => return Err(refuse("a socket")),
-            Err(Errno::NOENT) => {}
-            Err(errno) => {
-                return Err(Error::System {
-                    what: "cannot open lock file",
-                    path: Some(named(dir, name.as_bytes())),
-                    errno,
-                });
-            }
+        if let Some(fd) = open_existing(dir_fd, dir, name)? {
+            return Ok(fd);
         }
         // O_EXCL also fails on a (dangling) symlink, which the next open
         // then refuses.
         match rustix::fs::openat(
             dir_fd,
             name.as_cstr(),
-            base | OFlags::CREATE | OFlags::EXCL,
+            OPEN_FLAGS | OFlags::RDWR | OFlags::CREATE | OFlags::EXCL,
             // As bash's `exec {fd}>file` creates it (0666 less the umask), so
             // that a classic script run later by another user can open it.
             Mode::from_raw_mode(0o666),
@@ -137,6 +118,50 @@ pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<O
         path: Some(named(dir, name.as_bytes())),
         errno: Errno::AGAIN,
     })
+}
+
+const OPEN_FLAGS: OFlags = OFlags::NOFOLLOW.union(OFlags::NONBLOCK).union(OFlags::CLOEXEC).union(OFlags::NOCTTY);
+
+/// Opens a lock (or queue) file that exists, as [`open_lock_file`] does;
+/// `None` when there is none.
+pub fn open_existing(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<Option<OwnedFd>, Error> {
+    let refuse = |what| Error::UnsafeLockPath { path: named(dir, name.as_bytes()), what };
+    let opened = match rustix::fs::openat(dir_fd, name.as_cstr(), OPEN_FLAGS | OFlags::RDWR, Mode::empty()) {
+        Err(Errno::ACCESS | Errno::PERM | Errno::ROFS | Errno::TXTBSY) => {
+            rustix::fs::openat(dir_fd, name.as_cstr(), OPEN_FLAGS | OFlags::RDONLY, Mode::empty())
+        }
+        other => other,
+    };
+    match opened {
+        Ok(fd) => {
+            let st = rustix::fs::fstat(&fd).map_err(|errno| Error::System {
+                what: "cannot stat lock file",
+                path: Some(named(dir, name.as_bytes())),
+                errno,
+            })?;
+            let file_type = FileType::from_raw_mode(st.st_mode);
+            if file_type != FileType::RegularFile {
+                return Err(refuse(describe(file_type)));
+            }
+            Ok(Some(fd))
+        }
+        Err(Errno::LOOP) => Err(refuse("a symbolic link")),
+        Err(Errno::NXIO) => Err(refuse("a socket")),
+        Err(Errno::ISDIR) => Err(refuse("a directory")),
+        Err(Errno::NOENT) => Ok(None),
+        Err(errno) => {
+            Err(Error::System { what: "cannot open lock file", path: Some(named(dir, name.as_bytes())), errno })
+        }
+    }
+}
+
+/// Sets a held lock file's times to now, so that cleaners that remove old
+/// files from `/tmp` (systemd-tmpfiles, tmpreaper, `find -mtime`) see it
+/// in use, as the classic script's truncation at every take did. Needs
+/// write access or ownership; where neither is had, the times stay.
+pub fn keep_young(fd: &OwnedFd) {
+    let now = rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_NOW };
+    let _ = rustix::fs::futimens(fd, &rustix::fs::Timestamps { last_access: now, last_modification: now });
 }
 
 /// Tries an exclusive lock without blocking: `Ok(true)` when taken.

@@ -26,16 +26,17 @@ use crate::error::Error;
 use crate::prelude::*;
 use crate::profile::Profile;
 use crate::slots::lockfile::{
-    LockName, dir_still_there, join, lock_file_name, named, open_lock_dir, open_lock_file, try_flock,
+    LockName, dir_still_there, join, keep_young, lock_file_name, named, open_lock_dir, open_lock_file, try_flock,
 };
+use crate::slots::queue::{self, NoQueue, Queue};
 use crate::slots::request::Pool;
-use crate::slots::telemetry::{Place, Telemetry, queued_behind};
+use crate::slots::telemetry::{Place, Telemetry};
 use crate::slots::wait::{SlotWatch, WaitingSignals, Wake};
 use crate::sys::clock::Instant;
 use core::ffi::CStr;
 use core::time::Duration;
 use rustix::fd::OwnedFd;
-use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags};
+use rustix::fs::{AtFlags, FlockOperation};
 use rustix::io::Errno;
 use wrapper_common::{diag, separator, with_joined};
 
@@ -63,6 +64,20 @@ struct Slots<'a> {
     slots: u32,
     prefix: &'static [u8],
     cached: Option<Vec<Option<OwnedFd>>>,
+    /// The first lock file this user may not open, and whether the last
+    /// scan found a block busy only because of such files.
+    unusable: Option<Error>,
+    /// The unusable files warned about (slot x GPU indices): one warning
+    /// each, however often the wrapper rescans.
+    warned: Vec<usize>,
+}
+
+/// What one GPU's lock at one slot gave.
+enum Try {
+    Taken(OwnedFd),
+    Busy,
+    /// This user may not open the file (EACCES, EPERM): the slot is skipped.
+    Unusable,
 }
 
 impl<'a> Slots<'a> {
@@ -75,27 +90,54 @@ impl<'a> Slots<'a> {
         cache: bool,
     ) -> Slots<'a> {
         let cached = cache.then(|| (0..pool.ids.len() * slots as usize).map(|_| None).collect());
-        Slots { dir, dir_fd, pool, slots, prefix, cached }
+        Slots { dir, dir_fd, pool, slots, prefix, cached, unusable: None, warned: Vec::new() }
     }
 
     fn name(&self, slot: u32, gpu: usize) -> LockName {
         lock_file_name(self.prefix, self.pool.lock_name(gpu), slot)
     }
 
-    /// Locks GPU `gpu` at `slot`; `None` when someone else holds it.
-    fn try_lock(&mut self, slot: u32, gpu: usize) -> Result<Option<OwnedFd>, Error> {
+    /// Locks GPU `gpu` at `slot`.
+    fn try_lock(&mut self, slot: u32, gpu: usize) -> Result<Try, Error> {
         let index = slot as usize * self.pool.ids.len() + gpu;
         let fd = match self.cached.as_mut().and_then(|c| c[index].take()) {
             Some(fd) => fd,
-            None => open_lock_file(self.dir_fd, self.dir, &self.name(slot, gpu))?,
+            None => match open_lock_file(self.dir_fd, self.dir, &self.name(slot, gpu)) {
+                Ok(fd) => fd,
+                Err(e @ Error::System { errno: Errno::ACCESS | Errno::PERM, .. }) => {
+                    self.skip_unusable(index, e);
+                    return Ok(Try::Unusable);
+                }
+                Err(e) => return Err(e),
+            },
         };
         if try_flock(&fd, || named(self.dir, self.name(slot, gpu).as_bytes()))? {
-            return Ok(Some(fd));
+            return Ok(Try::Taken(fd));
         }
         if let Some(c) = self.cached.as_mut() {
             c[index] = Some(fd);
         }
-        Ok(None)
+        Ok(Try::Busy)
+    }
+
+    /// One warning line per unusable lock file, naming the repair; the
+    /// error is kept for when no slot is usable at all.
+    #[cold]
+    fn skip_unusable(&mut self, index: usize, error: Error) {
+        if !self.warned.contains(&index) {
+            self.warned.push(index);
+            if let Error::System { path: Some(path), errno, .. } = &error {
+                diag::report(
+                    crate::TOOL,
+                    format_args!(
+                        "warning: cannot open lock file {p} ({}): skipping that slot; to repair, its owner or root runs: chmod a+rw {p} (or removes it while no test runs)",
+                        diag::Os(*errno),
+                        p = diag::Bytes(path),
+                    ),
+                );
+            }
+        }
+        self.unusable.get_or_insert(error);
     }
 
     /// Releases a lock taken by `try_lock` that is not wanted after all.
@@ -107,9 +149,12 @@ impl<'a> Slots<'a> {
         }
     }
 
-    /// One pass over every block at every slot, in the classic order.
+    /// One pass over every block at every slot, in the classic order. When
+    /// no block is free and none is held by anyone (every one has a lock
+    /// file this user may not open), the first such file's error.
     fn scan(&mut self, needed: usize) -> Result<Option<Grant>, Error> {
         let pool_len = self.pool.ids.len();
+        let mut held_elsewhere = false;
         for slot in 0..self.slots {
             let mut start = 0;
             while start + needed <= pool_len {
@@ -117,8 +162,9 @@ impl<'a> Slots<'a> {
                 let mut busy_at = None;
                 for gpu in start..start + needed {
                     match self.try_lock(slot, gpu)? {
-                        Some(fd) => got.push(fd),
-                        None => {
+                        Try::Taken(fd) => got.push(fd),
+                        outcome => {
+                            held_elsewhere |= matches!(outcome, Try::Busy);
                             busy_at = Some(gpu);
                             break;
                         }
@@ -134,7 +180,10 @@ impl<'a> Slots<'a> {
                 start = busy + 1;
             }
         }
-        Ok(None)
+        match self.unusable.take() {
+            Some(e) if !held_elsewhere => Err(e),
+            _ => Ok(None),
+        }
     }
 
     /// Is every lock of `grant` still the file at its path? A lock directory
@@ -161,68 +210,27 @@ fn fd_budget() -> usize {
     usize::try_from(limit.saturating_sub(64)).unwrap_or(usize::MAX).min(MAX_CACHED_FDS)
 }
 
-/// Opens `gpulock.queue` if it exists (it is never created on the fast
-/// path, so a lock directory the wrapper cannot write still serves tests
-/// whose slot is free); refuses anything but a regular file there.
-fn open_existing_queue(dir_fd: &OwnedFd, dir: &CStr, queue_file: &[u8]) -> Result<Option<OwnedFd>, Error> {
-    let name = LockName::from_bytes(queue_file).unwrap_or_default();
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-    match rustix::fs::openat(dir_fd, name.as_cstr(), flags, Mode::empty()) {
-        Err(Errno::NOENT) => Ok(None),
-        // Anything else (a symlink, a FIFO, an error) gets the same checks
-        // and messages as a lock file.
-        _ => open_lock_file(dir_fd, dir, &name).map(Some),
-    }
-}
-
-/// Creates (or opens) the queue file for a wrapper that has to wait; `None`
-/// when the lock directory does not let it create files.
-fn create_queue(dir_fd: &OwnedFd, dir: &CStr, queue_file: &[u8]) -> Result<Option<OwnedFd>, Error> {
-    match open_lock_file(dir_fd, dir, &LockName::from_bytes(queue_file).unwrap_or_default()) {
-        Ok(fd) => Ok(Some(fd)),
-        Err(Error::LockFileCreate { errno: Errno::ACCESS | Errno::PERM | Errno::ROFS, .. }) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// Takes the queue: at once when nobody holds it, else by sleeping in
-/// `flock(2)` until the wrapper ahead leaves, at most until `deadline`.
-/// Returns whether it had to wait.
-fn take_queue(
-    queue: &OwnedFd,
-    dir: &CStr,
-    queue_file: &[u8],
-    signals: &mut Option<WaitingSignals>,
-    deadline: Option<Instant>,
-    no_slot: &dyn Fn() -> Error,
-    announce: &mut dyn FnMut(Place),
-) -> Result<bool, Error> {
-    if try_flock(queue, || named(dir, queue_file))? {
-        return Ok(false);
-    }
-    announce(Place::Behind(queued_behind(queue)));
-    let s = signals.get_or_insert_with(WaitingSignals::install);
-    if let Some(d) = deadline {
-        s.arm_timer(d);
-    }
-    loop {
-        match rustix::fs::flock(queue, FlockOperation::LockExclusive) {
-            Ok(()) => break,
-            Err(Errno::INTR) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(no_slot()),
-            Err(Errno::INTR) => {}
-            Err(errno) => {
-                return Err(Error::System { what: "cannot flock", path: Some(named(dir, queue_file)), errno });
-            }
-        }
-    }
-    s.disarm_timer();
-    Ok(true)
-}
-
 /// Takes a block of `needed` GPUs from `pool`, waiting up to `wait` (`None`:
 /// no limit; zero: fail at once), with the lock and queue names of
-/// `profile`. `test` describes the test for messages.
+/// `profile`. `test` describes the test for messages. The held lock files'
+/// times are set to the grant ([`keep_young`]).
 pub fn acquire(
+    dir: &CStr,
+    pool: &Pool,
+    slots: u32,
+    needed: usize,
+    wait: Option<Duration>,
+    profile: Profile,
+    test: &dyn Fn() -> String,
+) -> Result<Grant, Error> {
+    let grant = take_block(dir, pool, slots, needed, wait, profile, test)?;
+    for fd in &grant.fds {
+        keep_young(fd);
+    }
+    Ok(grant)
+}
+
+fn take_block(
     dir: &CStr,
     pool: &Pool,
     slots: u32,
@@ -262,14 +270,15 @@ pub fn acquire(
         // Waiters queue on gpulock.queue. It exists only once someone had to
         // wait; a wrapper that finds it absent, or finds it free, looks for
         // a block at once.
-        let mut queue = open_existing_queue(&dir_fd, dir, queue_file)?;
         // Whether time passed since the directory was opened, in which it
         // may have been removed: after waiting in the queue, and after each
         // wait for a slot.
-        let mut waited = match &queue {
-            Some(q) => take_queue(q, dir, queue_file, &mut signals, deadline, &no_slot, &mut announce)?,
-            None => false,
-        };
+        let mut waited = false;
+        let mut queue: Option<Queue> = None;
+        if let Some(first) = queue::open_existing(&dir_fd, dir, queue_file)? {
+            let (q, w) = queue::take(first, &dir_fd, dir, queue_file, &mut signals, deadline, &no_slot, &mut announce)?;
+            (queue, waited) = (Some(q), w);
+        }
         if queue.is_none() {
             match table.scan(needed) {
                 Ok(Some(mut grant)) if table.still_linked(&grant) => {
@@ -284,20 +293,30 @@ pub fn acquire(
                 Err(e) => return Err(e),
             }
             // Every block is busy: take a place in the queue, creating it.
-            queue = create_queue(&dir_fd, dir, queue_file)?;
-            match &queue {
-                Some(q) => waited |= take_queue(q, dir, queue_file, &mut signals, deadline, &no_slot, &mut announce)?,
-                None if !said_no_queue => {
+            match queue::create(&dir_fd, dir, queue_file, 0)? {
+                Ok(first) => {
+                    let (q, w) =
+                        queue::take(first, &dir_fd, dir, queue_file, &mut signals, deadline, &no_slot, &mut announce)?;
+                    queue = Some(q);
+                    waited |= w;
+                }
+                Err(NoQueue(errno)) if !said_no_queue => {
                     said_no_queue = true;
+                    let why = match errno {
+                        Errno::NOSPC => "the file system is full",
+                        Errno::DQUOT => "a disk quota is reached",
+                        _ => "the lock directory is not writable",
+                    };
                     diag::report(
                         crate::TOOL,
                         format_args!(
-                            "warning: cannot create {} (the lock directory is not writable): waiting without the queue, so waiters are not served first come, first served",
-                            diag::Bytes(join(dir, queue_file).as_bytes())
+                            "warning: cannot create {} ({why}: {}): waiting without the queue, so waiters are not served first come, first served",
+                            diag::Bytes(join(dir, queue_file).as_bytes()),
+                            diag::Os(errno)
                         ),
                     );
                 }
-                None => {}
+                Err(_) => {}
             }
         }
 
@@ -325,7 +344,20 @@ pub fn acquire(
             };
             waited = true;
             announce(if queue.is_some() { Place::Head } else { Place::NoQueue });
-            match w.wait(deadline) {
+            // The head beats while it waits, so that the waiters behind it
+            // can tell it from a stopped one (`queue`).
+            let wake = match &queue {
+                Some(q) => {
+                    q.beat();
+                    let beat_due = Instant::now() + queue::HEARTBEAT;
+                    match w.wait(Some(deadline.map_or(beat_due, |d| d.min(beat_due)))) {
+                        Wake::TimedOut if deadline.is_none_or(|d| Instant::now() < d) => Wake::Rescan,
+                        wake => wake,
+                    }
+                }
+                None => w.wait(deadline),
+            };
+            match wake {
                 Wake::Rescan => {}
                 Wake::DirectoryGone => break None,
                 Wake::TimedOut => {

@@ -10,6 +10,7 @@
 pub mod lockfile;
 pub mod locks;
 pub mod proclocks;
+pub mod queue;
 pub mod request;
 pub mod telemetry;
 pub mod wait;

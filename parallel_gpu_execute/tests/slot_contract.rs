@@ -1,0 +1,273 @@
+//! The slot contract where real setups tried to break it: no slot given
+//! twice, and no test kept from a free slot, with age-based cleaners, a
+//! stopped waiter at the head of the queue, a full file system, a lock
+//! file another user may not open, and lock files opened for writing.
+
+mod common;
+
+use common::{Fixture, NOBODY, Record};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use test_support::{hold_lock, is_root, lock_is_free, wait_until, write_file};
+
+/// A test that prints the open flags (octal, from fdinfo) of each lock
+/// descriptor it inherited, then sleeps `$SLEEP` seconds.
+const FD_FLAGS_TEST: &str = r#"#!/bin/sh
+for f in /proc/$$/fd/*; do
+  n=${f##*/}
+  case "$(readlink "$f" 2>/dev/null)" in
+    */gpulock*) echo "lock ${n} $(sed -n 's/^flags:[[:space:]]*//p' /proc/$$/fdinfo/$n)";;
+  esac
+done
+[ -n "${SLEEP:-}" ] && sleep "$SLEEP"
+exit 0
+"#;
+
+fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Whether systemd-tmpfiles and root (to act on any file) are here; in CI
+/// both must be.
+fn have_tmpfiles() -> bool {
+    let found = Command::new("systemd-tmpfiles").arg("--version").output().is_ok_and(|o| o.status.success());
+    if std::env::var_os("CI").is_some() {
+        assert!(found && is_root(), "CI runs this as root with systemd-tmpfiles installed");
+    }
+    found && is_root()
+}
+
+fn tmpfiles_clean(config: &Path, body: &str) {
+    write_file(config, body);
+    let out = Command::new("systemd-tmpfiles").arg("--clean").arg(config).output().unwrap();
+    assert!(out.status.success(), "systemd-tmpfiles --clean {}: {:?}\n{body}", config.display(), out);
+}
+
+/// `touch -m -d '2 hours ago'`: a file as old as one created long ago.
+fn age(path: &Path) {
+    let st = Command::new("touch").args(["-m", "-d", "2 hours ago"]).arg(path).status().unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn a_held_lock_file_outlives_an_age_based_cleaner() {
+    if !have_tmpfiles() {
+        eprintln!("skipped: needs root and systemd-tmpfiles");
+        return;
+    }
+    let f = Fixture::new("tmpfiles");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    // Both slots' files were created two hours ago, by earlier tests.
+    let (held, free) = (f.lock("0", 0), f.lock("1", 0));
+    for p in [&held, &free] {
+        write_file(p, "");
+        age(p);
+    }
+    let mut c = f.cmd();
+    c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").env("SLEEP", "30").arg("./pkg/gpu_test");
+    c.own_process_group();
+    let running = c.spawn();
+    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(&held)), "the first test never took GPU 0");
+    // A cleaner that removes files unmodified for an hour (by mtime: this
+    // test cannot age a file's ctime), as /tmp's aging does.
+    let config = f.dir.join("tmpfiles.conf");
+    tmpfiles_clean(&config, &format!("d {} - - - m:1h\n", f.lock_dir.display()));
+    assert!(held.exists(), "the cleaner removed the held lock file {}", held.display());
+    assert!(!free.exists(), "the cleaner did not run: {} (old, unheld) is still there", free.display());
+    // So the next test is not given GPU 0 a second time.
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").arg("--wait=0");
+        },
+        &[],
+    );
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock1_0"], "{}", out.explain());
+    // The documented exclusion keeps even unheld files.
+    age(&held);
+    write_file(&free, "");
+    age(&free);
+    let parent = f.lock_dir.parent().unwrap();
+    tmpfiles_clean(&config, &format!("d {} - - - m:1h\nx {}\n", parent.display(), f.lock_dir.display()));
+    assert!(held.exists() && free.exists(), "the x line did not keep the lock directory");
+    running.signal_group(libc::SIGKILL);
+    running.wait();
+}
+
+#[test]
+fn a_stopped_head_of_the_queue_keeps_no_one_from_a_free_slot() {
+    let f = Fixture::new("stopped-head");
+    let records = f.dir.join("records");
+    std::fs::create_dir_all(&records).unwrap();
+    let base = |c: &mut test_support::Cmd| {
+        c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1");
+    };
+    let holder = hold_lock({
+        std::fs::create_dir_all(&f.lock_dir).unwrap();
+        f.lock("0", 0)
+    });
+    let spawn = |name: &str, sleep: &str| {
+        let mut c = f.cmd();
+        base(&mut c);
+        c.env("SLEEP", sleep).env("RECORD_FILE", records.join(name)).arg("./pkg/gpu_test").arg(name);
+        c.spawn()
+    };
+    let queue = f.lock_dir.join("gpulock.queue");
+    let first = spawn("first", "0");
+    assert!(wait_until(Duration::from_secs(10), || queue.exists()), "the first waiter never queued");
+    std::thread::sleep(Duration::from_millis(300));
+    first.signal(libc::SIGSTOP);
+    let second = spawn("second", "1");
+    std::thread::sleep(Duration::from_millis(400));
+    let third = spawn("third", "0");
+    std::thread::sleep(Duration::from_millis(400));
+    let freed = Instant::now();
+    drop(holder);
+    let second = second.wait();
+    let waited = freed.elapsed();
+    assert!(second.status.success(), "{}", second.explain());
+    assert!(
+        waited < Duration::from_secs(4),
+        "the second waiter got the free slot only after {waited:?}\n{}",
+        second.explain()
+    );
+    assert!(second.stderr.contains("has stopped: queueing in"), "no line about the stopped head\n{}", second.explain());
+    let third = third.wait();
+    assert!(third.status.success(), "{}", third.explain());
+    let start_of = |name: &str| -> u128 {
+        let text = std::fs::read_to_string(records.join(name)).unwrap();
+        text.lines().find_map(|l| l.strip_prefix("start=")).unwrap().parse().unwrap()
+    };
+    let (second_start, third_start) = (start_of("second"), start_of("third"));
+    assert!(second_start < third_start, "running waiters out of order: second {second_start}, third {third_start}");
+    assert!(!records.join("first").exists(), "the stopped waiter ran");
+    // Continued, the first waiter goes on and gets its slot.
+    first.signal(libc::SIGCONT);
+    let first = first.wait();
+    assert!(first.status.success(), "{}", first.explain());
+    assert!(records.join("first").exists());
+}
+
+#[test]
+fn a_full_file_system_at_the_queue_means_waiting_without_it() {
+    if !is_root() {
+        assert!(std::env::var_os("CI").is_none(), "CI runs this as root");
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let f = Fixture::new("full-fs");
+    let mnt = f.dir.join("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    // Inodes for the root, the lock directory and one lock file, no more.
+    let st =
+        Command::new("mount").args(["-t", "tmpfs", "-o", "size=64k,nr_inodes=3", "tmpfs"]).arg(&mnt).status().unwrap();
+    assert!(st.success(), "cannot mount a tmpfs on {}", mnt.display());
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&mnt);
+    let locks = mnt.join("locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    let lock = locks.join("gpulock0_0");
+    write_file(&lock, "");
+    let nospc = std::fs::File::create(locks.join("one-more")).unwrap_err();
+    assert_eq!(nospc.raw_os_error(), Some(libc::ENOSPC), "the file system is not full");
+    let holder = hold_lock(&lock);
+    let mut c = f.cmd();
+    c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &locks)
+        .env("TF_GPU_COUNT", "1")
+        .env("TF_TESTS_PER_GPU", "1")
+        .arg("./pkg/gpu_test");
+    let waiter = c.spawn();
+    std::thread::sleep(Duration::from_millis(500));
+    drop(holder);
+    let out = waiter.wait();
+    let r = Record::of(&out);
+    assert!(out.status.success(), "{}", out.explain());
+    assert_eq!(r.locks(), ["gpulock0_0"]);
+    let warning = format!(
+        "parallel_gpu_execute: warning: cannot create {} (the file system is full: No space left on device (os error 28)): waiting without the queue, so waiters are not served first come, first served",
+        locks.join("gpulock.queue").display()
+    );
+    assert_eq!(out.stderr.lines().filter(|l| *l == warning).count(), 1, "{}", out.explain());
+}
+
+#[test]
+fn a_lock_file_this_user_may_not_open_is_skipped_with_a_warning() {
+    if !is_root() {
+        assert!(std::env::var_os("CI").is_none(), "CI runs this as root");
+        eprintln!("skipped: needs root to run as another user");
+        return;
+    }
+    let f = Fixture::new("umask077");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    set_mode(&f.lock_dir, 0o1777);
+    // Left by a job run as root under umask 077.
+    let private = f.lock("0", 0);
+    write_file(&private, "");
+    set_mode(&private, 0o600);
+    let as_nobody = |gpus: &str, wait: &str| {
+        let mut c = f.cmd();
+        c.env("TF_GPU_COUNT", gpus)
+            .env("TF_TESTS_PER_GPU", "1")
+            .as_user(NOBODY, NOBODY)
+            .arg(wait)
+            .arg("./pkg/gpu_test");
+        c.run()
+    };
+    let warning = format!(
+        "parallel_gpu_execute: warning: cannot open lock file {p} (Permission denied (os error 13)): skipping that slot; to repair, its owner or root runs: chmod a+rw {p} (or removes it while no test runs)",
+        p = private.display()
+    );
+    // Another slot is free: the test takes it.
+    let out = as_nobody("2", "--wait=0");
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock1_0"], "{}", out.explain());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES").or(r.var("CUDA_VISIBLE_DEVICES")), Some("1"), "{}", out.explain());
+    assert_eq!(out.stderr.lines().filter(|l| *l == warning).count(), 1, "{}", out.explain());
+    // The other slot held: no slot now (1), not an error (2).
+    let other = hold_lock(f.lock("1", 0));
+    let out = as_nobody("2", "--wait=0");
+    assert_eq!(out.status.code(), Some(1), "{}", out.explain());
+    drop(other);
+    // No slot usable at all: an error naming the file.
+    let out = as_nobody("1", "--wait=0");
+    assert_eq!(out.status.code(), Some(2), "{}", out.explain());
+    assert!(out.stderr.contains(&format!("cannot open lock file {}", private.display())), "{}", out.explain());
+    let out = as_nobody("1", "--wait=5");
+    assert_eq!(out.status.code(), Some(2), "a wait for a slot no one holds\n{}", out.explain());
+}
+
+#[test]
+fn lock_files_are_opened_for_writing_where_possible_and_never_truncated() {
+    let mut f = Fixture::new("rdwr");
+    f.runfiles.add("ws/pkg/fd_test", FD_FLAGS_TEST, true);
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let lock = f.lock("0", 0);
+    write_file(&lock, "kept");
+    let access_modes = |out: &test_support::Output| -> Vec<u32> {
+        out.stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("lock "))
+            .map(|l| u32::from_str_radix(l.split_whitespace().nth(1).unwrap(), 8).unwrap() & 3)
+            .collect()
+    };
+    let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/fd_test").run();
+    out.assert_success();
+    assert_eq!(access_modes(&out), [2], "one lock, O_RDWR\n{}", out.explain());
+    assert_eq!(std::fs::read_to_string(&lock).unwrap(), "kept", "the lock file was truncated");
+    if is_root() {
+        // Another user's read-only file still serves, opened read-only.
+        set_mode(&f.lock_dir, 0o777);
+        set_mode(&lock, 0o644);
+        let out = f.cmd().env("TF_GPU_COUNT", "1").as_user(NOBODY, NOBODY).arg("./pkg/fd_test").run();
+        out.assert_success();
+        assert_eq!(access_modes(&out), [0], "one lock, O_RDONLY\n{}", out.explain());
+        assert_eq!(std::fs::read_to_string(&lock).unwrap(), "kept");
+    }
+}
