@@ -11,7 +11,7 @@
 //! and leaves no process of its own behind. In every error case the test is
 //! not started.
 
-use crate::cli::Opt;
+use crate::opt::Opt;
 use std::fmt;
 use wrapper_common::diag::{Excerpt, Os};
 use wrapper_common::exec::ExecFailure;

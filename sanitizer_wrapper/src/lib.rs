@@ -28,10 +28,12 @@ pub mod config;
 pub mod environment;
 pub mod error;
 pub mod locate;
+pub mod opt;
 
-use cli::{Invocation, Opt, Options};
+use cli::{Invocation, Options};
 use environment::{Files, Sanitizer};
 use error::Error;
+use opt::Opt;
 use std::ffi::{CStr, c_char};
 use wrapper_common::argv::Argv;
 use wrapper_common::runfiles::Runfiles;

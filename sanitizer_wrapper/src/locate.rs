@@ -12,8 +12,8 @@
 //! `<argv[0]>...` candidates are used only when argv[0] holds a `/`: a bare
 //! name was found in `PATH` and says nothing about where the runfiles are.
 
-use crate::cli::Opt;
 use crate::error::{Error, Looked, Shown};
+use crate::opt::Opt;
 use std::ffi::{CStr, CString};
 use wrapper_common::env;
 use wrapper_common::paths::absolute;
