@@ -153,6 +153,7 @@ same sanitizer_wrapper -- /usr/bin/env
 same sanitizer_wrapper -- --asan-options=detect_leaks=1 "${supp[@]}" /usr/bin/env
 same sanitizer_wrapper ASAN_OPTIONS=verbosity=1 -- --asan-options=detect_leaks=1 /usr/bin/env
 same sanitizer_wrapper -- --asan-suppressions=ws/sanitizers/missing.supp /usr/bin/env
+same sanitizer_wrapper -- --lsan-suppressions=ws/sanitizers /usr/bin/env
 same sanitizer_wrapper -- --bad-flag /usr/bin/env
 same sanitizer_wrapper -- "${supp[@]}" ./pkg/missing_test
 same sanitizer_wrapper -- --run-under="${glibc}/parallel_gpu_execute" "${supp[@]}" ./pkg/env_test

@@ -44,8 +44,9 @@ runfiles: the directory $RUNFILES_DIR, else $TEST_SRCDIR, else
   <argv[0]>.runfiles; when the file is not there, the manifest
   $RUNFILES_MANIFEST_FILE, else <dir>/MANIFEST, else
   <argv[0]>.runfiles_manifest.
-exit: the test's own status; 2 bad option, bad configuration or a configured
-  file not found; 126 TEST not executable; 127 TEST not found.
+exit: the test's own status; 2 bad option, bad configuration, a configured
+  file not found or a suppression list that is not a regular file; 126 TEST
+  not executable; 127 TEST not found.
 ";
 
 /// Option values as given, borrowed from argv or from a configuration file.
