@@ -143,7 +143,8 @@ done
 for args in "" "--config=ci_single_gpu" "--config=ci_multi_gpu --config=asan" "--format=flags --config=tsan" \
   "--format=bazelrc" "--explain=gpu,requires-gpu-rocm --config=ci_single_gpu" "--explain=no_gpu" \
   "--strict --config=nope" "--format=yaml" "--table=${work}/table.conf --config=ci_x" "--table=${work}/none.conf" \
-  "test -c opt //xla/... --config=ci_multi_gpu" "--help" "--version"; do
+  "test -c opt //xla/... --config=ci_multi_gpu" "--preset=jax-rocm --config=single_gpu" "--preset=nope" \
+  "--help" "--version"; do
   # shellcheck disable=SC2086 # the flags are meant to be split
   same tag_filters -- ${args}
 done
