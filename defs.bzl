@@ -13,9 +13,10 @@ therefore travels as runfiles:
 * `parallel_accelerator_execute` is parallel_gpu_execute in its `jax` profile:
   its executable is `<name>/parallel_accelerator_execute`, and that base name
   selects the profile (JAX's lock names, variables and messages).
-* `tag_filters` writes the project's tag table to `<name>.tag_filters.conf`
-  beside the `<name>` executable; the binary reads `<argv[0]>.tag_filters.conf`,
-  so `bazel run //pkg:<name> -- --config=ci_single_gpu` prints that table's filter.
+* `tag_filters` writes the project's tag table (or the name of a compiled-in
+  preset) to `<name>.tag_filters.conf` beside the `<name>` executable; the
+  binary reads `<argv[0]>.tag_filters.conf`, so
+  `bazel run //pkg:<name> -- --config=ci_single_gpu` prints that table's filter.
 
 Each wrapper target is a symlink named `<name>` to the static binary, so
 `argv[0]` is `<runfiles>/<workspace>/<package>/<name>`.
@@ -374,14 +375,15 @@ def _check_tag_word(owner, what, value):
 def _tag_filters_impl(ctx):
     executable = _link_binary(ctx)
     owner = str(ctx.label)
-    lines = ["# tag_filters table for {}: 'base' first, then each config in order.".format(owner)]
-    lines.append("base = " + ",".join([_check_tag_word(owner, "tag", t) for t in ctx.attr.base_tags]))
-    for config in ctx.attr.config_names:
-        if config == "base":
-            fail("{}: 'base' cannot be a config name".format(owner))
-        tags = ctx.attr.config_tags.get(config, [])
-        _check_tag_word(owner, "config name", config)
-        lines.append("{} = {}".format(config, ",".join([_check_tag_word(owner, "tag", t) for t in tags])))
+    if ctx.attr.preset:
+        if ctx.attr.base_tags or ctx.attr.config_names:
+            fail("{}: give either preset or base_tags and configs, not both".format(owner))
+        lines = [
+            "# tag_filters table for {}: the compiled-in preset.".format(owner),
+            "preset = " + _check_tag_word(owner, "preset", ctx.attr.preset),
+        ]
+    else:
+        lines = _tag_table_lines(ctx, owner)
     table = ctx.actions.declare_file(ctx.label.name + _TAG_TABLE_SUFFIX)
     ctx.actions.write(output = table, content = "\n".join(lines) + "\n")
     binary, binary_file = _binary(ctx)
@@ -390,6 +392,18 @@ def _tag_filters_impl(ctx):
         files = depset([executable, table]),
         runfiles = _merge_runfiles(ctx, [executable, binary_file, table], [binary]),
     )]
+
+def _tag_table_lines(ctx, owner):
+    """The lines of the project's own tag table."""
+    lines = ["# tag_filters table for {}: 'base' first, then each config in order.".format(owner)]
+    lines.append("base = " + ",".join([_check_tag_word(owner, "tag", t) for t in ctx.attr.base_tags]))
+    for config in ctx.attr.config_names:
+        if config in ["base", "preset"]:
+            fail("{}: '{}' cannot be a config name".format(owner, config))
+        tags = ctx.attr.config_tags.get(config, [])
+        _check_tag_word(owner, "config name", config)
+        lines.append("{} = {}".format(config, ",".join([_check_tag_word(owner, "tag", t) for t in tags])))
+    return lines
 
 _tag_filters = rule(
     implementation = _tag_filters_impl,
@@ -401,12 +415,13 @@ _tag_filters = rule(
         # order of the configs travels as a list of its own.
         "config_names": attr.string_list(doc = "The config names, in order."),
         "config_tags": attr.string_list_dict(doc = "The tags each config appends."),
+        "preset": attr.string(doc = "A compiled-in table (e.g. \"jax-rocm\") instead of base_tags and configs."),
         "_allowlist_function_transition": _TRANSITION_ALLOWLIST,
     },
     doc = "A `bazel run` target printing the tag filter of the project's own tag table.",
 )
 
-def tag_filters(name, base_tags = [], configs = {}, binary = None, **kwargs):
+def tag_filters(name, base_tags = [], configs = {}, preset = None, binary = None, **kwargs):
     """A `bazel run` target that prints the project's own tag filters.
 
     `bazel run //pkg:<name> -- --config=ci_single_gpu` prints the base list
@@ -418,6 +433,10 @@ def tag_filters(name, base_tags = [], configs = {}, binary = None, **kwargs):
         base_tags: The tags every filter starts with, in order.
         configs: A dict from config name to the tags it appends, in order;
             e.g. {"ci_single_gpu": ["requires-gpu-amd", "-multi_gpu"]}.
+        preset: Instead of base_tags and configs, the name of a table
+            compiled into tag_filters: "xla-rocm", "jax-rocm" or
+            "xla-rocm-compile" (`tag_filters --help` lists them). A name the
+            binary does not know fails when the target runs, with the list.
         binary: The tag_filters executable; defaults to the static build of
             this module. Pass a prebuilt one to avoid rules_rust.
         **kwargs: Common attributes (tags, visibility, testonly, ...).
@@ -428,5 +447,6 @@ def tag_filters(name, base_tags = [], configs = {}, binary = None, **kwargs):
         base_tags = base_tags,
         config_names = list(configs.keys()),
         config_tags = configs,
+        preset = preset or "",
         **kwargs
     )

@@ -143,7 +143,8 @@ done
 for args in "" "--config=ci_single_gpu" "--config=ci_multi_gpu --config=asan" "--format=flags --config=tsan" \
   "--format=bazelrc" "--explain=gpu,requires-gpu-rocm --config=ci_single_gpu" "--explain=no_gpu" \
   "--strict --config=nope" "--format=yaml" "--table=${work}/table.conf --config=ci_x" "--table=${work}/none.conf" \
-  "test -c opt //xla/... --config=ci_multi_gpu" "--help" "--version"; do
+  "test -c opt //xla/... --config=ci_multi_gpu" "--preset=jax-rocm --config=single_gpu" "--preset=nope" \
+  "--help" "--version"; do
   # shellcheck disable=SC2086 # the flags are meant to be split
   same tag_filters -- ${args}
 done
@@ -153,6 +154,7 @@ same sanitizer_wrapper -- /usr/bin/env
 same sanitizer_wrapper -- --asan-options=detect_leaks=1 "${supp[@]}" /usr/bin/env
 same sanitizer_wrapper ASAN_OPTIONS=verbosity=1 -- --asan-options=detect_leaks=1 /usr/bin/env
 same sanitizer_wrapper -- --asan-suppressions=ws/sanitizers/missing.supp /usr/bin/env
+same sanitizer_wrapper -- --lsan-suppressions=ws/sanitizers /usr/bin/env
 same sanitizer_wrapper -- --bad-flag /usr/bin/env
 same sanitizer_wrapper -- "${supp[@]}" ./pkg/missing_test
 same sanitizer_wrapper -- --run-under="${glibc}/parallel_gpu_execute" "${supp[@]}" ./pkg/env_test

@@ -6,8 +6,9 @@
 
 use gpu_ci_wrappers_fuzz::{with_argv, words};
 use libfuzzer_sys::fuzz_target;
-use sanitizer_wrapper::cli::{Invocation, Opt, Options, Word, classify, parse};
+use sanitizer_wrapper::cli::{Invocation, Options, Word, classify, parse};
 use sanitizer_wrapper::error::Error;
+use sanitizer_wrapper::opt::Opt;
 
 fn ref_classify(w: &[u8]) -> Word<'_> {
     match w {

@@ -8,9 +8,9 @@
 
 use gpu_ci_wrappers_fuzz::{MemFile, ref_lines};
 use libfuzzer_sys::fuzz_target;
-use sanitizer_wrapper::cli::Opt;
 use sanitizer_wrapper::config::{LINE_BUFFER, parse_line, read};
 use sanitizer_wrapper::error::Error;
+use sanitizer_wrapper::opt::Opt;
 
 /// Reference for one line: `Ok(None)` blank or comment, `Ok(Some)` an
 /// option, `Err(())` anything else.

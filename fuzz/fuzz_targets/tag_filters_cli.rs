@@ -23,7 +23,8 @@ fuzz_target!(|data: &[u8]| {
     let run = tag_filters::run(None, &args, &mut out);
     match (parsed, run) {
         (Ok(request), Ok(code)) => {
-            assert!(out.ends_with(b"\n"), "output not in whole lines: {out:?}");
+            // Empty only for --format=bazelrc of a table without configs.
+            assert!(out.is_empty() || out.ends_with(b"\n"), "output not in whole lines: {out:?}");
             let explain = matches!(request, Request::Explain { .. });
             assert!(code == 0 || explain && code == 1);
         }

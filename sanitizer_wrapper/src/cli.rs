@@ -1,5 +1,5 @@
-//! The wrapper's options, and the one parser that both the command line and
-//! the configuration file go through.
+//! The option values (`Options`), and the one parser that both the command
+//! line and the configuration file go through.
 //!
 //! `sanitizer_wrapper [OPTIONS] [--] TEST [ARGS...]`
 //!
@@ -12,6 +12,7 @@
 //! on byte for byte. Parsing borrows from argv and never allocates.
 
 use crate::error::Error;
+use crate::opt::Opt;
 use wrapper_common::argv::Argv;
 
 pub const USAGE: &str = "\
@@ -43,54 +44,10 @@ runfiles: the directory $RUNFILES_DIR, else $TEST_SRCDIR, else
   <argv[0]>.runfiles; when the file is not there, the manifest
   $RUNFILES_MANIFEST_FILE, else <dir>/MANIFEST, else
   <argv[0]>.runfiles_manifest.
-exit: the test's own status; 2 bad option, bad configuration or a configured
-  file not found; 126 TEST not executable; 127 TEST not found.
+exit: the test's own status; 2 bad option, bad configuration, a configured
+  file not found or a suppression list that is not a regular file; 126 TEST
+  not executable; 127 TEST not found.
 ";
-
-/// The options; each takes one value, and a later one replaces an earlier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Opt {
-    AsanOptions,
-    LsanOptions,
-    TsanOptions,
-    AsanSuppressions,
-    LsanSuppressions,
-    TsanSuppressions,
-    Symbolizer,
-    RunUnder,
-}
-
-impl Opt {
-    pub const COUNT: usize = 8;
-
-    pub const ALL: [Opt; Opt::COUNT] = [
-        Opt::AsanOptions,
-        Opt::LsanOptions,
-        Opt::TsanOptions,
-        Opt::AsanSuppressions,
-        Opt::LsanSuppressions,
-        Opt::TsanSuppressions,
-        Opt::Symbolizer,
-        Opt::RunUnder,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Opt::AsanOptions => "--asan-options",
-            Opt::LsanOptions => "--lsan-options",
-            Opt::TsanOptions => "--tsan-options",
-            Opt::AsanSuppressions => "--asan-suppressions",
-            Opt::LsanSuppressions => "--lsan-suppressions",
-            Opt::TsanSuppressions => "--tsan-suppressions",
-            Opt::Symbolizer => "--symbolizer",
-            Opt::RunUnder => "--run-under",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
 
 /// Option values as given, borrowed from argv or from a configuration file.
 #[derive(Debug, Default, Clone, Copy)]

@@ -15,9 +15,10 @@
 //! manifest, under the rlocation of argv[0].
 //! Reading a file that exists may allocate (the values are kept as copies).
 
-use crate::cli::{self, Opt, Options, Word};
+use crate::cli::{self, Options, Word};
 use crate::error::{Error, LineProblem};
 use crate::locate;
+use crate::opt::Opt;
 use std::ffi::CStr;
 use std::ops::ControlFlow;
 use wrapper_common::lines::{Line, for_each_line_in_file, with_read_buffer};

@@ -7,8 +7,9 @@
 //! defaults. A variable the wrapper adds nothing to is not touched at all,
 //! and when none changes, the environment is passed on as it is.
 
-use crate::cli::{Opt, Options};
+use crate::cli::Options;
 use crate::error::Error;
+use crate::opt::Opt;
 use std::ffi::CString;
 use wrapper_common::env::{self, EnvBuilder};
 

@@ -3,7 +3,7 @@
 //!
 //! | code | meaning |
 //! |------|---------|
-//! | 2    | bad input: an unknown option, a missing value or test command, a bad configuration file, a configured file (suppression list, symbolizer, chained wrapper) that does not resolve, a working directory that cannot be named |
+//! | 2    | bad input: an unknown option, a missing value or test command, a bad configuration file, a configured file (suppression list, symbolizer, chained wrapper) that does not resolve, a suppression list that is not a regular file, a working directory that cannot be named |
 //! | 126  | the test (or the chained wrapper) exists but cannot be executed |
 //! | 127  | the test (or the chained wrapper) does not exist |
 //!
@@ -11,7 +11,7 @@
 //! and leaves no process of its own behind. In every error case the test is
 //! not started.
 
-use crate::cli::Opt;
+use crate::opt::Opt;
 use std::fmt;
 use wrapper_common::diag::{Excerpt, Os};
 use wrapper_common::exec::ExecFailure;
@@ -41,6 +41,12 @@ pub enum Error {
     ConfigLine { file: Shown, line: usize, problem: LineProblem },
     /// A configured file that does not resolve; `path` is the value as given.
     Unresolved { option: Opt, path: Shown, looked: Looked },
+    /// A suppression list that resolves to something other than a regular
+    /// file (a directory, a FIFO, a device...), which the sanitizer runtime
+    /// would fail on, or block reading, after the test has started. `path`
+    /// is the value as given; `resolved` the path it resolved to, when that
+    /// is another.
+    NotAFile { option: Opt, path: Shown, resolved: Option<Shown>, kind: FileKind },
     /// A resolved path that a sanitizer option cannot carry: it needs quoting
     /// (it holds a space, `,` or `:`) and holds both quote characters.
     Unquotable { option: Opt, path: Shown },
@@ -66,6 +72,31 @@ pub enum LineProblem {
     TooLong(usize),
     /// A NUL byte, which no option value can carry.
     Nul,
+}
+
+/// What a configured file is when it is not a regular file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Directory,
+    Fifo,
+    CharacterDevice,
+    BlockDevice,
+    Socket,
+    /// Anything else `stat` may answer.
+    Other,
+}
+
+impl fmt::Display for FileKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileKind::Directory => "a directory",
+            FileKind::Fifo => "a FIFO",
+            FileKind::CharacterDevice => "a character device",
+            FileKind::BlockDevice => "a block device",
+            FileKind::Socket => "a socket",
+            FileKind::Other => "a special file",
+        })
+    }
 }
 
 /// Where a configured runfiles path was looked for, for the message.
@@ -144,6 +175,12 @@ impl fmt::Display for Error {
                     ),
                 }
             }
+            Error::NotAFile { option, path, resolved: None, kind } => {
+                write!(f, "{}: {} is {kind}, not a regular file", option.name(), show(path))
+            }
+            Error::NotAFile { option, path, resolved: Some(resolved), kind } => {
+                write!(f, "{}: runfile {} is {}, {kind}, not a regular file", option.name(), show(path), show(resolved))
+            }
             Error::Unquotable { option, path } => write!(
                 f,
                 "{}: {} holds a space, ',' or ':' and both quote characters, so no sanitizer option can carry it",
@@ -199,6 +236,22 @@ mod tests {
             unresolved(Looked::ManifestTarget { manifest: path("/m"), target: path("/gone") }),
             "--asan-suppressions: runfile ws/supp.txt is /gone in manifest /m, which does not exist"
         );
+    }
+
+    #[test]
+    fn not_a_file_names_option_path_and_kind() {
+        let e = |resolved: Option<&str>, kind| Error::NotAFile {
+            option: Opt::TsanSuppressions,
+            path: path("ws/supp"),
+            resolved: resolved.map(path),
+            kind,
+        };
+        assert_eq!(e(None, FileKind::Fifo).to_string(), "--tsan-suppressions: ws/supp is a FIFO, not a regular file");
+        assert_eq!(
+            e(Some("/rf/ws/supp"), FileKind::Directory).to_string(),
+            "--tsan-suppressions: runfile ws/supp is /rf/ws/supp, a directory, not a regular file"
+        );
+        assert_eq!(e(None, FileKind::CharacterDevice).exit_code(), 2);
     }
 
     #[test]

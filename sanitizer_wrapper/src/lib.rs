@@ -21,17 +21,20 @@
 //! machine but the kernel; with nothing configured, no heap allocation from
 //! process start to exec, and no file read; a configured file that is
 //! missing stops the run with one line that says where it was looked for,
-//! instead of a sanitizer run without its suppressions.
+//! instead of a sanitizer run without its suppressions; so does a suppression
+//! list that is a directory, a FIFO or a device.
 
 pub mod cli;
 pub mod config;
 pub mod environment;
 pub mod error;
 pub mod locate;
+pub mod opt;
 
-use cli::{Invocation, Opt, Options};
+use cli::{Invocation, Options};
 use environment::{Files, Sanitizer};
 use error::Error;
+use opt::Opt;
 use std::ffi::{CStr, c_char};
 use wrapper_common::argv::Argv;
 use wrapper_common::runfiles::Runfiles;
@@ -92,12 +95,15 @@ fn run_with_options(
 }
 
 /// Resolves every configured file, in a fixed order, so that the first one
-/// missing is the one reported.
+/// missing (or, for a suppression list, not a regular file) is the one
+/// reported.
 fn resolve_files(runfiles: &Runfiles, options: &Options<'_>) -> Result<Files, Error> {
     let resolve = |opt: Opt| options.get(opt).map(|value| locate::resolve(runfiles, opt, value)).transpose();
     let mut files = Files::default();
     for sanitizer in Sanitizer::ALL {
-        files.suppressions[sanitizer as usize] = resolve(sanitizer.suppressions())?;
+        let opt = sanitizer.suppressions();
+        files.suppressions[sanitizer as usize] =
+            options.get(opt).map(|value| locate::resolve_regular_file(runfiles, opt, value)).transpose()?;
     }
     files.symbolizer = resolve(Opt::Symbolizer)?;
     files.run_under = resolve(Opt::RunUnder)?;

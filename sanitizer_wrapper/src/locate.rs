@@ -12,8 +12,9 @@
 //! `<argv[0]>...` candidates are used only when argv[0] holds a `/`: a bare
 //! name was found in `PATH` and says nothing about where the runfiles are.
 
-use crate::cli::Opt;
-use crate::error::{Error, Looked, Shown};
+use crate::error::{Error, FileKind, Looked, Shown};
+use crate::opt::Opt;
+use rustix::fs::FileType;
 use std::ffi::{CStr, CString};
 use wrapper_common::env;
 use wrapper_common::paths::absolute;
@@ -110,4 +111,27 @@ pub fn resolve(runfiles: &Runfiles, option: Opt, value: &[u8]) -> Result<CString
     absolute(found.as_bytes())
         .map(|path| path.as_cstr().to_owned())
         .map_err(|errno| Error::System { what: "cannot name the working directory", errno })
+}
+
+/// [`resolve`] for a file that the sanitizer runtime reads (a suppression
+/// list): it must also be a regular file, or a path that leads to one. A
+/// directory, FIFO or device would otherwise reach the runtime, which fails
+/// on it (or blocks reading a FIFO) only after the test has started.
+pub fn resolve_regular_file(runfiles: &Runfiles, option: Opt, value: &[u8]) -> Result<CString, Error> {
+    let path = resolve(runfiles, option, value)?;
+    let st = rustix::fs::stat(path.as_c_str())
+        .map_err(|errno| Error::System { what: "cannot stat a configured suppression list", errno })?;
+    let kind = match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => return Ok(path),
+        FileType::Directory => FileKind::Directory,
+        FileType::Fifo => FileKind::Fifo,
+        FileType::CharacterDevice => FileKind::CharacterDevice,
+        FileType::BlockDevice => FileKind::BlockDevice,
+        FileType::Socket => FileKind::Socket,
+        _ => FileKind::Other,
+    };
+    // Only the first 4000 bytes of an impossible value are worth quoting.
+    let path_shown: Shown = value[..value.len().min(4000)].into();
+    let resolved = (path.as_bytes() != value).then(|| path.as_bytes().into());
+    Err(Error::NotAFile { option, path: path_shown, resolved, kind })
 }

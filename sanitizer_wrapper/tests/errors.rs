@@ -4,7 +4,10 @@
 mod common;
 
 use common::{BIN, ManifestOnly, TEST, Tree, assert_test_not_run};
-use std::os::unix::fs::PermissionsExt;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
 use test_support::{Cmd, TempDir, write_file};
 
 #[test]
@@ -139,5 +142,74 @@ fn unquotable_path() {
     write_file(&file, "");
     let out = tree.cmd().arg(format!("--asan-suppressions={}", file.display())).arg(TEST).run();
     out.assert_code(2).assert_one_error_line("so no sanitizer option can carry it");
+    assert_test_not_run(&out);
+}
+
+fn make_fifo(path: &Path) {
+    let c_path = CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path that outlives the call.
+    let rc = unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) };
+    assert_eq!(rc, 0, "mkfifo {}: {}", path.display(), std::io::Error::last_os_error());
+}
+
+/// A suppression list that is a directory, a FIFO or a device is one line and
+/// exit 2 before the test starts: the sanitizer runtime would fail on it (or
+/// block reading the FIFO) only once the test runs.
+#[test]
+fn a_suppression_list_that_is_not_a_regular_file() {
+    let tree = Tree::new("sw-err-not-a-file");
+    let dir = tree.rf.srcdir.join("ws/supp");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = tree.dir.join("tsan.fifo");
+    make_fifo(&fifo);
+    // A runfile as Bazel lays it out: a symlink in the tree to the real file.
+    let fifo_runfile = tree.rf.srcdir.join("ws/tsan.supp");
+    symlink(&fifo, &fifo_runfile).unwrap();
+    let not_a_file = |what: &str| format!("{what}, not a regular file");
+    let cases = [
+        (
+            "--asan-suppressions=ws/supp".to_string(),
+            not_a_file(&format!("--asan-suppressions: runfile ws/supp is {}, a directory", dir.display())),
+        ),
+        (
+            format!("--lsan-suppressions={}", dir.display()),
+            not_a_file(&format!("--lsan-suppressions: {} is a directory", dir.display())),
+        ),
+        (
+            format!("--tsan-suppressions={}", fifo.display()),
+            not_a_file(&format!("--tsan-suppressions: {} is a FIFO", fifo.display())),
+        ),
+        (
+            "--tsan-suppressions=ws/tsan.supp".to_string(),
+            not_a_file(&format!("--tsan-suppressions: runfile ws/tsan.supp is {}, a FIFO", fifo_runfile.display())),
+        ),
+        (
+            "--asan-suppressions=/dev/null".to_string(),
+            not_a_file("--asan-suppressions: /dev/null is a character device"),
+        ),
+    ];
+    for (arg, message) in cases {
+        let out = tree.cmd().arg(&arg).arg(TEST).run();
+        out.assert_code(2).assert_one_error_line(&format!("sanitizer_wrapper: {message}"));
+        assert_eq!(out.stderr, format!("sanitizer_wrapper: {message}\n"), "{}", out.explain());
+        assert_test_not_run(&out);
+    }
+}
+
+/// The same from the configuration file the Bazel macro writes.
+#[test]
+fn a_configured_suppression_list_that_is_a_directory() {
+    let tree = Tree::new("sw-err-conf-dir");
+    let dir = tree.rf.srcdir.join("ws/supp");
+    std::fs::create_dir_all(&dir).unwrap();
+    let wrapper = tree.link_wrapper("ws/pkg/asan_wrapper");
+    tree.conf_beside("ws/pkg/asan_wrapper", "--asan-options=detect_leaks=1\n--lsan-suppressions=ws/supp\n");
+    let mut cmd = Cmd::new(&wrapper);
+    tree.rf.apply(&mut cmd);
+    let out = cmd.arg(TEST).run();
+    out.assert_code(2).assert_one_error_line(&format!(
+        "sanitizer_wrapper: --lsan-suppressions: runfile ws/supp is {}, a directory, not a regular file",
+        dir.display()
+    ));
     assert_test_not_run(&out);
 }

@@ -44,6 +44,8 @@ const FORMAT: &str = "--format";
 const EXPLAIN: &str = "--explain";
 /// A tag table file replacing the compiled-in table.
 const TABLE: &str = "--table";
+/// The compiled-in table to use (see `tables::PRESETS`).
+const PRESET: &str = "--preset";
 
 /// Everything after this is a target pattern of the driver's Bazel command.
 const END_OF_OPTIONS: &[u8] = b"--";
@@ -88,8 +90,8 @@ pub fn parse<'t>(args: &[OsString], table: &'t Table) -> Result<Request<'t>, Err
                     first_rejected.get_or_insert(Error::UnknownConfig { name, known: table.known_configs() });
                 }
             }
-        } else if option_value(TABLE, arg, &mut rest)?.is_some() {
-            // Read before parsing (see `table_file`).
+        } else if option_value(TABLE, arg, &mut rest)?.is_some() || option_value(PRESET, arg, &mut rest)?.is_some() {
+            // Read before parsing (see `table_choice`).
         } else if let Some(value) = option_value(FORMAT, arg, &mut rest)? {
             format = Some(parse_format(value)?);
         } else if let Some(value) = option_value(EXPLAIN, arg, &mut rest)? {
@@ -119,21 +121,32 @@ fn options(args: &[OsString]) -> &[OsString] {
     }
 }
 
-/// The file of the last `--table=FILE` (or `--table FILE`) before `--`, if
-/// any: the table must be read before the configs can be looked up in it,
-/// and before `--help` can list them.
-pub fn table_file(args: &[OsString]) -> Result<Option<&OsStr>, Error> {
-    let mut file = None;
+/// Which table the command line asks for: the table must be read before the
+/// configs can be looked up in it, and before `--help` can list them.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct TableChoice<'a> {
+    /// The file of the last `--table=FILE` (or `--table FILE`).
+    pub file: Option<&'a OsStr>,
+    /// The name of the last `--preset=NAME` (or `--preset NAME`).
+    pub preset: Option<&'a OsStr>,
+}
+
+/// The `--table` and `--preset` given before `--`, the last of each.
+pub fn table_choice(args: &[OsString]) -> Result<TableChoice<'_>, Error> {
+    let mut choice = TableChoice::default();
     let mut rest = options(args).iter();
     while let Some(arg) = rest.next() {
-        if let Some(value) = option_value(TABLE, arg, &mut rest)? {
-            if value.is_empty() {
-                return Err(Error::MissingValue { flag: TABLE });
+        for (flag, slot) in [(TABLE, &mut choice.file), (PRESET, &mut choice.preset)] {
+            if let Some(value) = option_value(flag, arg, &mut rest)? {
+                if value.is_empty() {
+                    return Err(Error::MissingValue { flag });
+                }
+                *slot = Some(value);
+                break;
             }
-            file = Some(value);
         }
     }
-    Ok(file)
+    Ok(choice)
 }
 
 /// The value of option `name` if `arg` is that option: the text after `=`,
@@ -323,15 +336,33 @@ mod tests {
         }
     }
 
+    /// The `--table` and `--preset` values `table_choice` finds in `words`.
+    fn choice(words: &[&str]) -> Result<(Option<String>, Option<String>), String> {
+        let args: Vec<OsString> = words.iter().map(OsString::from).collect();
+        let owned = |value: Option<&OsStr>| value.map(|v| v.to_string_lossy().into_owned());
+        table_choice(&args).map(|c| (owned(c.file), owned(c.preset))).map_err(|e| e.to_string())
+    }
+
     #[test]
     fn the_table_option_is_found_before_the_end_of_options_only() {
-        let args = |words: &[&str]| words.iter().map(OsString::from).collect::<Vec<_>>();
-        assert_eq!(table_file(&args(&["--table=a", "--config=x", "--table", "b"])).unwrap(), Some(OsStr::new("b")));
-        assert_eq!(table_file(&args(&["--config=x", "--", "--table=a"])).unwrap(), None);
-        assert_eq!(table_file(&args(&["--table"])).unwrap_err().to_string(), "--table: missing value");
-        assert_eq!(table_file(&args(&["--table="])).unwrap_err().to_string(), "--table: missing value");
+        let table_file = |words: &[&str]| choice(words).map(|(file, _)| file);
+        assert_eq!(table_file(&["--table=a", "--config=x", "--table", "b"]).unwrap().as_deref(), Some("b"));
+        assert_eq!(table_file(&["--config=x", "--", "--table=a"]).unwrap(), None);
+        assert_eq!(table_file(&["--table"]).unwrap_err(), "--table: missing value");
+        assert_eq!(table_file(&["--table="]).unwrap_err(), "--table: missing value");
         // parse() skips it and its value, also under --strict.
         assert!(parse_strs(&["--strict", "--table", "t.conf", "--config=asan"]).is_ok());
+    }
+
+    #[test]
+    fn the_preset_option_is_found_like_the_table_option() {
+        let both = choice(&["--preset=a", "--table=t", "--preset", "b", "--", "--preset=c"]).unwrap();
+        assert_eq!(both, (Some("t".to_string()), Some("b".to_string())));
+        assert_eq!(choice(&["--presets=x", "--config=y"]).unwrap(), (None, None));
+        assert_eq!(choice(&["--preset"]).unwrap_err(), "--preset: missing value");
+        assert_eq!(choice(&["--preset="]).unwrap_err(), "--preset: missing value");
+        assert_eq!(choice(&["--preset", "--strict"]).unwrap_err(), "--preset: missing value");
+        assert!(parse_strs(&["--strict", "--preset", "jax-rocm", "--preset=x", "--config=asan"]).is_ok());
     }
 
     #[test]

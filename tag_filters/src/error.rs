@@ -7,13 +7,16 @@ use std::path::PathBuf;
 
 #[derive(Debug)]
 pub enum Error {
-    /// `--config`, `--format` or `--explain` last, or followed by an option.
+    /// `--config`, `--format`, `--explain`, `--table` or `--preset` last, or
+    /// followed by an option.
     MissingValue { flag: &'static str },
     /// `--format=` with a value other than list, flags or bazelrc.
     UnknownFormat { value: String },
     /// `--explain=` with a tag that is empty, starts with `-` or is not
     /// UTF-8; `problem` says which.
     BadExplainTag { value: String, problem: String },
+    /// `--preset=` names no compiled-in table; `known` lists the presets.
+    UnknownPreset { name: String, known: String },
     /// `--explain` together with `--format`, which it would silently ignore.
     ExplainWithFormat,
     /// Under `--strict`: `--config=` names a config the table does not
@@ -58,6 +61,9 @@ impl fmt::Display for Error {
             }
             Error::BadExplainTag { value, problem } => {
                 write!(f, "--explain: bad value {}: {problem}", Quoted(value))
+            }
+            Error::UnknownPreset { name, known } => {
+                write!(f, "--preset: unknown preset {} (known presets: {known})", Quoted(name))
             }
             Error::ExplainWithFormat => {
                 f.write_str("--explain: cannot be combined with --format (it prints a verdict)")
@@ -120,11 +126,20 @@ mod tests {
 
     #[test]
     fn strict_messages_list_the_known_configs() {
-        let e = Error::UnexpectedArgument { arg: "-c".into(), known: crate::tables::Table::builtin().known_configs() };
+        // `known` as `Table::known_configs` writes it (tested in `tables`).
+        let known = "ci_single_gpu, ci_multi_gpu, ci_rocm_cpu, asan, tsan".to_string();
+        let e = Error::UnexpectedArgument { arg: "-c".into(), known };
         assert_eq!(
             e.to_string(),
             "--strict: unexpected argument '-c' (known configs: ci_single_gpu, ci_multi_gpu, ci_rocm_cpu, asan, tsan)"
         );
+    }
+
+    #[test]
+    fn an_unknown_preset_names_itself_and_the_known_ones() {
+        let e = Error::UnknownPreset { name: "jax".into(), known: "a, b".into() };
+        assert_eq!(e.to_string(), "--preset: unknown preset 'jax' (known presets: a, b)");
+        assert_eq!(e.exit_code(), 2);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! tag_filters: prints the Bazel tag filter of ROCm CI.
 //!
-//! Usage: `tag_filters [--table=FILE] [--config=NAME]...
+//! Usage: `tag_filters [--preset=NAME | --table=FILE] [--config=NAME]...
 //! [--format=list|flags|bazelrc] [--strict] [ARGS...] [-- TARGETS...]`, or `... --explain=TAG,TAG,...` to
 //! ask whether the filter selects a target with those tags (exit 0 when it
 //! does, 1 when not). Exit 2 is bad usage; 3 is a failed write to stdout.
@@ -8,9 +8,11 @@
 //! It replaces a shell helper that echoed the tags ROCm CI must never attempt
 //! and a driver loop that appended tags per `--config=`. Design goals:
 //! - the same bytes as the shell helper for the same configs, with the tags
-//!   kept as data in one place (`tables`), never in code or help text; a
-//!   table file (`--table=FILE`, or `<argv0>.tag_filters.conf`) replaces
-//!   the compiled-in table, so maintainers edit data, not Rust;
+//!   kept as data in one place (`tables`), never in code or help text;
+//!   `--preset=NAME` picks one of the compiled-in tables (XLA's ROCm CI by
+//!   default, JAX's, XLA's compile-only build), and a table file
+//!   (`--table=FILE`, or `<argv0>.tag_filters.conf`) replaces the table in
+//!   force, so maintainers edit data, not Rust;
 //! - a driver can pass its whole Bazel command line: what is not ours is
 //!   ignored, as the loop did, unless `--strict` asks for an error;
 //! - one clear stderr line per mistake, never a panic, even for non-UTF-8
@@ -49,11 +51,18 @@ pub fn conf_beside(argv0: &OsStr) -> Option<PathBuf> {
     path.exists().then_some(path)
 }
 
-/// The table in force: `--table=FILE`, else `<argv0>.tag_filters.conf`
-/// when present, else the compiled-in one.
+/// The table in force: `--table=FILE`, else `--preset=NAME`, else
+/// `<argv0>.tag_filters.conf` when present, else the default preset. The
+/// command line wins over the file beside the executable, and a table file
+/// over a preset; a `--preset` that names no preset is an error even then.
 pub fn load_table(argv0: Option<&OsStr>, args: &[OsString]) -> Result<Table, Error> {
-    if let Some(file) = cli::table_file(args)? {
+    let choice = cli::table_choice(args)?;
+    let preset = choice.preset.map(|name| tables::preset_named(&name.to_string_lossy())).transpose()?;
+    if let Some(file) = choice.file {
         return Table::read(Path::new(file));
+    }
+    if let Some(preset) = preset {
+        return Ok(preset.table(None));
     }
     match argv0.and_then(conf_beside) {
         Some(file) => Table::read(&file),

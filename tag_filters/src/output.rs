@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use crate::cli::Format;
 use crate::error::{OneLine, Quoted};
 use crate::filter::{TagFilter, Verdict};
-use crate::tables::{Origin, Table};
+use crate::tables::{DEFAULT_PRESET, Origin, PRESETS, Table};
 
 /// The filter in `format`. `--format=bazelrc` does not depend on the given
 /// configs: see [`bazelrc`].
@@ -66,13 +66,18 @@ pub fn version() -> String {
 
 const USAGE: &str = "\
 Usage: tag_filters [--table=FILE] [--config=NAME]... [--format=FORMAT]
-                   [--strict] [ARGS...]
-       tag_filters [--table=FILE] [--config=NAME]... --explain=TAG[,TAG...]
+                   [--preset=NAME] [--strict] [ARGS...]
+       tag_filters [--table=FILE] [--config=NAME]... [--preset=NAME]
+                   --explain=TAG[,TAG...]
 
-Prints the tags ROCm CI never attempts (the base list), followed by the tags
-of each known --config given, in order; a tag already listed is not repeated.
+Prints the base list of the table in force (by default the tags XLA's ROCm CI
+never attempts), followed by the tags of each known --config given, in order;
+a tag already listed is not repeated.
 
 Options:
+  --preset=NAME     use the compiled-in table NAME (see Presets below); it
+                    wins over <executable>.tag_filters.conf, --table wins over
+                    it (an unknown NAME is an error even then)
   --config=NAME     append the tags of config NAME
   --format=FORMAT   list: the tags, comma-joined (the default)
                     flags: --build_tag_filters=LIST --test_tag_filters=LIST
@@ -83,16 +88,17 @@ Options:
                     filter selects it and which tag decided
   --table=FILE      read the tag table from FILE instead of the compiled-in
                     one (also: <executable>.tag_filters.conf when present);
-                    lines 'base = TAG,...' and 'CONFIG = TAG,...', '#' comments
+                    lines 'base = TAG,...' and 'CONFIG = TAG,...', '#' comments;
+                    or a single line 'preset = NAME'
   --strict          reject unknown configs and other arguments (exit 2)
   -h, --help        print this help
   --version         print the version
   --                ignore every later argument (target patterns)
 
---config, --format, --explain and --table also take their value as the next
-argument (--config NAME). Other arguments (a driver's Bazel command line: test,
--c opt, --jobs=8, //xla/..., unknown configs) are ignored unless --strict is
-given.
+--config, --format, --explain, --table and --preset also take their value as
+the next argument (--config NAME). Other arguments (a driver's Bazel command
+line: test, -c opt, --jobs=8, //xla/..., unknown configs) are ignored unless
+--strict is given.
 ";
 
 const EXIT_STATUS: &str = "\
@@ -107,8 +113,19 @@ pub fn help(table: &Table) -> String {
     let mut text =
         String::from(concat!("tag_filters ", env!("CARGO_PKG_VERSION"), ": the Bazel tag filters of ROCm CI\n\n"));
     text.push_str(USAGE);
+    text.push_str("\nPresets (--preset=NAME):\n");
+    let name_width = PRESETS.iter().map(|p| p.name.len()).max().unwrap_or(0);
+    for preset in PRESETS {
+        let default = if preset.name == DEFAULT_PRESET { ", the default" } else { "" };
+        let _ = writeln!(text, "  {:name_width$}  {}{default}", preset.name, preset.summary);
+    }
     match &table.origin {
-        Origin::Builtin => text.push_str("\nTable: compiled in (openxla/xla main)\n"),
+        Origin::Preset { name, file: None } => {
+            let _ = writeln!(text, "\nTable: preset {name} (compiled in)");
+        }
+        Origin::Preset { name, file: Some(file) } => {
+            let _ = writeln!(text, "\nTable: preset {name} (named in {})", OneLine(&file.to_string_lossy()));
+        }
         Origin::File(file) => {
             let _ = writeln!(text, "\nTable: {}", OneLine(&file.to_string_lossy()));
         }
@@ -116,6 +133,9 @@ pub fn help(table: &Table) -> String {
     text.push_str("\nBase list:\n");
     push_wrapped_list(&mut text, &table.base);
     text.push_str("\nConfigs:\n");
+    if table.configs.is_empty() {
+        text.push_str("  (none)\n");
+    }
     let name_width = table.configs.iter().map(|c| c.name.len()).max().unwrap_or(0);
     for config in &table.configs {
         let _ = writeln!(text, "  {:name_width$}  {}", config.name, config.tags.join(","));
@@ -153,8 +173,10 @@ mod tests {
 
     #[test]
     fn help_lines_fit_the_width() {
-        for line in help(&Table::builtin()).lines() {
-            assert!(line.len() <= HELP_WIDTH, "{line:?} is too long");
+        for preset in PRESETS {
+            for line in help(&preset.table(None)).lines() {
+                assert!(line.len() <= HELP_WIDTH, "{}: {line:?} is too long", preset.name);
+            }
         }
     }
 

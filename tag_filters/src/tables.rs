@@ -1,15 +1,10 @@
-//! The tag table: the base list ROCm CI never attempts, and the tags each
-//! `--config` appends. The compiled-in table below is the only place in the
-//! crate where tags are written down; a table file (`--table=FILE`, or
-//! `<argv0>.tag_filters.conf` beside the executable) replaces it whole.
+//! The tag tables: a base list, and the tags each `--config` appends. The
+//! compiled-in tables below, one per preset (`--preset=NAME`), are the only
+//! place in the crate where tags are written down; a table file
+//! (`--table=FILE`, or `<argv0>.tag_filters.conf` beside the executable)
+//! replaces the table in force whole, or names a preset (`preset = NAME`).
 //!
-//! The compiled-in table mirrors openxla/xla main after PR #44105
-//! (2026-06-11, "[ROCm] Fix multigpu filter for pr checks"): the base list of
-//! `build_tools/rocm/rocm_tag_filters.sh` as consolidated by PR #37212, and
-//! the `--config` loop of the ROCm CI drivers (`ci_single_gpu`,
-//! `ci_multi_gpu`, `ci_rocm_cpu`; `asan`/`tsan` from
-//! `build_tools/rocm/run_xla_ci_build.sh`).
-//!
+//! Each preset cites the upstream file and commit its tags were read from.
 //! A tag with a leading `-` is excluded by the filter; one without is
 //! included (Bazel's `--build_tag_filters`/`--test_tag_filters` syntax).
 
@@ -17,47 +12,153 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Quoted};
 
-/// The compiled-in base list, in the order of the shell helper it replaces,
-/// so that the printed list is byte-for-byte the same.
-const BUILTIN_BASE: &[&str] = &[
-    "-no_gpu",
-    "-requires-gpu-intel",
-    "-requires-gpu-nvidia",
-    "-requires-gpu-cuda",
-    "-cuda-only",
-    "-oneapi-only",
-    "-requires-gpu-sm60",
-    "-requires-gpu-sm60-only",
-    "-requires-gpu-sm70",
-    "-requires-gpu-sm70-only",
-    "-requires-gpu-sm80",
-    "-requires-gpu-sm80-only",
-    "-requires-gpu-sm86",
-    "-requires-gpu-sm86-only",
-    "-requires-gpu-sm89",
-    "-requires-gpu-sm89-only",
-    "-requires-gpu-sm90",
-    "-requires-gpu-sm90-only",
-    "-skip_rocprofiler_sdk",
-    "-no_oss",
-    "-oss_excluded",
-    "-oss_serial",
-];
+/// A compiled-in table, selected by name.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Preset {
+    pub name: &'static str,
+    /// One line for `--help`: whose CI the table is.
+    pub summary: &'static str,
+    base: &'static [&'static str],
+    configs: &'static [(&'static str, &'static [&'static str])],
+}
 
-/// The compiled-in configs, in the order `--help` and `--format=bazelrc`
-/// list them.
-const BUILTIN_CONFIGS: &[(&str, &[&str])] = &[
-    ("ci_single_gpu", &["requires-gpu-rocm", "requires-gpu-amd", "-multi_gpu"]),
-    // Only `multi_gpu` since openxla/xla#44105: requires-gpu-rocm and
-    // requires-gpu-amd pulled every single-GPU test into multi-GPU runs.
-    ("ci_multi_gpu", &["multi_gpu"]),
-    ("ci_rocm_cpu", &["gpu", "-requires-gpu-rocm", "-requires-gpu-amd"]),
-    ("asan", &["-noasan"]),
-    ("tsan", &["-notsan"]),
-];
+/// The preset in force when nothing else is chosen.
+pub const DEFAULT_PRESET: &str = "xla-rocm";
+
+/// Every preset, in the order `--help` lists them; the default first.
+pub const PRESETS: &[Preset] = &[XLA_ROCM, JAX_ROCM, XLA_ROCM_COMPILE];
+
+/// XLA's ROCm CI: the tags it never attempts and its drivers' `--config`
+/// loop. Source: openxla/xla, build_tools/rocm/rocm_tag_filters.sh (base
+/// list, in its order, so that the printed list is byte-for-byte the shell
+/// helper's) and build_tools/rocm/run_xla_ci_build.sh (ci_single_gpu,
+/// ci_multi_gpu, ci_rocm_cpu), read at commit
+/// 756478bb8bf06ca8a0b8f989fc3ce49ef1d561a2 (2026-08-07); ci_multi_gpu is
+/// `multi_gpu` alone since PR #44105. asan and tsan are kept from the ROCm
+/// CI drivers this table first mirrored; run_xla_ci_build.sh at that commit
+/// no longer has them.
+const XLA_ROCM: Preset = Preset {
+    name: "xla-rocm",
+    summary: "XLA's ROCm CI (openxla/xla build_tools/rocm)",
+    base: &[
+        "-no_gpu",
+        "-requires-gpu-intel",
+        "-requires-gpu-nvidia",
+        "-requires-gpu-cuda",
+        "-cuda-only",
+        "-oneapi-only",
+        "-requires-gpu-sm60",
+        "-requires-gpu-sm60-only",
+        "-requires-gpu-sm70",
+        "-requires-gpu-sm70-only",
+        "-requires-gpu-sm80",
+        "-requires-gpu-sm80-only",
+        "-requires-gpu-sm86",
+        "-requires-gpu-sm86-only",
+        "-requires-gpu-sm89",
+        "-requires-gpu-sm89-only",
+        "-requires-gpu-sm90",
+        "-requires-gpu-sm90-only",
+        "-skip_rocprofiler_sdk",
+        "-no_oss",
+        "-oss_excluded",
+        "-oss_serial",
+    ],
+    configs: &[
+        ("ci_single_gpu", &["requires-gpu-rocm", "requires-gpu-amd", "-multi_gpu"]),
+        ("ci_multi_gpu", &["multi_gpu"]),
+        ("ci_rocm_cpu", &["gpu", "-requires-gpu-rocm", "-requires-gpu-amd"]),
+        ("asan", &["-noasan"]),
+        ("tsan", &["-notsan"]),
+    ],
+};
+
+/// JAX's ROCm tests on RBE: the TAG_FILTERS of its test script and the tags
+/// its `--config` loop appends. Source: jax-ml/jax,
+/// ci/run_bazel_test_rocm_rbe.sh, read at commit
+/// cec06d116c05f0d52adfceee3d3b730fdbcb0ce5 (2026-08-08; the file last
+/// changed in b0eb8fe080aa4cd1fa2a830741f51f1c070aa001). The split into
+/// `multiaccelerator-only` (faf677af0abe) was reverted (3a99fe37b971).
+const JAX_ROCM: Preset = Preset {
+    name: "jax-rocm",
+    summary: "JAX's ROCm tests (jax-ml/jax ci/run_bazel_test_rocm_rbe.sh)",
+    base: &["jax_test_gpu", "-config-cuda-only", "-manual"],
+    configs: &[("single_gpu", &["gpu", "-multiaccelerator"]), ("multi_gpu", &["multiaccelerator"])],
+};
+
+/// XLA's compile-only ROCm build: `rocm_tag_filter`, which build.py uses as
+/// both the build and the test filter, with no configs. Source: openxla/xla,
+/// build_tools/ci/build.py, read at commit
+/// 756478bb8bf06ca8a0b8f989fc3ce49ef1d561a2 (2026-08-07; the file last
+/// changed in 17ba2c07aacf9600efeeb93b393822bc356945fb): the shell helper's
+/// base list without `-requires-gpu-cuda`, then `gpu`.
+const XLA_ROCM_COMPILE: Preset = Preset {
+    name: "xla-rocm-compile",
+    summary: "XLA's compile-only ROCm build (build_tools/ci/build.py)",
+    base: &[
+        "-no_gpu",
+        "-requires-gpu-intel",
+        "-requires-gpu-nvidia",
+        "-cuda-only",
+        "-oneapi-only",
+        "-requires-gpu-sm60",
+        "-requires-gpu-sm60-only",
+        "-requires-gpu-sm70",
+        "-requires-gpu-sm70-only",
+        "-requires-gpu-sm80",
+        "-requires-gpu-sm80-only",
+        "-requires-gpu-sm86",
+        "-requires-gpu-sm86-only",
+        "-requires-gpu-sm89",
+        "-requires-gpu-sm89-only",
+        "-requires-gpu-sm90",
+        "-requires-gpu-sm90-only",
+        "-skip_rocprofiler_sdk",
+        "-no_oss",
+        "-oss_excluded",
+        "-oss_serial",
+        "gpu",
+    ],
+    configs: &[],
+};
+
+impl Preset {
+    /// The preset called `name`, if there is one.
+    pub fn find(name: &str) -> Option<&'static Preset> {
+        PRESETS.iter().find(|preset| preset.name == name)
+    }
+
+    /// The preset names, comma-separated, for messages.
+    pub fn known() -> String {
+        PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+    }
+
+    /// This preset as the table in force; `file` is the table file that
+    /// named it, if one did.
+    pub fn table(&'static self, file: Option<&Path>) -> Table {
+        Table {
+            base: owned(self.base),
+            configs: self
+                .configs
+                .iter()
+                .map(|(name, tags)| Config { name: name.to_string(), tags: owned(tags) })
+                .collect(),
+            origin: Origin::Preset { name: self.name, file: file.map(Path::to_path_buf) },
+        }
+    }
+}
+
+/// The preset `--preset=NAME` names; an unknown name is an error that lists
+/// the known ones.
+pub fn preset_named(name: &str) -> Result<&'static Preset, Error> {
+    Preset::find(name).ok_or_else(|| Error::UnknownPreset { name: name.to_string(), known: Preset::known() })
+}
 
 /// The name of the base list's line in a table file.
 pub const BASE: &str = "base";
+
+/// The name of the line that makes a table file name a preset instead.
+pub const PRESET: &str = "preset";
 
 /// Appended to argv[0] to name the table file beside the executable.
 pub const CONF_SUFFIX: &str = ".tag_filters.conf";
@@ -72,7 +173,11 @@ pub struct Config {
 /// Where the table in force came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
-    Builtin,
+    /// A compiled-in table; `file` is the table file that named it, if any.
+    Preset {
+        name: &'static str,
+        file: Option<PathBuf>,
+    },
     File(PathBuf),
 }
 
@@ -89,16 +194,10 @@ fn owned(tags: &[&str]) -> Vec<String> {
 }
 
 impl Table {
-    /// The compiled-in table (upstream main's).
+    /// The default preset's table: the one in force when nothing else is
+    /// chosen.
     pub fn builtin() -> Table {
-        Table {
-            base: owned(BUILTIN_BASE),
-            configs: BUILTIN_CONFIGS
-                .iter()
-                .map(|(name, tags)| Config { name: name.to_string(), tags: owned(tags) })
-                .collect(),
-            origin: Origin::Builtin,
-        }
+        PRESETS[0].table(None)
     }
 
     /// The config called `name`, if the table has it.
@@ -106,8 +205,12 @@ impl Table {
         self.configs.iter().find(|config| config.name == name)
     }
 
-    /// The config names, comma-separated, for messages.
+    /// The config names, comma-separated, for messages; `none` when the
+    /// table has no configs.
     pub fn known_configs(&self) -> String {
+        if self.configs.is_empty() {
+            return "none".to_string();
+        }
         self.configs.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
     }
 
@@ -122,9 +225,12 @@ impl Table {
     /// order); a line whose first non-blank character is `#` is a comment;
     /// blank lines are ignored; whitespace around `=`, the name and each tag
     /// is trimmed. An empty value defines a config that appends nothing.
+    /// Instead of definitions, the file may hold one `preset = NAME` line:
+    /// it then stands for that compiled-in table.
     pub fn parse(bytes: &[u8], file: &Path) -> Result<Table, Error> {
         let mut base: Option<Vec<String>> = None;
         let mut configs: Vec<Config> = Vec::new();
+        let mut preset: Option<&'static Preset> = None;
         for (index, raw) in bytes.split(|&b| b == b'\n').enumerate() {
             let bad = |problem: String| Error::TableLine { file: file.to_path_buf(), line: index + 1, problem };
             let Ok(text) = std::str::from_utf8(raw) else {
@@ -139,6 +245,17 @@ impl Table {
             };
             let name = name.trim();
             check_name(name).map_err(&bad)?;
+            if preset.is_some() || (name == PRESET && (base.is_some() || !configs.is_empty())) {
+                return Err(bad("a 'preset' line must be the only definition in the file".to_string()));
+            }
+            if name == PRESET {
+                let value = value.trim();
+                let found = Preset::find(value).ok_or_else(|| {
+                    bad(format!("unknown preset {} (known presets: {})", Quoted(value), Preset::known()))
+                })?;
+                preset = Some(found);
+                continue;
+            }
             let tags = parse_tags(value).map_err(&bad)?;
             if name == BASE {
                 if base.is_some() {
@@ -151,6 +268,9 @@ impl Table {
                 }
                 configs.push(Config { name: name.to_string(), tags });
             }
+        }
+        if let Some(preset) = preset {
+            return Ok(preset.table(Some(file)));
         }
         let Some(base) = base else {
             return Err(Error::TableNoBase { file: file.to_path_buf() });
@@ -206,16 +326,56 @@ mod tests {
     }
 
     #[test]
-    fn the_builtin_table_is_well_formed() {
-        // The compiled-in table must pass the same checks as a file.
-        let table = Table::builtin();
-        let mut text = format!("base = {}\n", table.base.join(","));
-        for config in &table.configs {
-            text.push_str(&format!("{} = {}\n", config.name, config.tags.join(",")));
+    fn every_preset_is_well_formed() {
+        // A compiled-in table must pass the same checks as a file.
+        for preset in PRESETS {
+            check_name(preset.name).unwrap();
+            assert_ne!(preset.name, BASE);
+            let table = preset.table(None);
+            let mut text = format!("base = {}\n", table.base.join(","));
+            for config in &table.configs {
+                text.push_str(&format!("{} = {}\n", config.name, config.tags.join(",")));
+            }
+            let reparsed = parse(&text).unwrap_or_else(|e| panic!("{}: {e}", preset.name));
+            assert_eq!(reparsed.base, table.base, "{}", preset.name);
+            assert_eq!(reparsed.configs, table.configs, "{}", preset.name);
+            assert!(table.configs.iter().all(|c| c.name != PRESET), "{}", preset.name);
         }
-        let reparsed = parse(&text).unwrap();
-        assert_eq!(reparsed.base, table.base);
-        assert_eq!(reparsed.configs, table.configs);
+        let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
+        assert_eq!(names, ["xla-rocm", "jax-rocm", "xla-rocm-compile"]);
+        assert_eq!(PRESETS[0].name, DEFAULT_PRESET);
+        assert_eq!(Table::builtin().origin, Origin::Preset { name: DEFAULT_PRESET, file: None });
+    }
+
+    #[test]
+    fn the_compile_only_list_is_the_base_list_without_cuda_plus_gpu() {
+        let mut expected: Vec<&str> = XLA_ROCM.base.iter().copied().filter(|t| *t != "-requires-gpu-cuda").collect();
+        expected.push("gpu");
+        assert_eq!(XLA_ROCM_COMPILE.base, expected);
+        assert!(XLA_ROCM_COMPILE.configs.is_empty());
+    }
+
+    #[test]
+    fn a_file_may_name_a_preset_instead() {
+        let table = parse("# JAX's table\n  preset =  jax-rocm \n\n").unwrap();
+        assert_eq!(table.base, ["jax_test_gpu", "-config-cuda-only", "-manual"]);
+        assert_eq!(table.origin, Origin::Preset { name: "jax-rocm", file: Some("t.conf".into()) });
+        let known = "(known presets: xla-rocm, jax-rocm, xla-rocm-compile)";
+        assert_eq!(parse("preset = jax\n").unwrap_err(), format!("t.conf:1: unknown preset 'jax' {known}"));
+        let only = "a 'preset' line must be the only definition in the file";
+        assert_eq!(parse("base = a\npreset = jax-rocm\n").unwrap_err(), format!("t.conf:2: {only}"));
+        assert_eq!(parse("preset = jax-rocm\nx = a\n").unwrap_err(), format!("t.conf:2: {only}"));
+        assert_eq!(parse("preset = jax-rocm\npreset = xla-rocm\n").unwrap_err(), format!("t.conf:2: {only}"));
+    }
+
+    #[test]
+    fn preset_named_lists_the_known_presets() {
+        assert_eq!(preset_named("xla-rocm-compile").unwrap().name, "xla-rocm-compile");
+        assert_eq!(
+            preset_named("XLA-ROCM").unwrap_err().to_string(),
+            "--preset: unknown preset 'XLA-ROCM' (known presets: xla-rocm, jax-rocm, xla-rocm-compile)"
+        );
+        assert_eq!(XLA_ROCM_COMPILE.table(None).known_configs(), "none");
     }
 
     #[test]

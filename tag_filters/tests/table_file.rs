@@ -61,7 +61,7 @@ fn bazelrc_and_help_use_the_table_in_force() {
         .assert_stdout_contains("\nBase list:\n  -no_gpu,-requires-gpu-nvidia\n")
         .assert_stdout_contains("\n  nightly        -flaky\n");
     assert!(!out.stdout.contains("-noasan"), "the compiled-in configs are not listed\n{}", out.explain());
-    run(&["--help"]).assert_success().assert_stdout_contains("\nTable: compiled in (openxla/xla main)\n");
+    run(&["--help"]).assert_success().assert_stdout_contains("\nTable: preset xla-rocm (compiled in)\n");
 }
 
 #[test]

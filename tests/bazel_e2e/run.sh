@@ -315,5 +315,8 @@ check_tag_filters project_tags_bazelrc "$(printf '%s\n' \
   "build:nightly --build_tag_filters=-no_gpu,-requires-gpu-nvidia,-flaky" \
   "test:nightly --test_tag_filters=-no_gpu,-requires-gpu-nvidia,-flaky")" \
   //:project_tags -- --format=bazelrc
+# The tag_filters macro naming a preset: JAX's table.
+check_tag_filters jax_tags "jax_test_gpu,-config-cuda-only,-manual,gpu,-multiaccelerator" \
+  //:jax_tags -- --config=single_gpu
 
 say "all ${checks} checks passed in $((SECONDS - started))s"
