@@ -104,6 +104,12 @@ pub enum Error {
         action: &'static str,
         errno: rustix::io::Errno,
     },
+    /// The lock directory was created inside the action's own root, where it
+    /// coordinates with no other test, and the pool has several GPUs.
+    PrivateLockDir {
+        dir: Box<[u8]>,
+        gpus: usize,
+    },
     /// A lock file cannot be created in an existing directory.
     LockFileCreate {
         path: Box<[u8]>,
@@ -201,6 +207,11 @@ impl fmt::Display for Error {
                 Excerpt(dir),
                 Os(*errno),
                 Excerpt(dir)
+            ),
+            Error::PrivateLockDir { dir, gpus } => write!(
+                f,
+                "lock directory {d} did not exist and was created inside this action's own root, so it coordinates with no other test: tests running at once on this worker would all get the first of its {gpus} GPUs; mount the host's lock directory at {d} in the worker, run one action per GPU there, or set PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR=run where the worker runs one action at a time",
+                d = Excerpt(dir)
             ),
             Error::LockFileCreate { path, errno } => write!(
                 f,

@@ -145,8 +145,16 @@ fn run_on_gpus(
     let wait = settings.wait_ms.map(Duration::from_millis);
     let describe = || launch::describe_test(test_path.as_bytes(), argv, command);
     let lock_dir = settings.lock_dir.path();
-    let grant =
-        locks::acquire(&lock_dir, &pool, settings.tests_per_gpu, needed as usize, wait, settings.profile, &describe)?;
+    let grant = locks::acquire(
+        &lock_dir,
+        &pool,
+        settings.tests_per_gpu,
+        needed as usize,
+        wait,
+        settings.profile,
+        settings.private_lock_dir,
+        &describe,
+    )?;
     let mode = launch::Mode::of(settings, vendor, source);
     Err(launch::exec_test(&test_path, argv, command, mode, &pool, grant))
 }

@@ -8,6 +8,7 @@ use crate::hardware::Probe;
 use crate::hardware::gpu_count::MAX_GPU_COUNT;
 use crate::prelude::*;
 use crate::profile::{LockNames, Profile, Vendor};
+use crate::slots::lockfile::PrivatePolicy;
 use alloc::borrow::Cow;
 use alloc::ffi::CString;
 use core::ffi::CStr;
@@ -79,6 +80,9 @@ pub struct Settings {
     /// Prefix for `/sys`, `/dev` and `/proc` (empty: the real root).
     pub sysroot: &'static [u8],
     pub lock_names: LockNames,
+    /// `PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR`: what to do with a lock
+    /// directory created inside the action's own root.
+    pub private_lock_dir: PrivatePolicy,
 }
 
 /// A flag's value when given, else its variable's when set and not empty,
@@ -160,6 +164,19 @@ impl Settings {
             "index or physical",
         )?
         .unwrap_or(LockNames::Index);
-        Ok(Settings { profile, tf_gpu_count, tests_per_gpu, lock_dir, vendor, wait_ms, sysroot, lock_names })
+        let private_lock_dir =
+            parsed(None, "", "PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR", PrivatePolicy::parse, "auto, run or refuse")?
+                .unwrap_or(PrivatePolicy::Auto);
+        Ok(Settings {
+            profile,
+            tf_gpu_count,
+            tests_per_gpu,
+            lock_dir,
+            vendor,
+            wait_ms,
+            sysroot,
+            lock_names,
+            private_lock_dir,
+        })
     }
 }

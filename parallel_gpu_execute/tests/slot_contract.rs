@@ -271,3 +271,97 @@ fn lock_files_are_opened_for_writing_where_possible_and_never_truncated() {
         assert_eq!(std::fs::read_to_string(&lock).unwrap(), "kept");
     }
 }
+
+/// A lock directory the wrapper had to create inside a fresh action root
+/// (a remote worker's sandbox without `/var`) coordinates with no other
+/// test: never a silent double booking there.
+#[test]
+fn a_lock_directory_created_inside_a_fresh_action_root_is_never_silent() {
+    let f = Fixture::new("private-dir");
+    let root = f.dir.join("action-root");
+    std::fs::create_dir_all(&root).unwrap();
+    let lock_dir = root.join("var/lock");
+    let run = |gpus: &str, policy: Option<&str>| {
+        let _ = std::fs::remove_dir_all(root.join("var"));
+        let mut c = f.cmd();
+        c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir).env("TF_GPU_COUNT", gpus);
+        if let Some(p) = policy {
+            c.env("PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR", p);
+        }
+        c.arg("./pkg/gpu_test").run()
+    };
+    let said = |out: &test_support::Output| {
+        out.stderr
+            .lines()
+            .filter(|l| l.contains("coordinates with no other test") && l.contains(lock_dir.to_str().unwrap()))
+            .count()
+    };
+    // Two GPUs, several actions at once: all would get GPU 0. Refused.
+    let out = run("2", None);
+    assert_eq!(out.status.code(), Some(2), "{}", out.explain());
+    assert_eq!(said(&out), 1, "{}", out.explain());
+    assert!(out.stderr.contains("PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR=run"), "{}", out.explain());
+    assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
+    // A worker that runs one action at a time says so: it runs, warned.
+    let out = run("2", Some("run"));
+    Record::of(out.assert_success());
+    assert_eq!(said(&out), 1, "{}", out.explain());
+    // One GPU: it runs, warned, by default; refused when asked.
+    let out = run("1", None);
+    Record::of(out.assert_success());
+    assert_eq!(said(&out), 1, "{}", out.explain());
+    let out = run("1", Some("refuse"));
+    assert_eq!(out.status.code(), Some(2), "{}", out.explain());
+    let out = run("1", Some("sometimes"));
+    out.assert_one_error_line(
+        "PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR: invalid value 'sometimes' (expected auto, run or refuse)",
+    );
+    // The directory there: nothing to say.
+    std::fs::create_dir_all(&lock_dir).unwrap();
+    let out =
+        f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir).env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
+    Record::of(out.assert_success());
+    assert_eq!(said(&out), 0, "{}", out.explain());
+}
+
+#[test]
+fn a_fresh_local_host_creates_its_lock_directory_as_before() {
+    let f = Fixture::new("fresh-host");
+    // Only the lock directory itself is missing, as /tmp/jax_accelerator_locks_$USER on a new host.
+    assert!(!f.lock_dir.exists());
+    let out = f.cmd().env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
+    Record::of(out.assert_success());
+    assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
+    assert!(f.lock_dir.is_dir());
+}
+
+#[test]
+fn an_action_root_is_told_by_bazel_out_at_the_root_of_test_srcdir() {
+    let f = Fixture::new("action-root-srcdir");
+    let test = f.test_path();
+    let list = |dir: &Path, srcdir: &str| {
+        let out = f
+            .cmd()
+            .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir)
+            .env("TEST_SRCDIR", srcdir)
+            .env("TF_GPU_COUNT", "2")
+            .arg("--list=json")
+            .run();
+        out.assert_success();
+        out.stdout.split("\"lock_dir_state\":").nth(1).map(|r| r.split('"').nth(1).unwrap_or("").to_string())
+    };
+    assert_eq!(
+        list(&f.lock_dir, "/home/u/.cache/bazel/x/execroot/ws/bazel-out/k8-fastbuild/bin/t.runfiles").as_deref(),
+        Some("missing")
+    );
+    assert_eq!(list(&f.lock_dir, "//bazel-out/k8-fastbuild/bin/t.runfiles").as_deref(), Some("private"));
+    assert_eq!(list(&f.dir.join("no/such/dir"), "/x").as_deref(), Some("private"));
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    assert_eq!(list(&f.lock_dir, "//bazel-out/k8-fastbuild/bin/t.runfiles").as_deref(), Some("exists"));
+    std::fs::remove_dir(&f.lock_dir).unwrap();
+    // Only the leaf missing, but the root is the action's: refused with two GPUs.
+    let out =
+        f.cmd().env("TEST_SRCDIR", "//bazel-out/k8-fastbuild/bin/t.runfiles").env("TF_GPU_COUNT", "2").arg(&test).run();
+    assert_eq!(out.status.code(), Some(2), "{}", out.explain());
+    assert!(out.stderr.contains("coordinates with no other test"), "{}", out.explain());
+}

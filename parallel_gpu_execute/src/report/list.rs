@@ -20,6 +20,7 @@ use crate::prelude::*;
 use crate::profile::{Profile, Vendor};
 use crate::report::json;
 use crate::settings::Settings;
+use crate::slots::lockfile::missing_dir_private;
 use crate::slots::request::{Pool, Preset};
 use core::fmt::Write as _;
 use wrapper_common::diag::Os;
@@ -232,7 +233,15 @@ fn text(plan: &Plan, settings: &Settings) -> String {
             };
             let _ = writeln!(out, "pool: {}{from}", ids.join(","));
             let _ = writeln!(out, "slots per GPU: {}", plan.slots);
-            let _ = writeln!(out, "lock dir: {}", String::from_utf8_lossy(settings.lock_dir.path().to_bytes()));
+            let dir = settings.lock_dir.path();
+            let state = match missing_dir_private(&dir) {
+                None => "",
+                Some(false) => " (missing: the first test creates it)",
+                Some(true) => {
+                    " (missing, and so created inside this action's own root, where it coordinates with no other test: mount the host's lock directory there; PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR decides whether tests run)"
+                }
+            };
+            let _ = writeln!(out, "lock dir: {}{state}", String::from_utf8_lossy(dir.to_bytes()));
         }
         _ => out.push_str("mode: none (the test runs without a GPU: 'Execute with no GPU support')\n"),
     }
@@ -353,6 +362,14 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
         ("pool_variable", json::opt_string(pool.and_then(|p| p.variable).map(str::as_bytes))),
         ("slots_per_gpu", plan.slots.to_string()),
         ("lock_dir", json::string(settings.lock_dir.path().to_bytes())),
+        (
+            "lock_dir_state",
+            json::string(match missing_dir_private(&settings.lock_dir.path()) {
+                None => b"exists",
+                Some(false) => b"missing",
+                Some(true) => b"private",
+            }),
+        ),
         ("kfd_device", kfd_device_key(survey)),
         (
             "gfx_targets",

@@ -43,22 +43,37 @@ pub fn lock_file_name(prefix: &[u8], id: &[u8], slot: u32) -> LockName {
     name
 }
 
+/// How the lock directory came to be open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Made {
+    /// It was there.
+    Found,
+    /// This wrapper created it; `ancestors`: a directory above it too.
+    Created { ancestors: bool },
+}
+
 /// Opens the lock directory, creating it (and its parents) when missing.
-pub fn open_lock_dir(dir: &CStr) -> Result<OwnedFd, Error> {
+pub fn open_lock_dir(dir: &CStr) -> Result<(OwnedFd, Made), Error> {
     let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
     let fail = |action, errno| Error::LockDir { dir: dir.to_bytes().into(), action, errno };
     match rustix::fs::open(dir, flags, Mode::empty()) {
-        Ok(fd) => return Ok(fd),
+        Ok(fd) => return Ok((fd, Made::Found)),
         Err(Errno::NOENT) => {}
         Err(e) => return Err(fail("open it", e)),
     }
-    create_dirs(dir.to_bytes()).map_err(|e| fail("create it", e))?;
-    rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| fail("open it", e))
+    let created = create_dirs(dir.to_bytes()).map_err(|e| fail("create it", e))?;
+    let fd = rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| fail("open it", e))?;
+    // Created by another wrapper in the meantime: found, as far as this
+    // one can tell.
+    let made = if created == 0 { Made::Found } else { Made::Created { ancestors: created > 1 } };
+    Ok((fd, made))
 }
 
-/// `mkdir -p`: each missing component, mode 0777 less the umask.
-fn create_dirs(path: &[u8]) -> Result<(), Errno> {
+/// `mkdir -p`: each missing component, mode 0777 less the umask; returns
+/// how many it created.
+fn create_dirs(path: &[u8]) -> Result<usize, Errno> {
     let mut prefix = StackPath::new();
+    let mut created = 0;
     for (i, &b) in path.iter().enumerate() {
         let end_of_component = b == b'/' && i > 0 || i + 1 == path.len();
         if end_of_component {
@@ -66,12 +81,74 @@ fn create_dirs(path: &[u8]) -> Result<(), Errno> {
             prefix.truncate(0);
             prefix.push(&path[..upto]).map_err(|_| Errno::NAMETOOLONG)?;
             match rustix::fs::mkdir(prefix.as_cstr(), Mode::from_raw_mode(0o777)) {
-                Ok(()) | Err(Errno::EXIST) => {}
+                Ok(()) => created += 1,
+                Err(Errno::EXIST) => {}
                 Err(e) => return Err(e),
             }
         }
     }
-    Ok(())
+    Ok(created)
+}
+
+/// What to do with a lock directory that coordinates nothing: one this
+/// wrapper had to create inside what is evidently a fresh action root
+/// (`PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrivatePolicy {
+    /// `auto` (the default): refuse where the pool has several GPUs, run
+    /// with a warning where it has one.
+    Auto,
+    /// `run`: run with a warning (a worker that runs one action at a time).
+    Run,
+    /// `refuse`: exit 2 before the test starts.
+    Refuse,
+}
+
+impl PrivatePolicy {
+    pub fn parse(value: &[u8]) -> Option<PrivatePolicy> {
+        match value {
+            b"auto" => Some(PrivatePolicy::Auto),
+            b"run" => Some(PrivatePolicy::Run),
+            b"refuse" => Some(PrivatePolicy::Refuse),
+            _ => None,
+        }
+    }
+}
+
+/// Whether the filesystem root is the action's own input root: Bazel's
+/// `TEST_SRCDIR` is then `//bazel-out/...` (the root joined with
+/// `/bazel-out/...`), as under a remote engine that runs each action in a
+/// chroot or a bubblewrap sandbox of its own.
+pub fn in_action_root() -> bool {
+    wrapper_common::env::var_nonempty(b"TEST_SRCDIR")
+        .is_some_and(|d| d.starts_with(b"/bazel-out/") || d.starts_with(b"//bazel-out/"))
+}
+
+/// Whether a lock directory that this wrapper made coordinates nothing: a
+/// directory above it was missing too (`/var` in a fresh action root), or
+/// the root is the action's own.
+pub fn is_private(made: Made) -> bool {
+    match made {
+        Made::Found => false,
+        Made::Created { ancestors } => ancestors || in_action_root(),
+    }
+}
+
+/// What a lock directory that does not exist yet would be, for `--list`:
+/// `None` when it exists, else whether it would be private.
+pub fn missing_dir_private(dir: &CStr) -> Option<bool> {
+    if rustix::fs::stat(dir).is_ok() {
+        return None;
+    }
+    let bytes = dir.to_bytes();
+    let trimmed = bytes.strip_suffix(b"/").unwrap_or(bytes);
+    let parent = match trimmed.iter().rposition(|&b| b == b'/') {
+        Some(0) => b"/".as_slice(),
+        Some(i) => &trimmed[..i],
+        None => b".".as_slice(),
+    };
+    let parent_there = wrapper_common::with_joined(&[parent], None, |p| rustix::fs::stat(p).is_ok()).unwrap_or(false);
+    Some(!parent_there || in_action_root())
 }
 
 fn describe(file_type: FileType) -> &'static str {
@@ -210,14 +287,14 @@ mod tests {
         let path = base.join("locks");
         let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
         std::fs::create_dir_all(&path).unwrap();
-        let fd = open_lock_dir(&cpath).unwrap();
+        let (fd, _) = open_lock_dir(&cpath).unwrap();
         let inside = open_lock_file(&fd, &cpath, &lock_file_name(b"gpulock", b"0", 0)).unwrap();
         assert!(dir_still_there(&cpath, &fd));
         std::fs::remove_dir_all(&path).unwrap();
         assert!(!dir_still_there(&cpath, &fd), "removed, though a file in it is still open");
         std::fs::create_dir_all(&path).unwrap();
         assert!(!dir_still_there(&cpath, &fd), "replaced by a new directory");
-        let fd = open_lock_dir(&cpath).unwrap();
+        let (fd, _) = open_lock_dir(&cpath).unwrap();
         std::fs::rename(&path, base.join("moved")).unwrap();
         assert!(!dir_still_there(&cpath, &fd), "renamed away");
         drop(inside);

@@ -26,7 +26,8 @@ use crate::error::Error;
 use crate::prelude::*;
 use crate::profile::Profile;
 use crate::slots::lockfile::{
-    LockName, dir_still_there, join, keep_young, lock_file_name, named, open_lock_dir, open_lock_file, try_flock,
+    LockName, PrivatePolicy, dir_still_there, is_private, join, keep_young, lock_file_name, named, open_lock_dir,
+    open_lock_file, try_flock,
 };
 use crate::slots::queue::{self, NoQueue, Queue};
 use crate::slots::request::Pool;
@@ -204,6 +205,24 @@ impl<'a> Slots<'a> {
     }
 }
 
+/// A lock directory that coordinates nothing: refused or warned about, as
+/// `policy` says (see [`PrivatePolicy`]).
+#[cold]
+fn private_lock_dir(dir: &CStr, pool: &Pool, policy: PrivatePolicy) -> Result<(), Error> {
+    let gpus = pool.ids.len();
+    if policy == PrivatePolicy::Refuse || policy == PrivatePolicy::Auto && gpus > 1 {
+        return Err(Error::PrivateLockDir { dir: dir.to_bytes().into(), gpus });
+    }
+    diag::report(
+        crate::TOOL,
+        format_args!(
+            "warning: lock directory {d} did not exist and was created inside this action's own root, so it coordinates with no other test: tests running at once on this worker may get the same GPU; mount the host's lock directory at {d} in the worker, or run one action per GPU there",
+            d = diag::Bytes(dir.to_bytes())
+        ),
+    );
+    Ok(())
+}
+
 /// How many lock descriptors this process may keep open while waiting.
 fn fd_budget() -> usize {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX);
@@ -221,15 +240,17 @@ pub fn acquire(
     needed: usize,
     wait: Option<Duration>,
     profile: Profile,
+    private: PrivatePolicy,
     test: &dyn Fn() -> String,
 ) -> Result<Grant, Error> {
-    let grant = take_block(dir, pool, slots, needed, wait, profile, test)?;
+    let grant = take_block(dir, pool, slots, needed, wait, profile, private, test)?;
     for fd in &grant.fds {
         keep_young(fd);
     }
     Ok(grant)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn take_block(
     dir: &CStr,
     pool: &Pool,
@@ -237,6 +258,7 @@ fn take_block(
     needed: usize,
     wait: Option<Duration>,
     profile: Profile,
+    private: PrivatePolicy,
     test: &dyn Fn() -> String,
 ) -> Result<Grant, Error> {
     let (prefix, queue_file) = (profile.lock_prefix(), profile.queue_file());
@@ -253,7 +275,10 @@ fn take_block(
     let mut said_no_queue = false;
     let mut telemetry = Telemetry::default();
     loop {
-        let dir_fd = open_lock_dir(dir)?;
+        let (dir_fd, made) = open_lock_dir(dir)?;
+        if is_private(made) {
+            private_lock_dir(dir, pool, private)?;
+        }
         let mut announce = |place| telemetry.waiting(&dir_fd, pool, slots, prefix, needed, &test(), place);
         let mut table = Slots::new(dir, &dir_fd, pool, slots, prefix, cache);
         if wait == Some(Duration::ZERO) {
