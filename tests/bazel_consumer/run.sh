@@ -2,7 +2,7 @@
 # Consumer end-to-end test: a separate workspace that uses this repository as
 # a user does (local_repository), with the wrappers from release files
 # (tools/release.sh) through gpu_ci_wrappers_binaries with file:// URLs and
-# the real SHA256SUMS, defined with the README's macros. Checks, with Bazel
+# the real SHA256SUMS, defined with the macros as docs/bazel.md shows them. Checks, with Bazel
 # 4.2.3 in WORKSPACE mode (offline, the stand-ins of tests/bazel_e2e):
 #   1. GPU tests under --run_under=//:pge with --nolegacy_external_runfiles
 #      and `-c dbg --copt=-fsanitize=address --linkopt=-fsanitize=address`;
