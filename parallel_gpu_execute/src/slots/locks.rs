@@ -233,6 +233,7 @@ fn fd_budget() -> usize {
 /// no limit; zero: fail at once), with the lock and queue names of
 /// `profile`. `test` describes the test for messages. The held lock files'
 /// times are set to the grant ([`keep_young`]).
+#[allow(clippy::too_many_arguments)]
 pub fn acquire(
     dir: &CStr,
     pool: &Pool,
