@@ -269,7 +269,7 @@ fn list_with_tf_gpu_count_and_with_no_gpu() {
     let f = Fixture::new("list-tf");
     let out = f.cmd().arg("--list").env("TF_GPU_COUNT", "3").run();
     out.assert_success().assert_stdout_eq(&format!(
-        "source: TF_GPU_COUNT\ncount: 3\nmode: classic (CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES)\npool: 0,1,2\nslots per GPU: 8\nlock dir: {}\n",
+        "source: TF_GPU_COUNT\ncount: 3\nmode: classic (CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES)\npool: 0,1,2\nslots per GPU: 8\nlock dir: {} (missing: the first test creates it)\n",
         f.lock_dir.display()
     ));
     let out = f.cmd().arg("--list").run();
@@ -277,7 +277,7 @@ fn list_with_tf_gpu_count_and_with_no_gpu() {
         "source: none\ncount: 0\nmode: none (the test runs without a GPU: 'Execute with no GPU support')\n",
     );
     f.cmd().arg("--list=json").run().assert_success().assert_stdout_eq(&format!(
-        "{{\"source\": null, \"count\": 0, \"profile\": \"xla\", \"mode\": null, \"pool\": [], \"pool_variable\": null, \"slots_per_gpu\": 8, \"lock_dir\": \"{}\", \"kfd_device\": null, \"gfx_targets\": [], \"devices\": []}}\n",
+        "{{\"source\": null, \"count\": 0, \"profile\": \"xla\", \"mode\": null, \"pool\": [], \"pool_variable\": null, \"slots_per_gpu\": 8, \"lock_dir\": \"{}\", \"lock_dir_state\": \"missing\", \"kfd_device\": null, \"gfx_targets\": [], \"devices\": []}}\n",
         f.lock_dir.display()
     ));
 }
