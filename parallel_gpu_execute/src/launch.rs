@@ -109,8 +109,9 @@ fn comma_list<'a>(items: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
 pub enum Mode {
     /// The xla profile: one vendor's variables.
     Vendor(Vendor),
-    /// The jax profile; `tpu_host` when the host has TPU chips.
-    Jax { tpu_host: bool },
+    /// The jax profile; `tpu_host` when the host has TPU chips, `rocm` when
+    /// the GPUs are AMD's (KFD or rocminfo).
+    Jax { tpu_host: bool, rocm: bool },
 }
 
 impl Mode {
@@ -121,7 +122,7 @@ impl Mode {
                 // A count given by hand says nothing of the hardware: look.
                 let tpu_host = source == Source::Tpu
                     || source == Source::JaxCount && crate::hardware::tpu::census(settings.sysroot, |_| {}).is_some();
-                Mode::Jax { tpu_host }
+                Mode::Jax { tpu_host, rocm: vendor == Vendor::Rocm }
             }
         }
     }
@@ -134,24 +135,34 @@ impl Mode {
     }
 }
 
+/// `0,1,...,len-1`: HIP's indices of every device that ROCR shows the test.
+fn first_indices(len: usize) -> String {
+    let mut list = String::new();
+    for i in 0..len {
+        let _ = write!(list, "{}{i}", if i > 0 { "," } else { "" });
+    }
+    list
+}
+
 /// The environment the test runs with.
 pub fn test_environment(mode: Mode, block_ids: &[u8], block_len: usize) -> EnvBuilder {
     let mut env = EnvBuilder::from_current();
     let vendor = match mode {
         Mode::Vendor(v) => v,
-        Mode::Jax { tpu_host } => {
+        Mode::Jax { tpu_host, rocm } => {
             jax::set_environment(&mut env, block_ids, block_len, tpu_host);
+            // A runner's HIP_VISIBLE_DEVICES would name devices the test was
+            // not given (HIP then warns "agent-N not visible" on stderr).
+            if rocm && env::var(b"HIP_VISIBLE_DEVICES").is_some() {
+                env.set(b"HIP_VISIBLE_DEVICES", first_indices(block_len).as_bytes());
+            }
             return env;
         }
     };
     match vendor {
         Vendor::Rocm => {
-            let mut hip = String::new();
-            for i in 0..block_len {
-                let _ = write!(hip, "{}{i}", if i > 0 { "," } else { "" });
-            }
             env.set(b"ROCR_VISIBLE_DEVICES", block_ids)
-                .set(b"HIP_VISIBLE_DEVICES", hip.as_bytes())
+                .set(b"HIP_VISIBLE_DEVICES", first_indices(block_len).as_bytes())
                 .remove(b"CUDA_VISIBLE_DEVICES");
         }
         Vendor::Cuda => {

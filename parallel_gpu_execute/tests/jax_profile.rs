@@ -305,3 +305,50 @@ fn status_reports_jax_lock_files() {
     let out = jax_cmd(&f).arg("--status=json").run();
     out.assert_success().assert_stdout_contains("\"profile\": \"jax\", \"gpu\": \"3\", \"slot\": 1, \"held\": true");
 }
+
+/// A ROCm CI runner gives each job a slice of a shared host in
+/// `ROCR_VISIBLE_DEVICES` (physical ids, maybe not contiguous): the jax
+/// profile draws from it, unlike JAX's script, and HIP's stale runner list
+/// is reset to the test's own devices.
+#[test]
+fn a_runner_slice_is_the_pool_and_a_stale_hip_list_is_reset() {
+    let mut f = Fixture::new("jax-slice");
+    f.sysroot.add_kfd_cpu();
+    for i in 0..6u64 {
+        f.sysroot.add_kfd_node_with_render(&KfdNode::gpu(90402, 304, 128 + i));
+    }
+    let slice = |f: &Fixture| {
+        let mut c = jax_cmd(f);
+        c.env("ROCR_VISIBLE_DEVICES", "0,3,4,5")
+            .env("HIP_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7")
+            .env("JAX_TESTS_PER_ACCELERATOR", "1");
+        c
+    };
+    let held = hold_lock({
+        std::fs::create_dir_all(&f.lock_dir).unwrap();
+        f.lock_dir.join("jax_accelerator_lock_0_0")
+    });
+    let out = slice(&f).arg("./pkg/gpu_test").run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["jax_accelerator_lock_3_0"], "the slice's next GPU, by its physical id\n{}", out.explain());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("3"), "{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"), "HIP indexes what ROCR shows\n{}", out.explain());
+    let out = slice(&f).args(["./pkg/gpu_test", "--num_processes=3"]).run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("3,4,5"), "{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0,1,2"), "{}", out.explain());
+    drop(held);
+    // Without a runner HIP list, none is set, as JAX's script sets none.
+    let out = jax_cmd(&f).env("ROCR_VISIBLE_DEVICES", "4").arg("./pkg/gpu_test").run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("4"), "{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), None, "{}", out.explain());
+    // A slice that hides every GPU: the test runs without one.
+    let out = jax_cmd(&f).env("ROCR_VISIBLE_DEVICES", "-1").arg("./pkg/gpu_test").run();
+    out.assert_success();
+    assert!(
+        out.stderr.contains("Execute with no GPU support (ROCR_VISIBLE_DEVICES hides every GPU)"),
+        "{}",
+        out.explain()
+    );
+}

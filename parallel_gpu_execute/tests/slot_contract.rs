@@ -273,22 +273,23 @@ fn lock_files_are_opened_for_writing_where_possible_and_never_truncated() {
 }
 
 /// A lock directory the wrapper had to create inside a fresh action root
-/// (a remote worker's sandbox without `/var`) coordinates with no other
-/// test: never a silent double booking there.
+/// (a remote worker's sandbox: `TEST_SRCDIR` is `//bazel-out/...`)
+/// coordinates with no other test: never a silent double booking there.
 #[test]
 fn a_lock_directory_created_inside_a_fresh_action_root_is_never_silent() {
     let f = Fixture::new("private-dir");
-    let root = f.dir.join("action-root");
-    std::fs::create_dir_all(&root).unwrap();
-    let lock_dir = root.join("var/lock");
+    let lock_dir = f.dir.join("var/lock");
+    let test = f.test_path();
     let run = |gpus: &str, policy: Option<&str>| {
-        let _ = std::fs::remove_dir_all(root.join("var"));
+        let _ = std::fs::remove_dir_all(f.dir.join("var"));
         let mut c = f.cmd();
-        c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir).env("TF_GPU_COUNT", gpus);
+        c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir)
+            .env("TEST_SRCDIR", "//bazel-out/k8-fastbuild/bin/pkg/gpu_test.runfiles")
+            .env("TF_GPU_COUNT", gpus);
         if let Some(p) = policy {
             c.env("PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR", p);
         }
-        c.arg("./pkg/gpu_test").run()
+        c.arg(&test).run()
     };
     let said = |out: &test_support::Output| {
         out.stderr
@@ -316,12 +317,45 @@ fn a_lock_directory_created_inside_a_fresh_action_root_is_never_silent() {
     out.assert_one_error_line(
         "PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR: invalid value 'sometimes' (expected auto, run or refuse)",
     );
-    // The directory there: nothing to say.
+    // The directory there (the host's, mounted): nothing to say.
     std::fs::create_dir_all(&lock_dir).unwrap();
-    let out =
-        f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir).env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
+    let out = f
+        .cmd()
+        .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir)
+        .env("TEST_SRCDIR", "//bazel-out/k8-fastbuild/bin/pkg/gpu_test.runfiles")
+        .env("TF_GPU_COUNT", "2")
+        .arg(&test)
+        .run();
     Record::of(out.assert_success());
     assert_eq!(said(&out), 0, "{}", out.explain());
+}
+
+/// A root without `/var` is a fresh action root too, whatever TEST_SRCDIR
+/// says: here a top-level directory that does not exist stands for it.
+#[test]
+fn a_lock_directory_whose_top_level_directory_was_missing_is_private() {
+    if !is_root() {
+        assert!(std::env::var_os("CI").is_none(), "CI runs this as root");
+        eprintln!("skipped: needs root to create a directory under /");
+        return;
+    }
+    let f = Fixture::new("private-top");
+    let top = std::path::PathBuf::from(format!("/gpuci-fresh-root-{}", std::process::id()));
+    struct Remove(std::path::PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _remove = Remove(top.clone());
+    let out = f
+        .cmd()
+        .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", top.join("lock"))
+        .env("TF_GPU_COUNT", "2")
+        .arg("./pkg/gpu_test")
+        .run();
+    assert_eq!(out.status.code(), Some(2), "{}", out.explain());
+    assert!(out.stderr.contains("coordinates with no other test"), "{}", out.explain());
 }
 
 #[test]
@@ -333,6 +367,12 @@ fn a_fresh_local_host_creates_its_lock_directory_as_before() {
     Record::of(out.assert_success());
     assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
     assert!(f.lock_dir.is_dir());
+    // Nested in directories that do not exist yet either.
+    let nested = f.dir.join("ci/job/locks");
+    let out =
+        f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &nested).env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
+    Record::of(out.assert_success());
+    assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
 }
 
 #[test]
@@ -355,7 +395,10 @@ fn an_action_root_is_told_by_bazel_out_at_the_root_of_test_srcdir() {
         Some("missing")
     );
     assert_eq!(list(&f.lock_dir, "//bazel-out/k8-fastbuild/bin/t.runfiles").as_deref(), Some("private"));
-    assert_eq!(list(&f.dir.join("no/such/dir"), "/x").as_deref(), Some("private"));
+    // Nested in missing directories on a host: the first test creates them.
+    assert_eq!(list(&f.dir.join("no/such/dir"), "/x").as_deref(), Some("missing"));
+    let top = format!("/gpuci-no-such-top-{}/lock", std::process::id());
+    assert_eq!(list(Path::new(&top), "/x").as_deref(), Some("private"));
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     assert_eq!(list(&f.lock_dir, "//bazel-out/k8-fastbuild/bin/t.runfiles").as_deref(), Some("exists"));
     std::fs::remove_dir(&f.lock_dir).unwrap();

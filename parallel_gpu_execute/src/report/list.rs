@@ -46,7 +46,7 @@ fn plan(settings: &Settings) -> Result<Plan, Error> {
     let (vendor, pool) = match survey.source() {
         Some(source) => {
             let vendor = settings.vendor.unwrap_or(source.default_vendor());
-            (Some(vendor), Some(Pool::for_vendor(Preset::of(settings.profile, vendor), survey.count())?))
+            (Some(vendor), Some(Pool::for_vendor(Preset::of(vendor), survey.count())?))
         }
         None => (None, None),
     };

@@ -48,8 +48,10 @@ pub fn lock_file_name(prefix: &[u8], id: &[u8], slot: u32) -> LockName {
 pub enum Made {
     /// It was there.
     Found,
-    /// This wrapper created it; `ancestors`: a directory above it too.
-    Created { ancestors: bool },
+    /// This wrapper created it; `top_level`: the directory it created first
+    /// was one directly under `/` (`/var` for `/var/lock`), which no
+    /// host's root lacks but a fresh action root may.
+    Created { top_level: bool },
 }
 
 /// Opens the lock directory, creating it (and its parents) when missing.
@@ -61,19 +63,22 @@ pub fn open_lock_dir(dir: &CStr) -> Result<(OwnedFd, Made), Error> {
         Err(Errno::NOENT) => {}
         Err(e) => return Err(fail("open it", e)),
     }
-    let created = create_dirs(dir.to_bytes()).map_err(|e| fail("create it", e))?;
+    let first = create_dirs(dir.to_bytes()).map_err(|e| fail("create it", e))?;
     let fd = rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| fail("open it", e))?;
     // Created by another wrapper in the meantime: found, as far as this
     // one can tell.
-    let made = if created == 0 { Made::Found } else { Made::Created { ancestors: created > 1 } };
+    let made = match first {
+        None => Made::Found,
+        Some(depth) => Made::Created { top_level: depth == 1 },
+    };
     Ok((fd, made))
 }
 
 /// `mkdir -p`: each missing component, mode 0777 less the umask; returns
-/// how many it created.
-fn create_dirs(path: &[u8]) -> Result<usize, Errno> {
+/// the depth of the first one it created (1 for `/var`), if any.
+fn create_dirs(path: &[u8]) -> Result<Option<usize>, Errno> {
     let mut prefix = StackPath::new();
-    let mut created = 0;
+    let mut first = None;
     for (i, &b) in path.iter().enumerate() {
         let end_of_component = b == b'/' && i > 0 || i + 1 == path.len();
         if end_of_component {
@@ -81,13 +86,16 @@ fn create_dirs(path: &[u8]) -> Result<usize, Errno> {
             prefix.truncate(0);
             prefix.push(&path[..upto]).map_err(|_| Errno::NAMETOOLONG)?;
             match rustix::fs::mkdir(prefix.as_cstr(), Mode::from_raw_mode(0o777)) {
-                Ok(()) => created += 1,
+                Ok(()) => {
+                    let depth = path[..upto].split(|&b| b == b'/').filter(|c| !c.is_empty()).count();
+                    first.get_or_insert(depth);
+                }
                 Err(Errno::EXIST) => {}
                 Err(e) => return Err(e),
             }
         }
     }
-    Ok(created)
+    Ok(first)
 }
 
 /// What to do with a lock directory that coordinates nothing: one this
@@ -124,13 +132,14 @@ pub fn in_action_root() -> bool {
         .is_some_and(|d| d.starts_with(b"/bazel-out/") || d.starts_with(b"//bazel-out/"))
 }
 
-/// Whether a lock directory that this wrapper made coordinates nothing: a
-/// directory above it was missing too (`/var` in a fresh action root), or
-/// the root is the action's own.
+/// Whether a lock directory that this wrapper made coordinates nothing: it
+/// had to create a directory directly under `/` (`/var` in a fresh action
+/// root), or the root is the action's own. A lock directory nested in
+/// missing directories elsewhere (`/tmp/ci/locks` on a new host) is not.
 pub fn is_private(made: Made) -> bool {
     match made {
         Made::Found => false,
-        Made::Created { ancestors } => ancestors || in_action_root(),
+        Made::Created { top_level } => top_level || in_action_root(),
     }
 }
 
@@ -140,15 +149,17 @@ pub fn missing_dir_private(dir: &CStr) -> Option<bool> {
     if rustix::fs::stat(dir).is_ok() {
         return None;
     }
+    // The first component: `/var` of `/var/lock`.
     let bytes = dir.to_bytes();
-    let trimmed = bytes.strip_suffix(b"/").unwrap_or(bytes);
-    let parent = match trimmed.iter().rposition(|&b| b == b'/') {
-        Some(0) => b"/".as_slice(),
-        Some(i) => &trimmed[..i],
-        None => b".".as_slice(),
+    let top_missing = match bytes.strip_prefix(b"/") {
+        Some(rest) => {
+            let first = rest.split(|&b| b == b'/').next().unwrap_or(b"");
+            !first.is_empty()
+                && wrapper_common::with_joined(&[b"/", first], None, |p| rustix::fs::stat(p).is_err()).unwrap_or(false)
+        }
+        None => false,
     };
-    let parent_there = wrapper_common::with_joined(&[parent], None, |p| rustix::fs::stat(p).is_ok()).unwrap_or(false);
-    Some(!parent_there || in_action_root())
+    Some(top_missing || in_action_root())
 }
 
 fn describe(file_type: FileType) -> &'static str {

@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::hardware::gpu_count::Source;
 use crate::hardware::{Probe, identity};
 use crate::prelude::*;
-use crate::profile::{CUDA_POOL_VARIABLE, Profile, Vendor};
+use crate::profile::{CUDA_POOL_VARIABLE, Vendor};
 use alloc::borrow::Cow;
 use wrapper_common::diag;
 use wrapper_common::env;
@@ -148,15 +148,19 @@ fn is_negative_index(token: &[u8]) -> bool {
     }
 }
 
-/// The variable that holds a preset pool in this profile and mode: in rocm
-/// mode `ROCR_VISIBLE_DEVICES`, in cuda mode `CUDA_VISIBLE_DEVICES`. The
-/// classic mode reads none (the older scripts did not), nor does the jax
-/// profile (JAX's script sets those variables, whatever they were).
-fn pool_variable(profile: Profile, vendor: Vendor) -> Option<&'static str> {
-    match (profile, vendor) {
-        (Profile::Jax, _) | (_, Vendor::Classic) => None,
-        (_, Vendor::Rocm) => Some("ROCR_VISIBLE_DEVICES"),
-        (_, Vendor::Cuda) => Some(CUDA_POOL_VARIABLE),
+/// The variable that holds a preset pool in this mode: in rocm mode
+/// `ROCR_VISIBLE_DEVICES`, in cuda mode `CUDA_VISIBLE_DEVICES`, in both
+/// profiles. The classic mode reads none (the older scripts did not). The
+/// jax profile reads it deliberately unlike JAX's script, which overwrites
+/// it with a slot index: ROCm CI runners give each job a slice of a shared
+/// host that way (ROCm/jax#792 to #795), and a test must stay in its job's
+/// slice (openxla/xla#46534 made XLA's script draw from it for the same
+/// reason).
+fn pool_variable(vendor: Vendor) -> Option<&'static str> {
+    match vendor {
+        Vendor::Classic => None,
+        Vendor::Rocm => Some("ROCR_VISIBLE_DEVICES"),
+        Vendor::Cuda => Some(CUDA_POOL_VARIABLE),
     }
 }
 
@@ -173,8 +177,8 @@ pub struct Preset {
 
 impl Preset {
     /// The pool variable, when it is set (also when set and empty).
-    pub fn of(profile: Profile, vendor: Vendor) -> Option<Preset> {
-        let variable = pool_variable(profile, vendor)?;
+    pub fn of(vendor: Vendor) -> Option<Preset> {
+        let variable = pool_variable(vendor)?;
         let value = env::var(variable.as_bytes())?;
         Some(Preset { variable, value, visible: runtime_visible(value) })
     }
