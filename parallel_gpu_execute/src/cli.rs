@@ -36,17 +36,21 @@ options (each wins over its environment variable):
                    sharing one lock directory; PARALLEL_GPU_EXECUTE_LOCK_NAMES)
   --list[=FORMAT]  print what the wrapper sees and would do, and exit; no
                    lock, no test. FORMAT: text (default), json, count,
-                   gfx-targets
+                   gfx-targets, bazelrc (test --local_test_jobs and the
+                   slots per GPU for this host's GPU memory, CPUs and RAM)
   --status[=FORMAT] print who holds and who waits for the GPU slots of the
                    lock directory (from /proc/locks), and exit; no lock.
                    FORMAT: text (default), json
   --help, -h       this text
   --version        the version
 
-environment: TF_GPU_COUNT, TF_TESTS_PER_GPU (default 8),
+environment: TF_GPU_COUNT, TF_TESTS_PER_GPU (default 8; auto: from the
+  GPUs' memory in sysfs),
   ROCR_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES (the GPU pool; empty or -1:
   no GPU, TEST runs unchanged),
-  TF_PER_DEVICE_MEMORY_LIMIT_MB, PARALLEL_GPU_EXECUTE_SYSROOT.
+  TF_PER_DEVICE_MEMORY_LIMIT_MB, PARALLEL_GPU_EXECUTE_SYSROOT,
+  PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR (auto, run or refuse: a lock
+  directory created inside a fresh action root).
 exit: the test's own status; 1 no GPU slot; 2 bad input; 126 TEST not
   executable; 127 TEST not found; 130/143 interrupted while waiting.
 ";
@@ -68,6 +72,7 @@ pub enum ListFormat {
     Json,
     Count,
     GfxTargets,
+    Bazelrc,
 }
 
 impl ListFormat {
@@ -77,6 +82,7 @@ impl ListFormat {
             b"json" => Some(ListFormat::Json),
             b"count" => Some(ListFormat::Count),
             b"gfx-targets" => Some(ListFormat::GfxTargets),
+            b"bazelrc" => Some(ListFormat::Bazelrc),
             _ => None,
         }
     }
@@ -158,7 +164,7 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
                 listing = Some(ListFormat::parse(value).ok_or(Error::BadValue {
                     name: "--list",
                     value,
-                    expected: "text, json, count or gfx-targets",
+                    expected: "text, json, count, gfx-targets or bazelrc",
                 })?);
                 i += 1;
                 continue;
@@ -285,7 +291,9 @@ mod tests {
         assert!(
             matches!(parsed, Invocation::List { format: ListFormat::Json, flags } if flags.lock_dir == Some(c"/l"))
         );
-        for (word, format) in [("count", ListFormat::Count), ("gfx-targets", ListFormat::GfxTargets)] {
+        for (word, format) in
+            [("count", ListFormat::Count), ("gfx-targets", ListFormat::GfxTargets), ("bazelrc", ListFormat::Bazelrc)]
+        {
             let parsed = parse(&argv(&["pge", &format!("--list={word}")])).unwrap();
             assert!(matches!(parsed, Invocation::List { format: f, .. } if f == format));
         }

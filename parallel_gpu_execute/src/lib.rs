@@ -145,10 +145,11 @@ fn run_on_gpus(
     let wait = settings.wait_ms.map(Duration::from_millis);
     let describe = || launch::describe_test(test_path.as_bytes(), argv, command);
     let lock_dir = settings.lock_dir.path();
+    let slots = settings.slots_per_gpu(source);
     let grant = locks::acquire(
         &lock_dir,
         &pool,
-        settings.tests_per_gpu,
+        slots,
         needed as usize,
         wait,
         settings.profile,

@@ -6,12 +6,16 @@ use crate::cli::Flags;
 use crate::error::Error;
 use crate::hardware::Probe;
 use crate::hardware::gpu_count::MAX_GPU_COUNT;
+use crate::hardware::gpu_count::Source;
+use crate::hardware::memory;
+use crate::hardware::survey::Survey;
 use crate::prelude::*;
 use crate::profile::{LockNames, Profile, Vendor};
 use crate::slots::lockfile::PrivatePolicy;
 use alloc::borrow::Cow;
 use alloc::ffi::CString;
 use core::ffi::CStr;
+use wrapper_common::diag;
 use wrapper_common::env;
 use wrapper_common::numbers::{parse_seconds_as_millis, parse_u64};
 
@@ -72,6 +76,10 @@ pub struct Settings {
     /// `TF_GPU_COUNT` (xla) or `JAX_ACCELERATOR_COUNT` (jax), when set.
     pub tf_gpu_count: Option<u32>,
     pub tests_per_gpu: u32,
+    /// `TF_TESTS_PER_GPU=auto` (`JAX_TESTS_PER_ACCELERATOR=auto`): the
+    /// slots per GPU from its memory ([`Settings::per_test_mib`]); until
+    /// resolved, `tests_per_gpu` holds the default.
+    pub tests_per_gpu_auto: bool,
     pub lock_dir: LockDir,
     /// `None`: chosen from where the GPU count came.
     pub vendor: Option<Vendor>,
@@ -120,6 +128,47 @@ fn bounded(name: &'static str, value: &'static [u8], min: u64, max: u64, expecte
 }
 
 impl Settings {
+    /// The GPU memory one test may take, in MiB, and whence:
+    /// `TF_PER_DEVICE_MEMORY_LIMIT_MB` when it is a positive integer, else
+    /// the profile's default for it (4096, jax: 2048).
+    pub fn per_test_mib(&self) -> (u64, &'static str) {
+        match env::var_nonempty(b"TF_PER_DEVICE_MEMORY_LIMIT_MB").and_then(parse_u64).filter(|&n| n > 0) {
+            Some(n) => (n, "TF_PER_DEVICE_MEMORY_LIMIT_MB"),
+            None if self.profile == Profile::Jax => (2048, "the jax profile's default"),
+            None => (4096, "the xla profile's default"),
+        }
+    }
+
+    /// The slots per GPU: `TF_TESTS_PER_GPU`, or with `auto` the smallest
+    /// GPU's memory in sysfs over [`Settings::per_test_mib`] (AMD GPUs
+    /// counted from KFD; no process is started in a test's start-up), or
+    /// the default with one note where the memory cannot be read.
+    pub fn slots_per_gpu(&self, source: Source) -> u32 {
+        if !self.tests_per_gpu_auto {
+            return self.tests_per_gpu;
+        }
+        let probe = self.probe();
+        let vram = match source {
+            Source::Kfd => memory::kfd_vram_mib(&probe, &Survey::take(&probe)),
+            _ => None,
+        };
+        if vram.is_none() {
+            diag::report(
+                crate::TOOL,
+                format_args!(
+                    "note: {}=auto: the GPUs' memory cannot be read here ({}); {} slots per GPU",
+                    self.profile.slots_variable(),
+                    match source {
+                        Source::Kfd => "no readable mem_info_vram_total in /sys/class/drm",
+                        _ => "only AMD GPUs counted from KFD show it in sysfs",
+                    },
+                    memory::UNKNOWN_TESTS_PER_GPU
+                ),
+            );
+        }
+        memory::tests_per_gpu(vram, self.per_test_mib().0).min(u64::from(MAX_TESTS_PER_GPU)) as u32
+    }
+
     /// What the hardware layer needs of these settings to count GPUs.
     pub fn probe(&self) -> Probe {
         Probe { sysroot: self.sysroot, profile: self.profile, count_variable: self.tf_gpu_count, vendor: self.vendor }
@@ -135,9 +184,13 @@ impl Settings {
             None => None,
         };
         let slots_var = profile.slots_variable();
-        let tests_per_gpu = match env::var_nonempty(slots_var.as_bytes()) {
-            Some(v) => bounded(slots_var, v, 1, MAX_TESTS_PER_GPU.into(), "an integer from 1 to 1024")? as u32,
-            None => DEFAULT_TESTS_PER_GPU,
+        let (tests_per_gpu, tests_per_gpu_auto) = match env::var_nonempty(slots_var.as_bytes()) {
+            Some(b"auto") => (DEFAULT_TESTS_PER_GPU, true),
+            Some(v) => (
+                bounded(slots_var, v, 1, MAX_TESTS_PER_GPU.into(), "an integer from 1 to 1024, or auto")? as u32,
+                false,
+            ),
+            None => (DEFAULT_TESTS_PER_GPU, false),
         };
         let lock_dir = match flag_or_var(flags.lock_dir, "--lock-dir", "PARALLEL_GPU_EXECUTE_LOCK_DIR") {
             Some((name, dir)) if dir.is_empty() => {
@@ -171,6 +224,7 @@ impl Settings {
             profile,
             tf_gpu_count,
             tests_per_gpu,
+            tests_per_gpu_auto,
             lock_dir,
             vendor,
             wait_ms,

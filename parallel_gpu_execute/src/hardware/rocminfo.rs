@@ -18,7 +18,7 @@ use crate::sys::dirs::{for_each_entry, open_dir, open_dir_at};
 use crate::sys::output_tail::OutputTail;
 use core::ffi::{CStr, c_char};
 use core::ops::ControlFlow;
-use rustix::fd::{AsFd, AsRawFd, OwnedFd};
+use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 use wrapper_common::StackPath;
@@ -392,53 +392,13 @@ pub struct Report {
 /// wrapper's own.
 #[inline(never)]
 pub fn run(path: &StackPath, mut on_gpu: impl FnMut(&[u8])) -> Result<Report, Errno> {
-    let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let argv: [*const c_char; 2] = [path.as_cstr().as_ptr(), core::ptr::null()];
-    let envp = env::environ_ptr();
-    // SAFETY: the wrapper is single-threaded, so the child may run any code;
-    // it still only calls dup2/fcntl/execve/_exit, which are async-signal-safe.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(wrapper_common::last_errno());
-    }
-    if pid == 0 {
-        let w = write_end.as_raw_fd();
-        // SAFETY: plain syscalls on descriptors this process owns, with valid
-        // NUL-terminated argv/envp arrays; the child never returns from here.
-        unsafe {
-            if w == 1 {
-                libc::fcntl(1, libc::F_SETFD, 0);
-            } else {
-                libc::dup2(w, 1);
-            }
-            libc::execve(argv[0], argv.as_ptr(), envp);
-            libc::_exit(127);
-        }
-    }
-    drop(write_end);
     let mut counter = AgentScanner::default();
     let mut tail = OutputTail::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match rustix::io::read(read_end.as_fd(), &mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                counter.feed(&buf[..n], &mut on_gpu);
-                tail.feed(&buf[..n]);
-            }
-            Err(Errno::INTR) => {}
-            Err(_) => break,
-        }
-    }
-    drop(read_end);
-    let mut status = 0;
-    loop {
-        // SAFETY: waiting for our own child; `status` is a valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r >= 0 || wrapper_common::last_errno() != Errno::INTR {
-            break;
-        }
-    }
+    let status = crate::sys::child::run(&argv, false, |chunk| {
+        counter.feed(chunk, &mut on_gpu);
+        tail.feed(chunk);
+    })?;
     Ok(Report { gpus: counter.finish(&mut on_gpu), wait_status: status, tail })
 }
 

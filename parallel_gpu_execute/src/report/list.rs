@@ -43,14 +43,14 @@ fn vendor_name(v: Vendor) -> &'static str {
 
 fn plan(settings: &Settings) -> Result<Plan, Error> {
     let survey = Survey::take(&settings.probe());
-    let (vendor, pool) = match survey.source() {
+    let (vendor, pool, slots) = match survey.source() {
         Some(source) => {
             let vendor = settings.vendor.unwrap_or(source.default_vendor());
-            (Some(vendor), Some(Pool::for_vendor(Preset::of(vendor), survey.count())?))
+            (Some(vendor), Some(Pool::for_vendor(Preset::of(vendor), survey.count())?), settings.slots_per_gpu(source))
         }
-        None => (None, None),
+        None => (None, None, settings.tests_per_gpu),
     };
-    Ok(Plan { survey, vendor, pool, slots: settings.tests_per_gpu })
+    Ok(Plan { survey, vendor, pool, slots })
 }
 
 /// The index each usable device of the chosen source gets.
@@ -122,6 +122,7 @@ pub fn render(settings: &Settings, format: Format) -> Result<String, Error> {
     Ok(match format {
         Format::Count => format!("{}\n", survey.count()),
         Format::GfxTargets => format!("{}\n", survey.gfx_targets().join(",")),
+        Format::Bazelrc => crate::report::sizing::bazelrc(settings, survey),
         Format::Text => text(&plan, settings),
         Format::Json => json_object(&plan, settings),
     })

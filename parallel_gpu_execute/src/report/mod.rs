@@ -1,10 +1,12 @@
 //! What the wrapper tells the people who run the hosts, then exits without
 //! running a test: `--list` (what it sees and would do) and `--status`
-//! (who holds and who waits for the slots), as text or JSON.
+//! (who holds and who waits for the slots), as text or JSON; and
+//! `--list=bazelrc` (`sizing`), the test jobs this host can take.
 //!
 //! Above the slots and the hardware, whose findings it prints; takes no
 //! lock.
 
 pub mod json;
 pub mod list;
+pub mod sizing;
 pub mod status;

@@ -1,9 +1,11 @@
 //! What `no_std` needs and std would have given, and nothing of GPUs:
+//! a child with its output on a pipe (`child`),
 //! the heap (`heap`), monotonic and wall-clock time (`clock`), the standard
 //! descriptors held open (`stdfds`), directory and file reading without
 //! allocation (`dirs`), and the bounded tail of a child's output
 //! (`output_tail`). Imports nothing from the rest of the crate.
 
+pub mod child;
 pub mod clock;
 pub mod dirs;
 pub mod heap;
