@@ -88,7 +88,7 @@ fn bad_numbers_are_named_with_their_value() {
             &f,
             &[("TF_GPU_COUNT", "1"), ("TF_TESTS_PER_GPU", v)],
             &t,
-            &format!("TF_TESTS_PER_GPU: invalid value '{v}' (expected an integer from 1 to 1024)"),
+            &format!("TF_TESTS_PER_GPU: invalid value '{v}' (expected an integer from 1 to 1024, or auto)"),
         );
     }
     for v in ["-1", "abc", "1e9", "2592001", "1.", "inf"] {
