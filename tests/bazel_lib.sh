@@ -6,7 +6,7 @@
 #   out          the output directory (logs in ${out}/logs)
 #   output_root  Bazel's --output_user_root
 # It defines checks (the number of passed checks), say, ok, die, show_log,
-# bazel_cmd, run_bazel and stop_bazel.
+# bazel_cmd, run_bazel, stop_bazel and release_files.
 
 checks=0
 
@@ -54,4 +54,35 @@ stop_bazel() {
     chmod -R u+w "${output_root}" 2>/dev/null || true
     rm -rf "${output_root}"
   fi
+}
+
+# release_files [LINE...]: the release files of tools/release.sh in
+# ${out}/release, and the repository ${out}/release_info whose release.bzl
+# names them for gpu_ci_wrappers_binaries (BASE_URL, VERSION, TARGET,
+# SHA256S), followed by each LINE. Sets version, target and sums.
+release_files() {
+  say "release files (tools/release.sh)"
+  "${repo}/tools/release.sh" "${out}/release" >"${out}/logs/release.log" 2>&1 || {
+    tail -n 30 "${out}/logs/release.log" >&2
+    die "tools/release.sh failed"
+  }
+  sums="${out}/release/SHA256SUMS"
+  local first b
+  first="$(head -n 1 "${sums}" | awk '{print $2}')"
+  version="$(sed -E 's/^parallel_gpu_execute-([^-]+)-.*/\1/' <<<"${first}")"
+  target="${first#parallel_gpu_execute-"${version}"-}"
+  mkdir -p "${out}/release_info"
+  {
+    echo "BASE_URL = \"file://${out}/release\""
+    echo "VERSION = \"${version}\""
+    echo "TARGET = \"${target}\""
+    echo "SHA256S = {"
+    for b in parallel_gpu_execute sanitizer_wrapper tag_filters; do
+      echo "    \"${b}\": \"$(awk -v f="${b}-${version}-${target}" '$2 == f {print $1}' "${sums}")\","
+    done
+    echo "}"
+    ((${#} == 0)) || printf '%s\n' "$@"
+  } >"${out}/release_info/release.bzl"
+  : >"${out}/release_info/BUILD.bazel"
+  echo 'workspace(name = "release_info")' >"${out}/release_info/WORKSPACE"
 }

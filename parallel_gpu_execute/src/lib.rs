@@ -145,17 +145,14 @@ fn run_on_gpus(
     let wait = settings.wait_ms.map(Duration::from_millis);
     let describe = || launch::describe_test(test_path.as_bytes(), argv, command);
     let lock_dir = settings.lock_dir.path();
-    let slots = settings.slots_per_gpu(source);
-    let grant = locks::acquire(
-        &lock_dir,
-        &pool,
-        slots,
-        needed as usize,
+    let ask = locks::Ask {
+        slots: settings.slots_per_gpu(source),
+        needed: needed as usize,
         wait,
-        settings.profile,
-        settings.private_lock_dir,
-        &describe,
-    )?;
+        profile: settings.profile,
+        private: settings.private_lock_dir,
+    };
+    let grant = locks::acquire(&lock_dir, &pool, &ask, &describe)?;
     let mode = launch::Mode::of(settings, vendor, source);
     Err(launch::exec_test(&test_path, argv, command, mode, &pool, grant))
 }

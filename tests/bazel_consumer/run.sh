@@ -40,28 +40,9 @@ rm -rf "${out}"
 trap cleanup EXIT
 mkdir -p "${out}/logs" "${out}/release" "${out}/release_info" "${out}/locks"
 
-say "release files (tools/release.sh)"
-"${repo}/tools/release.sh" "${out}/release" >"${out}/logs/release.log" 2>&1 || {
-  tail -n 30 "${out}/logs/release.log" >&2
-  die "tools/release.sh failed"
-}
-sums="${out}/release/SHA256SUMS"
-first="$(head -n 1 "${sums}" | awk '{print $2}')"
-version="$(sed -E 's/^parallel_gpu_execute-([^-]+)-.*/\1/' <<<"${first}")"
-target="${first#parallel_gpu_execute-"${version}"-}"
-sha() { awk -v f="$1-${version}-${target}" '$2 == f {print $1}' "${sums}"; }
-{
-  echo "BASE_URL = \"file://${out}/release\""
-  echo "VERSION = \"${version}\""
-  echo "TARGET = \"${target}\""
-  echo "SHA256S = {"
-  for b in parallel_gpu_execute sanitizer_wrapper tag_filters; do echo "    \"${b}\": \"$(sha "${b}")\","; done
-  echo "}"
-  echo "BAD_SHA256S = dict(SHA256S, parallel_gpu_execute = \"$(printf '0%.0s' {1..64})\")"
-  echo "PARTIAL_SHA256S = {\"parallel_gpu_execute\": SHA256S[\"parallel_gpu_execute\"]}"
-} >"${out}/release_info/release.bzl"
-: >"${out}/release_info/BUILD.bazel"
-echo 'workspace(name = "release_info")' >"${out}/release_info/WORKSPACE"
+release_files \
+  "BAD_SHA256S = dict(SHA256S, parallel_gpu_execute = \"$(printf '0%.0s' {1..64})\")" \
+  'PARTIAL_SHA256S = {"parallel_gpu_execute": SHA256S["parallel_gpu_execute"]}'
 ok "${version} for ${target}: $(wc -l <"${sums}") files in SHA256SUMS"
 
 offline=()

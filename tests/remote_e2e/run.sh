@@ -114,26 +114,7 @@ mkdir -p "${out}/logs" "${out}/release" "${out}/release_info" "${out}/locks" "${
 
 # --- Release files, as tests/bazel_consumer makes them -----------------------
 
-say "release files (tools/release.sh)"
-"${repo}/tools/release.sh" "${out}/release" >"${out}/logs/release.log" 2>&1 || {
-  tail -n 30 "${out}/logs/release.log" >&2
-  die "tools/release.sh failed"
-}
-sums="${out}/release/SHA256SUMS"
-first="$(head -n 1 "${sums}" | awk '{print $2}')"
-version="$(sed -E 's/^parallel_gpu_execute-([^-]+)-.*/\1/' <<<"${first}")"
-target="${first#parallel_gpu_execute-"${version}"-}"
-sha() { awk -v f="$1-${version}-${target}" '$2 == f {print $1}' "${sums}"; }
-{
-  echo "BASE_URL = \"file://${out}/release\""
-  echo "VERSION = \"${version}\""
-  echo "TARGET = \"${target}\""
-  echo "SHA256S = {"
-  for b in parallel_gpu_execute sanitizer_wrapper tag_filters; do echo "    \"${b}\": \"$(sha "${b}")\","; done
-  echo "}"
-} >"${out}/release_info/release.bzl"
-: >"${out}/release_info/BUILD.bazel"
-echo 'workspace(name = "release_info")' >"${out}/release_info/WORKSPACE"
+release_files
 say "  ${version} for ${target}"
 
 # --- The fake worker: a 2-GPU KFD topology -----------------------------------

@@ -229,39 +229,34 @@ fn fd_budget() -> usize {
     usize::try_from(limit.saturating_sub(64)).unwrap_or(usize::MAX).min(MAX_CACHED_FDS)
 }
 
-/// Takes a block of `needed` GPUs from `pool`, waiting up to `wait` (`None`:
-/// no limit; zero: fail at once), with the lock and queue names of
-/// `profile`. `test` describes the test for messages. The held lock files'
+/// What a test asks of the slots.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask {
+    /// Slots per GPU.
+    pub slots: u32,
+    /// GPUs, in one contiguous block of the pool.
+    pub needed: usize,
+    /// How long to wait (`None`: no limit; zero: fail at once).
+    pub wait: Option<Duration>,
+    /// Whose lock and queue names.
+    pub profile: Profile,
+    /// What to do with a lock directory that coordinates nothing.
+    pub private: PrivatePolicy,
+}
+
+/// Takes a block of `ask.needed` GPUs from `pool` in the lock directory
+/// `dir`. `test` describes the test for messages. The held lock files'
 /// times are set to the grant ([`keep_young`]).
-#[allow(clippy::too_many_arguments)]
-pub fn acquire(
-    dir: &CStr,
-    pool: &Pool,
-    slots: u32,
-    needed: usize,
-    wait: Option<Duration>,
-    profile: Profile,
-    private: PrivatePolicy,
-    test: &dyn Fn() -> String,
-) -> Result<Grant, Error> {
-    let grant = take_block(dir, pool, slots, needed, wait, profile, private, test)?;
+pub fn acquire(dir: &CStr, pool: &Pool, ask: &Ask, test: &dyn Fn() -> String) -> Result<Grant, Error> {
+    let grant = take_block(dir, pool, ask, test)?;
     for fd in &grant.fds {
         keep_young(fd);
     }
     Ok(grant)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn take_block(
-    dir: &CStr,
-    pool: &Pool,
-    slots: u32,
-    needed: usize,
-    wait: Option<Duration>,
-    profile: Profile,
-    private: PrivatePolicy,
-    test: &dyn Fn() -> String,
-) -> Result<Grant, Error> {
+fn take_block(dir: &CStr, pool: &Pool, ask: &Ask, test: &dyn Fn() -> String) -> Result<Grant, Error> {
+    let Ask { slots, needed, wait, profile, private } = *ask;
     let (prefix, queue_file) = (profile.lock_prefix(), profile.queue_file());
     let started = Instant::now();
     let deadline = wait.map(|w| started + w);
