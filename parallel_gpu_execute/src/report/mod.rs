@@ -8,3 +8,4 @@
 pub mod json;
 pub mod list;
 pub mod status;
+pub mod status_format;

@@ -54,12 +54,6 @@ pub fn read_locks() -> Vec<LockEntry> {
     read_text(c"/proc/locks").map(|t| t.lines().filter_map(parse_line).collect()).unwrap_or_default()
 }
 
-/// A file's identity as `/proc/locks` writes it, from `stat`'s device
-/// (which is not the one `/proc/locks` writes on btrfs: see `holders`).
-pub fn file_key(st_dev: u64, st_ino: u64) -> (u32, u32, u64) {
-    (libc::major(st_dev), libc::minor(st_dev), st_ino)
-}
-
 impl LockEntry {
     pub fn key(&self) -> (u32, u32, u64) {
         (self.major, self.minor, self.inode)
