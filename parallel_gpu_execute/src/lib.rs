@@ -83,7 +83,7 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
         }
         Invocation::Status { flags, format } => {
             let settings = Settings::load(&flags, argv0(&argv))?;
-            return print(status::render(&settings.lock_dir.path(), format)?.as_bytes());
+            return print(status::render(&settings, format)?.as_bytes());
         }
         Invocation::Run { flags, command } => (flags, command),
     };

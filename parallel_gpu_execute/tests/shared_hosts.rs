@@ -84,20 +84,33 @@ fn status_shows_a_holder_it_cannot_see_as_hidden() {
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let _held = hold_lock(f.lock("0", 0));
     // --status from inside a new PID namespace (with its own /proc): this
-    // process, the holder, is not visible there.
+    // process, the holder, is not visible there, and the kernel leaves its
+    // lock out of that /proc/locks. A process there that waits for the lock
+    // (`flock` without -n) shows that it is held. (--status used to find
+    // such a holder by taking a shared lock itself, which could make a
+    // test that tried the slot at that instant fail; it takes none now.)
+    let script = format!(
+        "flock {lock} true & w=$!\n\
+         for i in $(seq 500); do [ \"$(cut -d' ' -f1 /proc/$w/syscall 2>/dev/null)\" = {flock} ] && break; sleep 0.02; done\n\
+         {bin} --lock-dir={dir} --status=json\n\
+         kill $w",
+        lock = f.lock("0", 0).display(),
+        flock = libc::SYS_flock,
+        bin = BIN,
+        dir = f.lock_dir.display(),
+    );
     let out = Cmd::new("/usr/bin/unshare")
-        .args(["--pid", "--fork", "--mount-proc", "--mount"])
-        .arg(BIN)
-        .arg(format!("--lock-dir={}", f.lock_dir.display()))
-        .arg("--status=json")
+        .args(["--pid", "--fork", "--mount-proc", "--mount", "sh", "-c"])
+        .arg(&script)
         .run();
     if out.code() != 0 && out.stderr.contains("unshare") {
         eprintln!("skipped: unshare failed here: {}", out.stderr.trim());
         return;
     }
     out.assert_success().assert_stdout_contains(
-        "\"gpu\": \"0\", \"slot\": 0, \"held\": true, \"holders\": [{\"pid\": 0, \"visible\": false, \"command\": null, \"started\": null}]",
+        "\"gpu\": \"0\", \"slot\": 0, \"held\": true, \"holders\": [{\"pid\": 0, \"visible\": false, \"command\": null, \"started\": null, \"state\": null}]",
     );
+    out.assert_stdout_contains("\"position\": \"blocked\"");
 }
 
 #[test]

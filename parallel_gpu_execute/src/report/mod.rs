@@ -10,3 +10,4 @@ pub mod json;
 pub mod list;
 pub mod sizing;
 pub mod status;
+pub mod status_format;

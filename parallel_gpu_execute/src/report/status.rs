@@ -1,42 +1,116 @@
 //! `--status[=text|json]`: who holds which GPU slot of a lock directory,
-//! since when, and who waits; from the directory and `/proc/locks`, taking
-//! no lock. The first question on a stuck host ("who holds GPU 3, since
-//! when, and who is waiting?") without `lsof` and guesswork.
+//! since when, and who waits. The first question on a stuck host ("who
+//! holds GPU 3, since when, and who is waiting?") without `lsof` and
+//! guesswork, answered from `/proc` alone: `--status` takes no lock and
+//! opens no lock file, so it never makes a test see a free slot as busy.
 //!
-//! Lock files of every profile are reported (ours and the classic scripts'
-//! `gpulock<id>_<slot>`, JAX's `jax_accelerator_lock_<id>_<slot>`); waiters
-//! are the processes that hold or wait for a queue file (the holder is the
-//! head of the queue) and any process blocked on a lock file. A PID that
-//! `/proc` hides (another user's under `hidepid`, another PID namespace) is
-//! shown as hidden, never dropped.
+//! Listed: every slot the settings give (the GPU count, or the pool
+//! variable, times the slots per GPU; up to 4096 of them), held or free,
+//! also one whose lock file does not exist yet; then any other lock file of
+//! either profile in the directory (ours and the classic scripts'
+//! `gpulock<id>_<slot>`, JAX's `jax_accelerator_lock_<id>_<slot>`).
+//! Waiters are the head of each queue file (the process that holds it, named
+//! as a slot's first holder is), the processes that wait for it, and any
+//! process blocked on a lock file.
 //!
-//! The kernel leaves out of `/proc/locks` the locks of processes that this
-//! PID namespace cannot see (a container looking at a lock directory shared
-//! with other containers). A lock file `/proc/locks` lists no holder for is
-//! therefore probed: a non-blocking shared `flock`, released at once. If it
-//! is refused, the slot is held by a process that cannot be seen from here.
-//! That probe is the only lock `--status` ever takes, for the time of two
-//! system calls; a wrapper that tries the slot in that instant moves on to
-//! another slot or waits, and is woken by the probe's close.
+//! Holders are found as `lsof` finds them ([`crate::slots::holders`]): the
+//! processes that have the lock file open through a descriptor whose open
+//! file holds the lock. Every such process is listed: the one that took
+//! the lock first when it still holds it, then the others, oldest first
+//! (a test's children, or the child of a test that forked and exited; the
+//! slot is free only once all of them are gone). The PID in `/proc/locks`
+//! alone is not trusted: it is the process that took the lock, which for
+//! the classic scripts' `flock -n "$fd"` has exited at once, and whose PID
+//! may since name another process. (Text lists at most four holders of a
+//! slot; JSON every one.) A holder that cannot be seen (another
+//! user's process when not root; another PID namespace) is shown as hidden,
+//! never dropped, wherever something visible shows the lock held: a
+//! `/proc/locks` entry no visible holder accounts for, or a visible process
+//! blocked on it. From inside a PID namespace of its own, a slot held from
+//! outside with nobody inside waiting for it cannot be told from a free one
+//! without taking its lock; the text output then says so.
+//!
+//! When a slot was granted: the lock file's modification time, which the
+//! wrapper sets when it grants the slot (and the classic scripts'
+//! `exec {fd}>file` sets by truncating it). When that time is older than
+//! the start of the oldest holder (a wrapper that did not set it, a file
+//! touched since), or no holder can be seen, the grant time is unknown.
+//! Process start times are accurate to about a second, so a time up to a
+//! second before the start may still be taken for the grant.
+//!
+//! `--status=json` is one object:
+//!
+//! | key | value |
+//! |-----|-------|
+//! | `lock_dir` | the lock directory |
+//! | `slots` | the slots, as listed above, each an object: |
+//! | `slots[].file` | the lock file's path |
+//! | `slots[].profile` | `xla` (`gpulock…`) or `jax` (`jax_accelerator_lock_…`) |
+//! | `slots[].gpu` | the GPU id as the lock file names it (CUDA's MIG form with `/`) |
+//! | `slots[].slot` | the slot number |
+//! | `slots[].held` | whether some process holds it |
+//! | `slots[].holders` | the processes that hold it (process objects, see below) |
+//! | `slots[].since` | when it was granted, `YYYY-MM-DDTHH:MM:SSZ` (UTC), or `null`: free or unknown |
+//! | `slots[].file_exists` | whether its lock file exists (not before a test first takes the slot) |
+//! | `slots[].configured` | whether it is one of the slots these settings give; `false`: another lock file in the directory |
+//! | `waiters` | the waiting processes, head of the queue first (process objects and:) |
+//! | `waiters[].position` | `head` (holds the queue), `queued` (waits for the queue), `blocked` (waits on a lock file) |
+//! | `waiters[].file` | the queue or lock file it holds or waits for |
+//! | `waiters[].needs` | the GPUs it asks for, read from its arguments as the wrapper reads them (`--num_processes`, `--gpus_per_process`), or `null` when hidden |
+//! | `exists` | whether the lock directory exists (the first wrapper that takes a slot creates it) |
+//!
+//! A process object:
+//!
+//! | key | value |
+//! |-----|-------|
+//! | `pid` | its PID in this PID namespace; 0 when not known (a hidden holder, a waiter in another PID namespace) |
+//! | `visible` | whether this process can see it; `false`: another user's (when not root) or another PID namespace's |
+//! | `command` | its command line (at most 200 characters), or `null` when hidden |
+//! | `started` | when the process started, as `since`, or `null` when hidden |
+//! | `state` | from `/proc/<pid>/stat`: `running`, `sleeping`, `disk-sleep`, `stopped`, `traced`, `zombie`, `idle`, `dead`, another state letter as it stands, or `null` when hidden |
+//!
+//! The text output has the same in a table per section, free slots on one
+//! short line each, a process's state in the `PROCESS` column (a stopped
+//! head of the queue reads `stopped`), `-` for what is unknown.
 
 use crate::cli::StatusFormat as Format;
 use crate::error::Error;
+use crate::hardware::gpu_count;
 use crate::prelude::*;
-use crate::report::json;
-use crate::slots::proclocks::{LockEntry, ProcessInfo, file_key, process, read_locks, rfc3339};
-use crate::slots::request::gpus_needed;
-use crate::sys::clock::SystemTime;
+use crate::profile::LockNames;
+use crate::report::status_format::{self, Report, Slot, Waiter};
+use crate::settings::Settings;
+use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device, openers};
+use crate::slots::lockfile::lock_file_name;
+use crate::slots::proclocks::{ProcessInfo, process, read_locks};
+use crate::slots::request::{Pool, Preset};
+use crate::sys::clock::{SystemTime, UNIX_EPOCH};
 use crate::sys::dirs::{for_each_entry, open_dir};
 use core::ffi::CStr;
-use core::fmt::Write as _;
 use core::ops::ControlFlow;
+use core::time::Duration;
 use rustix::fd::AsFd;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-use wrapper_common::diag::{Bytes, Os};
+use rustix::fs::{AtFlags, FileType, Stat};
+use wrapper_common::diag::Os;
 
 /// Lock file name prefixes, per profile, and their queue files.
 pub const LOCK_PREFIXES: &[(&str, &str)] = &[("gpulock", "xla"), ("jax_accelerator_lock_", "jax")];
 pub const QUEUE_FILES: &[&str] = &["gpulock.queue", "jax_accelerator_lock.queue"];
+
+/// A queue file: one of [`QUEUE_FILES`], or one of its later lanes
+/// (`gpulock.queue.1`, ...: `slots::queue`).
+fn is_queue_file(name: &str) -> bool {
+    QUEUE_FILES.iter().any(|q| {
+        name.strip_prefix(q).is_some_and(|rest| {
+            rest.is_empty()
+                || rest.strip_prefix('.').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+    })
+}
+
+/// Most slots of the settings listed one by one: beyond, only those with a
+/// lock file are.
+pub const MAX_LISTED: usize = 4096;
 
 /// `<prefix><id>_<slot>` split into (profile, id, slot).
 pub fn parse_lock_name(name: &str) -> Option<(&'static str, &str, u32)> {
@@ -58,44 +132,6 @@ fn gpu_id(name: &str) -> String {
     if crate::slots::request::is_cuda_mig_path(id.as_bytes()) { id } else { name.to_string() }
 }
 
-/// Paths are the bytes they are (no NUL), as the kernel has them.
-struct Slot {
-    file: Vec<u8>,
-    profile: &'static str,
-    gpu: String,
-    slot: u32,
-    holders: Vec<ProcessInfo>,
-}
-
-struct Waiter {
-    process: ProcessInfo,
-    /// `head` (holds a queue), `queued` (blocked on a queue), `blocked` (on a lock file).
-    position: &'static str,
-    file: Vec<u8>,
-}
-
-struct Report {
-    lock_dir: Vec<u8>,
-    /// False when the directory does not exist (yet): the first wrapper
-    /// that takes a slot creates it, so that is a host where none has.
-    exists: bool,
-    slots: Vec<Slot>,
-    waiters: Vec<Waiter>,
-}
-
-/// Whether a lock file that `/proc/locks` lists no holder for is held all
-/// the same, by a process this PID namespace cannot see.
-fn held_unseen(dir: impl AsFd, name: &CStr) -> bool {
-    let Ok(file) = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) else { return false };
-    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared) {
-        Ok(()) => {
-            let _ = rustix::fs::flock(&file, rustix::fs::FlockOperation::Unlock);
-            false
-        }
-        Err(e) => e == rustix::io::Errno::WOULDBLOCK,
-    }
-}
-
 /// Sorts ids as numbers when they are, else as text after the numbers.
 fn id_order(id: &str) -> (u8, u64, String) {
     match id.parse::<u64>() {
@@ -104,17 +140,104 @@ fn id_order(id: &str) -> (u8, u64, String) {
     }
 }
 
-fn survey(dir: &CStr) -> Result<Report, Error> {
+/// The slots the settings give: the lock file names of the pool's GPUs
+/// (in pool order) and the slots per GPU. None without a GPU, or with a
+/// pool variable the wrapper would refuse.
+struct Configured {
+    profile: &'static str,
+    prefix: &'static [u8],
+    names: Vec<Vec<u8>>,
+    slots: u32,
+}
+
+impl Configured {
+    fn of(settings: &Settings) -> Configured {
+        let (profile, prefix) = (settings.profile.name(), settings.profile.lock_prefix());
+        let (count, source) = gpu_count::count(&settings.probe());
+        let source = source.filter(|_| count > 0);
+        let pool = source.and_then(|source| {
+            let vendor = settings.vendor.unwrap_or(source.default_vendor());
+            let mut pool = Pool::for_vendor(Preset::of(vendor), count).ok()?;
+            if settings.lock_names == LockNames::Physical {
+                pool.name_physically(&settings.probe(), source);
+            }
+            Some(pool)
+        });
+        let names = pool.map_or_else(Vec::new, |p| (0..p.ids.len()).map(|i| p.lock_name(i).to_vec()).collect());
+        let slots = source.map_or(settings.tests_per_gpu, |s| settings.slots_per_gpu(s));
+        Configured { profile, prefix, names, slots }
+    }
+
+    fn contains(&self, profile: &str, id: &str, slot: u32) -> bool {
+        profile == self.profile && slot < self.slots && self.names.iter().any(|n| n == id.as_bytes())
+    }
+
+    /// Every (lock file name, GPU, slot), GPU by GPU; none when there are
+    /// more than [`MAX_LISTED`].
+    fn each(&self) -> Vec<(String, String, u32)> {
+        if self.names.len().saturating_mul(self.slots as usize) > MAX_LISTED {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for name in &self.names {
+            let id = String::from_utf8_lossy(name).into_owned();
+            for slot in 0..self.slots {
+                let file = lock_file_name(self.prefix, name, slot);
+                out.push((String::from_utf8_lossy(file.as_bytes()).into_owned(), gpu_id(&id), slot));
+            }
+        }
+        out
+    }
+}
+
+/// A regular file of the directory that `--status` reports on.
+struct Found {
+    name: String,
+    st: Stat,
+    queue: bool,
+}
+
+fn mtime(st: &Stat) -> Option<SystemTime> {
+    let secs = u64::try_from(st.st_mtime).ok()?;
+    let nanos = u32::try_from(st.st_mtime_nsec).ok().filter(|&n| n < 1_000_000_000)?;
+    UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
+}
+
+/// When the slot was granted: the file's modification time, when it is not
+/// older than its oldest holder.
+fn granted(st: &Stat, holders: &[ProcessInfo]) -> Option<SystemTime> {
+    let visible: Vec<&ProcessInfo> = holders.iter().filter(|h| h.command.is_some()).collect();
+    let oldest = visible.iter().map(|h| h.started).collect::<Option<Vec<_>>>()?.into_iter().min()?;
+    mtime(st).filter(|&m| m >= oldest)
+}
+
+fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
+    let configured = Configured::of(settings);
+    let path = |name: &str| [dir.to_bytes(), wrapper_common::separator(dir.to_bytes()), name.as_bytes()].concat();
+    let free = |(name, gpu, slot): (String, String, u32)| Slot {
+        file: path(&name),
+        profile: configured.profile,
+        gpu,
+        slot,
+        file_exists: false,
+        configured: true,
+        holders: Vec::new(),
+        since: None,
+    };
+    let mut report = Report {
+        lock_dir: dir.to_bytes().to_vec(),
+        exists: true,
+        slots: Vec::new(),
+        waiters: Vec::new(),
+        host_namespace: host_pid_namespace(),
+    };
     let unreadable = |errno| Error::StatusDir { dir: dir.to_bytes().to_vec(), error: Os(errno).to_string() };
     let dir_fd = match open_dir(dir) {
         Ok(fd) => fd,
         Err(rustix::io::Errno::NOENT) => {
-            return Ok(Report {
-                lock_dir: dir.to_bytes().to_vec(),
-                exists: false,
-                slots: Vec::new(),
-                waiters: Vec::new(),
-            });
+            report.exists = false;
+            report.slots = configured.each().into_iter().map(free).collect();
+            return Ok(report);
         }
         Err(e) => return Err(unreadable(e)),
     };
@@ -124,194 +247,90 @@ fn survey(dir: &CStr) -> Result<Report, Error> {
         ControlFlow::<()>::Continue(())
     })
     .map_err(unreadable)?;
-    let locks = read_locks();
-    let on = |key: (u32, u32, u64)| locks.iter().filter(move |l: &&LockEntry| l.flock && l.key() == key);
-    let mut slots = Vec::new();
-    let mut waiters = Vec::new();
+    let mut found = Vec::new();
     for entry in &names {
         let Ok(name) = entry.to_str() else { continue };
-        let path = [dir.to_bytes(), wrapper_common::separator(dir.to_bytes()), name.as_bytes()].concat();
-        let Ok(meta) = rustix::fs::statat(&dir_fd, entry.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) else { continue };
-        if FileType::from_raw_mode(meta.st_mode) != FileType::RegularFile {
+        let queue = is_queue_file(name);
+        if !queue && parse_lock_name(name).is_none() {
             continue;
         }
-        let key = file_key(meta.st_dev, meta.st_ino);
-        if QUEUE_FILES.contains(&name) {
-            for l in on(key) {
-                let position = if l.blocked { "queued" } else { "head" };
-                waiters.push(Waiter { process: process(l.pid), position, file: path.clone() });
-            }
-        } else if let Some((profile, gpu, slot)) = parse_lock_name(name) {
-            let mut holders = Vec::new();
-            for l in on(key) {
-                if l.blocked {
-                    waiters.push(Waiter { process: process(l.pid), position: "blocked", file: path.clone() });
-                } else {
-                    holders.push(process(l.pid));
-                }
-            }
-            if holders.is_empty() && held_unseen(&dir_fd, entry) {
-                holders.push(process(0));
-            }
-            slots.push(Slot { file: path, profile, gpu: gpu_id(gpu), slot, holders });
+        let Ok(st) = rustix::fs::statat(&dir_fd, entry.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) else { continue };
+        if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile {
+            found.push(Found { name: name.to_string(), st, queue });
         }
     }
-    slots.sort_by(|a, b| (a.profile, id_order(&a.gpu), a.slot).cmp(&(b.profile, id_order(&b.gpu), b.slot)));
+    let device = mount_device(dir_fd.as_fd());
+    let files: Vec<LockFile> = found.iter().map(|f| LockFile::new(f.name.as_bytes(), &f.st, device, f.queue)).collect();
+    let open = openers(&files);
+    let locks = read_locks();
+    let mut extra = Vec::new();
+    for ((f, file), open) in found.iter().zip(&files).zip(&open) {
+        let l = lockers(file, open, &locks);
+        let mut holders: Vec<ProcessInfo> = l.holders.iter().map(|&pid| process(pid)).collect();
+        // The taker first when it holds the lock, then oldest first.
+        let first = usize::from(l.taker_holds).min(holders.len());
+        holders[first..].sort_by_key(|h| (h.started.is_none(), h.started, h.pid));
+        holders.extend((0..l.hidden_holders).map(|_| process(0)));
+        let waiter = |pid: i64, position| Waiter { process: process(pid), position, file: path(&f.name) };
+        if f.queue {
+            // One head: the holder named first (its children share the lock).
+            let head = holders.into_iter().next();
+            report.waiters.extend(head.map(|p| Waiter { process: p, position: "head", file: path(&f.name) }));
+            report.waiters.extend(l.waiters.iter().map(|&pid| waiter(pid, "queued")));
+            continue;
+        }
+        report.waiters.extend(l.waiters.iter().map(|&pid| waiter(pid, "blocked")));
+        let Some((profile, id, slot)) = parse_lock_name(&f.name) else { continue };
+        extra.push(Slot {
+            file: path(&f.name),
+            profile,
+            gpu: gpu_id(id),
+            slot,
+            file_exists: true,
+            configured: configured.contains(profile, id, slot),
+            since: granted(&f.st, &holders),
+            holders,
+        });
+    }
+    // The configured slots in the settings' order, each from its file when
+    // there is one; then the other lock files.
+    for (name, gpu, slot) in configured.each() {
+        let at = extra.iter().position(|s| s.configured && s.file == path(&name));
+        report.slots.push(match at {
+            Some(at) => extra.remove(at),
+            None => free((name, gpu, slot)),
+        });
+    }
+    extra.sort_by(|a, b| {
+        (!a.configured, a.profile, id_order(&a.gpu), a.slot).cmp(&(!b.configured, b.profile, id_order(&b.gpu), b.slot))
+    });
+    report.slots.extend(extra);
     let rank = |p: &str| match p {
         "head" => 0,
         "queued" => 1,
         _ => 2,
     };
-    waiters.sort_by_key(|w| (rank(w.position), w.process.started, w.process.pid));
-    Ok(Report { lock_dir: dir.to_bytes().to_vec(), exists: true, slots, waiters })
+    report.waiters.sort_by_key(|w| (rank(w.position), w.process.started.is_none(), w.process.started, w.process.pid));
+    Ok(report)
 }
 
-/// What a waiter asks for, from its arguments (`--num_processes` and
-/// `--gpus_per_process`, as the wrapper reads them).
-fn needs(p: &ProcessInfo) -> Option<u64> {
-    (!p.args.is_empty()).then(|| gpus_needed(p.args.iter().skip(1).map(Vec::as_slice)))
-}
-
-fn pid_text(p: &ProcessInfo) -> String {
-    match &p.command {
-        Some(_) => p.pid.to_string(),
-        None if p.pid > 0 => format!("{} (hidden)", p.pid),
-        None => "hidden".to_string(),
-    }
-}
-
-fn since(t: Option<SystemTime>) -> String {
-    match t {
-        Some(t) => {
-            let held = SystemTime::now().duration_since(t).map_or(0, |d| d.as_secs());
-            format!("{} ({held} s ago)", rfc3339(t))
-        }
-        None => "-".to_string(),
-    }
-}
-
-fn command_text(p: &ProcessInfo) -> &str {
-    p.command.as_deref().unwrap_or("(not visible from here: another user or PID namespace)")
-}
-
-fn text(r: &Report) -> String {
-    if !r.exists {
-        return format!(
-            "lock dir {}: does not exist (no test has taken a slot there yet): 0 slot(s), 0 held, 0 waiting\n",
-            Bytes(&r.lock_dir)
-        );
-    }
-    let held = r.slots.iter().filter(|s| !s.holders.is_empty()).count();
-    let mut out = format!(
-        "lock dir {}: {} slot(s), {held} held, {} waiting\n",
-        Bytes(&r.lock_dir),
-        r.slots.len(),
-        r.waiters.len()
-    );
-    if !r.slots.is_empty() {
-        let _ = writeln!(
-            out,
-            "{:<8} {:<24} {:>4}  {:<5} {:<12} {:<34} COMMAND",
-            "PROFILE", "GPU", "SLOT", "STATE", "PID", "STARTED"
-        );
-    }
-    for s in &r.slots {
-        if s.holders.is_empty() {
-            let _ = writeln!(out, "{:<8} {:<24} {:>4}  free", s.profile, s.gpu, s.slot);
-        }
-        for h in &s.holders {
-            let _ = writeln!(
-                out,
-                "{:<8} {:<24} {:>4}  {:<5} {:<12} {:<34} {}",
-                s.profile,
-                s.gpu,
-                s.slot,
-                "held",
-                pid_text(h),
-                since(h.started),
-                command_text(h)
-            );
-        }
-    }
-    if !r.waiters.is_empty() {
-        out.push_str("waiting:\n");
-        let _ = writeln!(out, "{:<8} {:<12} {:<10} {:<34} COMMAND", "POSITION", "PID", "NEEDS", "STARTED");
-        for w in &r.waiters {
-            let needs = needs(&w.process).map_or("-".to_string(), |n| format!("{n} GPU(s)"));
-            let _ = writeln!(
-                out,
-                "{:<8} {:<12} {:<10} {:<34} {}",
-                w.position,
-                pid_text(&w.process),
-                needs,
-                since(w.process.started),
-                command_text(&w.process)
-            );
-        }
-    }
-    out
-}
-
-fn process_json(p: &ProcessInfo) -> Vec<(&'static str, String)> {
-    vec![
-        ("pid", p.pid.max(0).to_string()),
-        ("visible", p.command.is_some().to_string()),
-        ("command", json::opt_string(p.command.as_deref().map(str::as_bytes))),
-        ("started", json::opt_string(p.started.map(rfc3339).as_deref().map(str::as_bytes))),
-    ]
-}
-
-fn json_text(r: &Report) -> String {
-    let path = |p: &[u8]| json::string(p);
-    let slots: Vec<String> = r
-        .slots
-        .iter()
-        .map(|s| {
-            let holders: Vec<String> = s.holders.iter().map(|h| json::object(&process_json(h))).collect();
-            json::object(&[
-                ("file", path(&s.file)),
-                ("profile", json::string(s.profile.as_bytes())),
-                ("gpu", json::string(s.gpu.as_bytes())),
-                ("slot", s.slot.to_string()),
-                ("held", (!s.holders.is_empty()).to_string()),
-                ("holders", json::array(&holders)),
-            ])
-        })
-        .collect();
-    let waiters: Vec<String> = r
-        .waiters
-        .iter()
-        .map(|w| {
-            let mut fields = process_json(&w.process);
-            fields.push(("position", json::string(w.position.as_bytes())));
-            fields.push(("file", path(&w.file)));
-            fields.push(("needs", json::opt_number(needs(&w.process))));
-            json::object(&fields)
-        })
-        .collect();
-    json::object(&[
-        ("lock_dir", path(&r.lock_dir)),
-        ("slots", json::array(&slots)),
-        ("waiters", json::array(&waiters)),
-        ("exists", r.exists.to_string()),
-    ]) + "\n"
-}
-
-/// The text for `--status=FORMAT` over `lock_dir`. Never inlined: its
-/// directory read has a 4 KiB buffer, which would otherwise sit in `run`'s
+/// The text for `--status=FORMAT` with these settings. Never inlined: its
+/// directory reads have 4 KiB buffers, which would otherwise sit in `run`'s
 /// frame and be faulted in on every start, `--status` or not.
 #[inline(never)]
-pub fn render(lock_dir: &CStr, format: Format) -> Result<String, Error> {
-    let report = survey(lock_dir)?;
+pub fn render(settings: &Settings, format: Format) -> Result<String, Error> {
+    let lock_dir = settings.lock_dir.path();
+    let report = survey(settings, &lock_dir)?;
     Ok(match format {
-        Format::Text => text(&report),
-        Format::Json => json_text(&report),
+        Format::Text => status_format::text(&report),
+        Format::Json => status_format::json(&report),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::status_format::state_name;
 
     #[test]
     fn lock_names() {
@@ -321,8 +340,46 @@ mod tests {
         assert_eq!(parse_lock_name("jax_accelerator_lock_2_5"), Some(("jax", "2", 5)));
         assert_eq!(gpu_id("MIG-GPU-8932f937+1+2"), "MIG-GPU-8932f937/1/2");
         assert_eq!(gpu_id("GPU-8932f937+1"), "GPU-8932f937+1", "not a MIG path: the name as it is");
+        for queue in ["gpulock.queue", "gpulock.queue.1", "jax_accelerator_lock.queue.7"] {
+            assert!(is_queue_file(queue), "{queue}");
+        }
+        for other in ["gpulock.queue.", "gpulock.queue.x", "gpulock.queue1", "gpulock3_0"] {
+            assert!(!is_queue_file(other), "{other}");
+        }
         for bad in ["gpulock.queue", "gpulock_0", "gpulock3_", "gpulock3_x", "other3_0", "gpulock3"] {
             assert_eq!(parse_lock_name(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn states() {
+        assert_eq!(state_name(Some('T')).as_deref(), Some("stopped"));
+        assert_eq!(state_name(Some('D')).as_deref(), Some("disk-sleep"));
+        assert_eq!(state_name(Some('W')).as_deref(), Some("W"));
+        assert_eq!(state_name(None), None);
+    }
+
+    fn holder(started: u64) -> ProcessInfo {
+        ProcessInfo {
+            pid: 7,
+            command: Some("t".into()),
+            args: Vec::new(),
+            started: UNIX_EPOCH.checked_add(Duration::from_secs(started)),
+            state: Some('S'),
+        }
+    }
+
+    #[test]
+    fn the_grant_time_is_never_before_the_holder_started() {
+        // SAFETY: a plain C struct, all zeroes is a valid value.
+        let mut st: Stat = unsafe { core::mem::zeroed() };
+        st.st_mtime = 1000;
+        let at = UNIX_EPOCH.checked_add(Duration::from_secs(1000));
+        assert_eq!(granted(&st, &[holder(990)]), at);
+        assert_eq!(granted(&st, &[holder(1000)]), at);
+        assert_eq!(granted(&st, &[holder(1001)]), None, "a file older than its holder: unknown");
+        assert_eq!(granted(&st, &[holder(1005), holder(995)]), at, "the oldest holder counts");
+        assert_eq!(granted(&st, &[process(0)]), None, "a hidden holder's start is unknown");
+        assert_eq!(granted(&st, &[]), None);
     }
 }

@@ -2,11 +2,14 @@
 //! (`request`), the lock files and how a slot is taken (`lockfile`,
 //! `locks`), waiting for one in arrival order (`wait`, the queue in
 //! `locks`), what a waiter tells the log (`telemetry`), and who holds a
-//! lock according to the kernel (`proclocks`).
+//! lock according to the kernel (`proclocks`: `/proc/locks` and what
+//! `/proc` tells of a process; `holders`: the processes that have a lock
+//! file open and hold or wait for its lock).
 //!
 //! Below the settings, above the hardware: it is given a pool of GPU ids
 //! and a lock directory, and knows nothing of how the GPUs were counted.
 
+pub mod holders;
 pub mod lockfile;
 pub mod locks;
 pub mod proclocks;

@@ -4,8 +4,13 @@
 //!
 //! A `/proc/locks` line is `N: FLOCK  ADVISORY  WRITE <pid> <MAJ>:<MIN>:<inode> 0 EOF`,
 //! with `->` after the number for a process blocked on that lock; major and
-//! minor are hex. The kernel shows pid 0 for a holder this process's PID
-//! namespace cannot see (and -1 for open-file-description locks).
+//! minor are hex (the superblock's device, which `stat` does not give on
+//! btrfs: see `holders`). The PID is the process that took the lock, which
+//! may have exited since (`holders` finds who holds it now). In a PID
+//! namespace other than the host's, the kernel leaves out every lock whose
+//! taker that namespace cannot see (an exited one included) with all its
+//! waiters, and shows 0 for a waiter it cannot see behind a holder it can;
+//! open-file-description locks show -1.
 
 use crate::prelude::*;
 use crate::sys::clock::{SystemTime, UNIX_EPOCH};
@@ -49,11 +54,6 @@ pub fn read_locks() -> Vec<LockEntry> {
     read_text(c"/proc/locks").map(|t| t.lines().filter_map(parse_line).collect()).unwrap_or_default()
 }
 
-/// A file's identity as `/proc/locks` writes it.
-pub fn file_key(st_dev: u64, st_ino: u64) -> (u32, u32, u64) {
-    (libc::major(st_dev), libc::minor(st_dev), st_ino)
-}
-
 impl LockEntry {
     pub fn key(&self) -> (u32, u32, u64) {
         (self.major, self.minor, self.inode)
@@ -69,6 +69,10 @@ pub struct ProcessInfo {
     /// The arguments, for what a waiter needs.
     pub args: Vec<Vec<u8>>,
     pub started: Option<SystemTime>,
+    /// The state letter of `/proc/<pid>/stat` (field 3): `R` running, `S`
+    /// sleeping, `D` in uninterruptible sleep, `T` stopped, `t` stopped
+    /// by a tracer, `Z` zombie, ...; `None` when hidden.
+    pub state: Option<char>,
 }
 
 /// Longest command shown.
@@ -90,12 +94,30 @@ fn boot_time() -> Option<u64> {
     stat.lines().find_map(|l| l.strip_prefix("btime ")).and_then(|v| v.trim().parse().ok())
 }
 
-fn start_time(pid: i64) -> Option<SystemTime> {
+/// The fields of `/proc/<pid>/stat` from field 3 (the state) on. The
+/// command (field 2) is in parentheses and may hold spaces: they start
+/// after the last ')'.
+fn stat_fields(pid: i64) -> Option<String> {
     let stat = read_text(&proc_path(pid, "stat"))?;
-    // The command (field 2) is in parentheses and may hold spaces: the
-    // fields after the last ')' start at field 3; starttime is field 22.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let ticks: u64 = rest.split_ascii_whitespace().nth(19)?.parse().ok()?;
+    Some(stat.rfind(')').map_or("", |at| &stat[at + 1..]).to_string())
+}
+
+/// The state letter of `pid` (`R`, `S`, `D`, `T`, `t`, `Z`, ...).
+pub fn process_state(pid: i64) -> Option<char> {
+    stat_fields(pid)?.split_ascii_whitespace().next().and_then(|s| s.chars().next())
+}
+
+/// The state letter and start time of `pid`, from `/proc/<pid>/stat`
+/// (starttime is field 22).
+fn state_and_start(pid: i64) -> (Option<char>, Option<SystemTime>) {
+    let Some(rest) = stat_fields(pid) else { return (None, None) };
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next().and_then(|s| s.chars().next());
+    (state, fields.nth(18).and_then(|t| t.parse().ok()).and_then(since_boot))
+}
+
+/// The wall-clock time `ticks` clock ticks after boot.
+fn since_boot(ticks: u64) -> Option<SystemTime> {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
@@ -106,7 +128,7 @@ fn start_time(pid: i64) -> Option<SystemTime> {
 
 /// Reads what `/proc` shows of `pid`.
 pub fn process(pid: i64) -> ProcessInfo {
-    let hidden = ProcessInfo { pid, command: None, args: Vec::new(), started: None };
+    let hidden = ProcessInfo { pid, command: None, args: Vec::new(), started: None, state: None };
     if pid <= 0 {
         return hidden;
     }
@@ -117,7 +139,8 @@ pub fn process(pid: i64) -> ProcessInfo {
         command = command.chars().take(MAX_COMMAND - 3).collect::<String>() + "...";
     }
     let command = command.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
-    ProcessInfo { pid, command: Some(command), args, started: start_time(pid) }
+    let (state, started) = state_and_start(pid);
+    ProcessInfo { pid, command: Some(command), args, started, state }
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` (UTC).
@@ -172,6 +195,7 @@ mod tests {
         let me = process(i64::from(std::process::id()));
         assert!(me.command.is_some());
         assert!(me.started.is_some_and(|t| t <= SystemTime::now()));
+        assert!(me.state.is_some_and(|s| s.is_ascii_alphabetic()), "{:?}", me.state);
         assert_eq!(process(0).command, None);
     }
 }

@@ -16,9 +16,8 @@
 //! A stopped head that is continued goes on where it was: it was first.
 
 use crate::error::Error;
-use crate::prelude::*;
 use crate::slots::lockfile::{self, LockName, keep_young, named, open_lock_file, try_flock};
-use crate::slots::proclocks::read_locks;
+use crate::slots::proclocks::{process_state, read_locks};
 use crate::slots::telemetry::{Place, queued_behind};
 use crate::slots::wait::WaitingSignals;
 use crate::sys::clock::{Instant, SystemTime, UNIX_EPOCH};
@@ -110,15 +109,7 @@ fn head_stopped(fd: &OwnedFd) -> bool {
     read_locks()
         .iter()
         .filter(|l| l.flock && !l.blocked && l.inode == st.st_ino && l.pid > 0)
-        .any(|l| matches!(process_state(l.pid), Some(b'T' | b't')))
-}
-
-/// The state letter of `/proc/<pid>/stat` (field 3).
-pub fn process_state(pid: i64) -> Option<u8> {
-    let path = alloc::ffi::CString::new(format!("/proc/{pid}/stat")).ok()?;
-    let stat = crate::sys::dirs::read_file(&path)?;
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    stat.get(close + 2).copied()
+        .any(|l| matches!(process_state(l.pid), Some('T' | 't')))
 }
 
 /// Takes a place at the head of a lane, starting with lane 0 (`first`):

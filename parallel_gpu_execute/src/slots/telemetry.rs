@@ -3,15 +3,27 @@
 //! it), and says how long it waited when it gets its GPUs. A test that did
 //! not wait gets no extra line. Both lines go to stderr, so they land in
 //! Bazel's `test.log`. Only the waiting path pays for this (it reads
-//! `/proc/locks`); the fast path is untouched.
+//! `/proc/locks`, and `/proc/<pid>/fd` when that does not tell); the fast
+//! path is untouched.
+//!
+//! Busy slots and waiters are counted as `--status` finds them
+//! ([`crate::slots::holders`]): matched to `/proc/locks` by the device
+//! that it prints (the mount's, not `stat`'s, which differ on btrfs), and
+//! from the processes that hold or wait on the files where `/proc/locks`
+//! leaves a lock out (its taker is outside this PID namespace, or has
+//! exited). A wrapper at the head of the queue has just found no free
+//! block, which proves slots busy that it cannot see held. Holders outside
+//! this PID namespace are otherwise invisible: the line then says that its
+//! count is what this namespace sees.
 
 use crate::prelude::*;
-use crate::slots::lockfile::lock_file_name;
-use crate::slots::proclocks::{file_key, read_locks};
+use crate::slots::holders::{LockFile, fd_key, host_pid_namespace, key_of, lockers, mount_device, openers};
+use crate::slots::lockfile::{LockName, lock_file_name};
+use crate::slots::proclocks::{LockEntry, read_locks};
 use crate::slots::request::Pool;
 use crate::sys::clock::Instant;
 use core::time::Duration;
-use rustix::fd::OwnedFd;
+use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::fs::AtFlags;
 use wrapper_common::diag;
 
@@ -41,32 +53,77 @@ impl Default for Telemetry {
     }
 }
 
-/// How many of the pool's lock files (at every slot) some process holds.
+/// Whether `/proc/locks` lists a lock held on `key`.
+fn listed_held(locks: &[LockEntry], key: (u32, u32, u64)) -> bool {
+    locks.iter().any(|l| l.flock && !l.blocked && l.key() == key)
+}
+
+/// How many of the pool's lock files (at every slot) are held, as far as
+/// this process can see.
 fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32, prefix: &[u8]) -> Option<usize> {
     let total = pool.ids.len().checked_mul(slots as usize)?;
     if total > MAX_COUNTED {
         return None;
     }
-    let held: Vec<(u32, u32, u64)> = read_locks().iter().filter(|l| l.flock && !l.blocked).map(|l| l.key()).collect();
+    let device = mount_device(dir_fd.as_fd());
+    let locks = read_locks();
     let mut busy = 0;
+    let mut unsure: Vec<(LockName, rustix::fs::Stat)> = Vec::new();
     for slot in 0..slots {
         for gpu in 0..pool.ids.len() {
             let name = lock_file_name(prefix, pool.lock_name(gpu), slot);
             if let Ok(st) = rustix::fs::statat(dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW) {
-                if held.contains(&file_key(st.st_dev, st.st_ino)) {
+                if listed_held(&locks, key_of(&st, device)) {
                     busy += 1;
+                } else {
+                    unsure.push((name, st));
                 }
             }
         }
     }
+    if !unsure.is_empty() {
+        let files: Vec<LockFile> =
+            unsure.iter().map(|(name, st)| LockFile::new(name.as_bytes(), st, device, false)).collect();
+        let found = openers(&files);
+        busy += files.iter().zip(&found).filter(|(file, o)| lockers(file, o, &locks).held()).count();
+    }
     Some(busy)
 }
 
-/// How many processes wait in `flock(2)` on the queue file `queue`.
+/// How many processes wait in `flock(2)` on the queue file `queue`, as far
+/// as this process can see.
 pub fn queued_behind(queue: &OwnedFd) -> usize {
-    let Ok(st) = rustix::fs::fstat(queue) else { return 0 };
-    let key = file_key(st.st_dev, st.st_ino);
-    read_locks().iter().filter(|l| l.flock && l.blocked && l.key() == key).count()
+    let Some(key) = fd_key(queue.as_fd()) else { return 0 };
+    let locks = read_locks();
+    if listed_held(&locks, key) {
+        // Its head is listed, and so is everyone blocked behind it (0 for
+        // those this PID namespace cannot see).
+        return locks.iter().filter(|l| l.flock && l.blocked && l.key() == key).count();
+    }
+    // The head is not listed (outside this PID namespace): count the
+    // waiters that can be seen.
+    let (Ok(st), Some(link)) = (rustix::fs::fstat(queue), own_link(queue)) else { return 0 };
+    let name = link.rsplit(|&b| b == b'/').next().unwrap_or(&link);
+    let file = LockFile::new(name, &st, Some((key.0, key.1)), true);
+    let me = i64::from(rustix::process::getpid().as_raw_nonzero().get());
+    openers(&[file])[0].iter().filter(|o| o.blocked && o.pid != me).count()
+}
+
+/// Where one of this process's descriptors points.
+fn own_link(fd: &OwnedFd) -> Option<Vec<u8>> {
+    let path = alloc::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    rustix::fs::readlink(path, Vec::new()).ok().map(alloc::ffi::CString::into_bytes)
+}
+
+/// What the line says of the busy slots.
+fn busy_text(busy: Option<usize>, total: usize) -> String {
+    match busy {
+        Some(n) if n < total && !host_pid_namespace() => {
+            format!("{n} of {total} slots busy as seen from this PID namespace")
+        }
+        Some(n) => format!("{n} of {total} slots busy"),
+        None => format!("{total} slots, busy ones not counted"),
+    }
 }
 
 impl Telemetry {
@@ -87,10 +144,14 @@ impl Telemetry {
         }
         self.announced = true;
         let total = pool.ids.len().saturating_mul(slots as usize);
-        let busy = match busy_slots(dir_fd, pool, slots, prefix) {
-            Some(n) => format!("{n} of {total} slots busy"),
-            None => format!("{total} slots, busy ones not counted"),
-        };
+        let mut busy = busy_slots(dir_fd, pool, slots, prefix);
+        if matches!(place, Place::Head | Place::NoQueue) {
+            // It has just found no free block of `needed` GPUs: at each
+            // slot, every run of `needed` GPUs has a busy one.
+            let proven = (slots as usize).saturating_mul(pool.ids.len() / needed.max(1));
+            busy = busy.map(|n| n.max(proven));
+        }
+        let busy = busy_text(busy, total);
         let place = match place {
             Place::Head => "first in the queue".to_string(),
             Place::Behind(0) => "second in the queue".to_string(),

@@ -1,0 +1,244 @@
+//! What `--status` found ([`crate::report::status`] finds it) and its two
+//! outputs: a table for people (readable in 100 columns while commands are
+//! short) and one JSON object (its keys are documented in `status`).
+
+use crate::prelude::*;
+use crate::report::json;
+use crate::slots::proclocks::{ProcessInfo, rfc3339};
+use crate::slots::request::gpus_needed;
+use crate::sys::clock::SystemTime;
+use core::fmt::Write as _;
+use wrapper_common::diag::Bytes;
+
+/// One slot. Paths are the bytes they are (no NUL), as the kernel has them.
+pub struct Slot {
+    pub file: Vec<u8>,
+    pub profile: &'static str,
+    pub gpu: String,
+    pub slot: u32,
+    pub file_exists: bool,
+    pub configured: bool,
+    /// Visible holders first, then one hidden entry (pid 0) per holder
+    /// that cannot be seen.
+    pub holders: Vec<ProcessInfo>,
+    pub since: Option<SystemTime>,
+}
+
+/// A process that holds or waits for a queue file, or waits for a lock file.
+pub struct Waiter {
+    pub process: ProcessInfo,
+    /// `head` (holds a queue), `queued` (blocked on a queue), `blocked` (on a lock file).
+    pub position: &'static str,
+    pub file: Vec<u8>,
+}
+
+/// Everything `--status` shows.
+pub struct Report {
+    pub lock_dir: Vec<u8>,
+    /// False when the directory does not exist (yet): the first wrapper
+    /// that takes a slot creates it, so that is a host where none has.
+    pub exists: bool,
+    pub slots: Vec<Slot>,
+    pub waiters: Vec<Waiter>,
+    /// Whether `/proc` shows the host's PID namespace (see
+    /// [`crate::slots::holders::host_pid_namespace`]): else a slot held from outside, with nobody
+    /// here waiting for it, is listed as free.
+    pub host_namespace: bool,
+}
+
+/// What a waiter asks for, from its arguments (`--num_processes` and
+/// `--gpus_per_process`, as the wrapper reads them).
+pub fn needs(p: &ProcessInfo) -> Option<u64> {
+    (!p.args.is_empty()).then(|| gpus_needed(p.args.iter().skip(1).map(Vec::as_slice)))
+}
+
+/// A process state letter in words (`None`: hidden).
+pub fn state_name(state: Option<char>) -> Option<String> {
+    Some(
+        match state? {
+            'R' => "running",
+            'S' => "sleeping",
+            'D' => "disk-sleep",
+            'T' => "stopped",
+            't' => "traced",
+            'Z' => "zombie",
+            'I' => "idle",
+            'X' | 'x' => "dead",
+            other => return Some(other.to_string()),
+        }
+        .to_string(),
+    )
+}
+
+/// Most holders of one slot listed in the text (a test's children share
+/// its lock); the JSON lists every one.
+const MAX_HOLDER_ROWS: usize = 4;
+
+fn pid_text(p: &ProcessInfo) -> String {
+    match &p.command {
+        Some(_) => p.pid.to_string(),
+        None if p.pid > 0 => format!("{} (hidden)", p.pid),
+        None => "hidden".to_string(),
+    }
+}
+
+fn state_text(p: &ProcessInfo) -> String {
+    state_name(p.state).unwrap_or_else(|| "-".to_string())
+}
+
+fn time_text(t: Option<SystemTime>) -> String {
+    match t {
+        Some(t) => {
+            let ago = SystemTime::now().duration_since(t).map_or(0, |d| d.as_secs());
+            format!("{} ({ago} s ago)", rfc3339(t))
+        }
+        None => "-".to_string(),
+    }
+}
+
+fn command_text(p: &ProcessInfo) -> &str {
+    p.command.as_deref().unwrap_or("(not visible from here: another user or PID namespace)")
+}
+
+/// The widest of `values`, at least `min`.
+fn width<'a>(min: usize, values: impl Iterator<Item = &'a str>) -> usize {
+    values.map(|v| v.chars().count()).fold(min, usize::max)
+}
+
+fn slot_rows(out: &mut String, s: &Slot, gpu_w: usize, state_w: usize, since_w: usize) {
+    let lead = format!("{:<8} {:<gpu_w$} {:>4}", s.profile, s.gpu, s.slot);
+    if s.holders.is_empty() {
+        let _ = writeln!(out, "{lead}  free");
+        return;
+    }
+    let since = time_text(s.since);
+    for h in s.holders.iter().take(MAX_HOLDER_ROWS) {
+        let (pid, state) = (pid_text(h), state_text(h));
+        let _ = writeln!(out, "{lead}  held  {pid:<12} {state:<state_w$} {since:<since_w$} {}", command_text(h));
+    }
+    if s.holders.len() > MAX_HOLDER_ROWS {
+        let more = s.holders.len() - MAX_HOLDER_ROWS;
+        let _ = writeln!(out, "{lead}  held  and {more} more process(es) (--status=json lists every one)");
+    }
+}
+
+pub fn text(r: &Report) -> String {
+    let held = r.slots.iter().filter(|s| !s.holders.is_empty()).count();
+    let mut out = if r.exists {
+        format!(
+            "lock dir {}: {} slot(s), {held} held, {} waiting\n",
+            Bytes(&r.lock_dir),
+            r.slots.len(),
+            r.waiters.len()
+        )
+    } else {
+        format!(
+            "lock dir {}: does not exist (no test has taken a slot there yet): {} slot(s), 0 held, 0 waiting\n",
+            Bytes(&r.lock_dir),
+            r.slots.len()
+        )
+    };
+    if r.exists && !r.host_namespace && !r.slots.is_empty() {
+        out.push_str(
+            "note: no kernel threads in /proc (a PID namespace of its own?): a slot held from outside it,\n      \
+             with nobody here waiting for it, cannot be told from a free one\n",
+        );
+    }
+    let holders = || r.slots.iter().flat_map(|s| s.holders.iter().take(MAX_HOLDER_ROWS));
+    let gpu_w = width(3, r.slots.iter().map(|s| s.gpu.as_str()));
+    let states: Vec<String> = holders().chain(r.waiters.iter().map(|w| &w.process)).map(state_text).collect();
+    let state_w = width(7, states.iter().map(String::as_str));
+    let sinces: Vec<String> = r.slots.iter().map(|s| time_text(s.since)).collect();
+    let since_w = width(5, sinces.iter().map(String::as_str));
+    if !r.slots.is_empty() {
+        let _ = writeln!(
+            out,
+            "{:<8} {:<gpu_w$} {:>4}  {:<5} {:<12} {:<state_w$} {:<since_w$} COMMAND",
+            "PROFILE", "GPU", "SLOT", "STATE", "PID", "PROCESS", "SINCE"
+        );
+    }
+    let any_configured = r.slots.iter().any(|s| s.configured);
+    let mut others_said = false;
+    for s in &r.slots {
+        if any_configured && !s.configured && !others_said {
+            others_said = true;
+            out.push_str("other lock files in the directory (not slots of these settings):\n");
+        }
+        slot_rows(&mut out, s, gpu_w, state_w, since_w);
+    }
+    if !r.waiters.is_empty() {
+        let started: Vec<String> = r.waiters.iter().map(|w| time_text(w.process.started)).collect();
+        let started_w = width(7, started.iter().map(String::as_str));
+        out.push_str("waiting:\n");
+        let _ = writeln!(
+            out,
+            "{:<8} {:<12} {:<state_w$} {:<10} {:<started_w$} COMMAND",
+            "POSITION", "PID", "PROCESS", "NEEDS", "STARTED"
+        );
+        for (w, started) in r.waiters.iter().zip(&started) {
+            let needs = needs(&w.process).map_or("-".to_string(), |n| format!("{n} GPU(s)"));
+            let _ = writeln!(
+                out,
+                "{:<8} {:<12} {:<state_w$} {needs:<10} {started:<started_w$} {}",
+                w.position,
+                pid_text(&w.process),
+                state_text(&w.process),
+                command_text(&w.process)
+            );
+        }
+    }
+    out
+}
+
+fn time_json(t: Option<SystemTime>) -> String {
+    json::opt_string(t.map(rfc3339).as_deref().map(str::as_bytes))
+}
+
+fn process_json(p: &ProcessInfo) -> Vec<(&'static str, String)> {
+    vec![
+        ("pid", p.pid.max(0).to_string()),
+        ("visible", p.command.is_some().to_string()),
+        ("command", json::opt_string(p.command.as_deref().map(str::as_bytes))),
+        ("started", time_json(p.started)),
+        ("state", json::opt_string(state_name(p.state).as_deref().map(str::as_bytes))),
+    ]
+}
+
+pub fn json(r: &Report) -> String {
+    let path = |p: &[u8]| json::string(p);
+    let slots: Vec<String> = r
+        .slots
+        .iter()
+        .map(|s| {
+            let holders: Vec<String> = s.holders.iter().map(|h| json::object(&process_json(h))).collect();
+            json::object(&[
+                ("file", path(&s.file)),
+                ("profile", json::string(s.profile.as_bytes())),
+                ("gpu", json::string(s.gpu.as_bytes())),
+                ("slot", s.slot.to_string()),
+                ("held", (!s.holders.is_empty()).to_string()),
+                ("holders", json::array(&holders)),
+                ("since", time_json(s.since)),
+                ("file_exists", s.file_exists.to_string()),
+                ("configured", s.configured.to_string()),
+            ])
+        })
+        .collect();
+    let waiters: Vec<String> = r
+        .waiters
+        .iter()
+        .map(|w| {
+            let mut fields = process_json(&w.process);
+            fields.push(("position", json::string(w.position.as_bytes())));
+            fields.push(("file", path(&w.file)));
+            fields.push(("needs", json::opt_number(needs(&w.process))));
+            json::object(&fields)
+        })
+        .collect();
+    json::object(&[
+        ("lock_dir", path(&r.lock_dir)),
+        ("slots", json::array(&slots)),
+        ("waiters", json::array(&waiters)),
+        ("exists", r.exists.to_string()),
+    ]) + "\n"
+}

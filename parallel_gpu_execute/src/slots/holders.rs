@@ -1,0 +1,394 @@
+//! Who holds and who waits for a lock file, found as `lsof` finds it: the
+//! processes that have the file open (`/proc/<pid>/fd/*`), and among them
+//! those whose open file holds the lock (a `lock:` line in
+//! `/proc/<pid>/fdinfo/<fd>`), or who sleep in `flock(2)` on it
+//! (`/proc/<pid>/task/*/syscall`), checked against `/proc/locks`. Reads
+//! `/proc` only; takes no lock and opens no lock file.
+//!
+//! Why not `/proc/locks` alone: it names the process that *took* a lock,
+//! which may have exited while the lock lives on in another process that
+//! shares the open file. The classic scripts lock with `flock -n "$fd"`, a
+//! child that exits at once; a test may fork and exit, leaving the lock to
+//! its child. That PID is dead, and once reused it names an unrelated
+//! process. A `/proc/locks` PID is therefore believed only when that
+//! process has the file open and holds the lock through it.
+//!
+//! And `/proc/locks` leaves out, in a PID namespace other than the host's,
+//! every lock whose taker it cannot see (an exited one included) together
+//! with everyone blocked on it. What the fd scan finds fills that gap for
+//! the processes this namespace can see. A holder that nothing visible
+//! proves (held from outside the namespace, with nobody inside waiting for
+//! it) cannot be told from a free slot without taking the lock, and is not
+//! reported.
+//!
+//! `stat` and `/proc/locks` name a file's device differently on btrfs (a
+//! subvolume's anonymous device against the superblock's) and may on
+//! overlayfs: a file is matched to the fd links by `stat`'s device and
+//! inode on both sides, and to `/proc/locks` by the device of its mount
+//! (`/proc/self/mountinfo`), which is the superblock's, as `/proc/locks`
+//! prints it.
+
+use crate::prelude::*;
+use crate::slots::proclocks::{LockEntry, parse_line};
+use crate::sys::dirs::{for_each_entry, open_dir, open_dir_at, read_file};
+use alloc::collections::BTreeMap;
+use alloc::ffi::CString;
+use core::ffi::CStr;
+use core::mem::MaybeUninit;
+use core::ops::ControlFlow;
+use rustix::fd::{AsFd, AsRawFd, BorrowedFd};
+use rustix::fs::{AtFlags, Stat};
+
+/// A file's identity as `/proc/locks` writes it: major, minor, inode.
+pub type LockKey = (u32, u32, u64);
+
+/// One lock (or queue) file to look for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockFile<'a> {
+    /// Its name in the lock directory: what the links in `/proc/<pid>/fd`
+    /// end with.
+    pub name: &'a [u8],
+    /// `st_dev` and `st_ino`, as `stat` gives them for the path and for the
+    /// fd links alike.
+    pub dev: u64,
+    pub ino: u64,
+    /// As `/proc/locks` names it.
+    pub key: LockKey,
+    /// A queue file: what a process blocked in `flock(2)` most likely waits
+    /// for when it cannot be told on which descriptor.
+    pub queue: bool,
+}
+
+impl<'a> LockFile<'a> {
+    /// `name`, as `stat` found it, in a directory whose mount has the
+    /// device `device` ([`mount_device`]; `None`: `stat`'s own).
+    pub fn new(name: &'a [u8], st: &Stat, device: Option<(u32, u32)>, queue: bool) -> LockFile<'a> {
+        LockFile { name, dev: st.st_dev, ino: st.st_ino, key: key_of(st, device), queue }
+    }
+}
+
+/// The `/proc/locks` key of a file that `stat` gave `st`, on a mount with
+/// the device `device`.
+pub fn key_of(st: &Stat, device: Option<(u32, u32)>) -> LockKey {
+    let (major, minor) = device.unwrap_or((libc::major(st.st_dev), libc::minor(st.st_dev)));
+    (major, minor, st.st_ino)
+}
+
+/// A process that has the file open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opener {
+    pub pid: i64,
+    /// Its open file holds the lock (it shares it with whoever else has
+    /// that open file: a fork, the process that took the lock).
+    pub holds: bool,
+    /// The PID in that lock's line: the process that took it (0 when it
+    /// cannot be seen or has exited, in a PID namespace).
+    pub taker: Option<i64>,
+    /// It sleeps in `flock(2)` on the file.
+    pub blocked: bool,
+}
+
+/// Who holds a file's lock and who waits for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lockers {
+    /// The processes that hold it: the one that took it first when it still
+    /// does, then the others, as found.
+    pub holders: Vec<i64>,
+    /// The first of `holders` is the process that took the lock.
+    pub taker_holds: bool,
+    /// Holders that cannot be seen (another user's processes when not
+    /// root, another PID namespace): one for each lock that no visible
+    /// holder accounts for.
+    pub hidden_holders: usize,
+    /// The processes blocked on it; 0 for one that cannot be seen.
+    pub waiters: Vec<i64>,
+}
+
+impl Lockers {
+    /// Whether anything shows that the lock is held.
+    pub fn held(&self) -> bool {
+        !self.holders.is_empty() || self.hidden_holders > 0
+    }
+}
+
+/// What `/proc/locks` and the processes that have `file` open say about it.
+pub fn lockers(file: &LockFile, openers: &[Opener], locks: &[LockEntry]) -> Lockers {
+    let on_file = || locks.iter().filter(|l| l.flock && l.key() == file.key);
+    let mut holders: Vec<i64> = Vec::new();
+    let mut taker_holds = false;
+    for o in openers.iter().filter(|o| o.holds) {
+        if o.taker == Some(o.pid) && !taker_holds {
+            taker_holds = true;
+            holders.insert(0, o.pid);
+        } else {
+            holders.push(o.pid);
+        }
+    }
+    // A lock that /proc/locks lists and no visible holder took: held by
+    // someone this process cannot see.
+    let mut hidden_holders =
+        on_file().filter(|l| !l.blocked && !openers.iter().any(|o| o.holds && o.taker == Some(l.pid))).count();
+    let listed = on_file().any(|l| !l.blocked);
+    if !listed && holders.is_empty() && openers.iter().any(|o| o.blocked) {
+        // Someone waits, so someone holds it, unseen.
+        hidden_holders = 1;
+    }
+    let mut waiters: Vec<i64> = on_file().filter(|l| l.blocked).map(|l| l.pid.max(0)).collect();
+    for o in openers.iter().filter(|o| o.blocked) {
+        if !waiters.contains(&o.pid) {
+            waiters.push(o.pid);
+        }
+    }
+    Lockers { holders, taker_holds, hidden_holders, waiters }
+}
+
+fn pid_of(name: &[u8]) -> Option<i64> {
+    let text = core::str::from_utf8(name).ok()?;
+    text.bytes().all(|b| b.is_ascii_digit()).then(|| text.parse().ok()).flatten()
+}
+
+fn cstring(text: String) -> CString {
+    CString::new(text).unwrap_or_default()
+}
+
+/// The first value of a `key:\tvalue` line of a `/proc` file.
+fn field<'t>(text: &'t str, key: &str) -> Option<&'t str> {
+    text.lines().find_map(|l| l.strip_prefix(key)).map(str::trim)
+}
+
+/// The device of the mount that `fd` is on, as `/proc/self/mountinfo`
+/// writes it: the superblock's, which `/proc/locks` prints.
+pub fn mount_device(fd: BorrowedFd) -> Option<(u32, u32)> {
+    let info = read_file(&cstring(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())))?;
+    let info = String::from_utf8(info).ok()?;
+    let mount = field(&info, "mnt_id:")?;
+    let mountinfo = String::from_utf8(read_file(c"/proc/self/mountinfo")?).ok()?;
+    let line = mountinfo.lines().find(|l| l.split(' ').next() == Some(mount))?;
+    let (major, minor) = line.split(' ').nth(2)?.split_once(':')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+/// The `/proc/locks` key of an open file of this process.
+pub fn fd_key(fd: BorrowedFd) -> Option<LockKey> {
+    let st = rustix::fs::fstat(fd).ok()?;
+    Some(key_of(&st, mount_device(fd)))
+}
+
+/// Whether this process sees the host's PID namespace (and so every lock
+/// in `/proc/locks`): pid 2 is the kernel's `kthreadd`, whose parent is 0.
+/// In a PID namespace of its own, only its first process has a parent
+/// outside (shown as 0).
+pub fn host_pid_namespace() -> bool {
+    let Some(stat) = read_file(c"/proc/2/stat").and_then(|s| String::from_utf8(s).ok()) else { return false };
+    let rest = stat.rfind(')').map_or("", |at| &stat[at + 1..]);
+    rest.split_ascii_whitespace().nth(1) == Some("0")
+}
+
+/// The descriptor of a `syscall` line that says `flock(fd, ...)` without
+/// `LOCK_NB`: a thread asleep waiting for that lock.
+fn flock_fd(line: &str) -> Option<i64> {
+    let mut words = line.split_ascii_whitespace();
+    let hex = |w: Option<&str>| w.and_then(|w| w.strip_prefix("0x")).and_then(|h| i64::from_str_radix(h, 16).ok());
+    let nr: libc::c_long = words.next()?.parse().ok()?;
+    let (fd, op) = (hex(words.next())?, hex(words.next())?);
+    (nr == libc::SYS_flock && op & i64::from(libc::LOCK_NB) == 0).then_some(fd)
+}
+
+/// How a process sleeps, per thread: in `flock(2)` on which descriptor,
+/// or (when `syscall` cannot be read) in a lock wait on one not known.
+#[derive(Default)]
+struct Sleep {
+    /// `syscall` was read for every thread.
+    exact: bool,
+    fds: Vec<i64>,
+    in_lock_wait: bool,
+}
+
+fn sleep_of(proc_dir: BorrowedFd, pid: i64) -> Sleep {
+    let mut sleep = Sleep { exact: true, ..Sleep::default() };
+    let Ok(tasks) = open_dir_at(proc_dir, &cstring(format!("{pid}/task"))) else { return Sleep::default() };
+    let _ = for_each_entry(&tasks, |tid, _| {
+        let Some(tid) = pid_of(tid.to_bytes()) else { return ControlFlow::<()>::Continue(()) };
+        let text = |file: &str| {
+            read_file(&cstring(format!("/proc/{pid}/task/{tid}/{file}"))).and_then(|t| String::from_utf8(t).ok())
+        };
+        match text("syscall") {
+            Some(line) => sleep.fds.extend(flock_fd(&line)),
+            None => {
+                sleep.exact = false;
+                // Readable where `syscall` is not (it needs ptrace access).
+                let wchan = text("wchan").unwrap_or_default();
+                sleep.in_lock_wait |= wchan.contains("lock_inode_wait") || wchan.contains("lock_file_wait");
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    sleep
+}
+
+/// A descriptor of one process that refers to one of the files.
+struct Found {
+    file: usize,
+    fd: i64,
+    holds: bool,
+    taker: Option<i64>,
+}
+
+/// The held lock of `file` that `/proc/<pid>/fdinfo/<fd>` shows, and its PID.
+fn held_through(pid: i64, fd: &CStr, file: &LockFile) -> Option<i64> {
+    let info = read_file(&cstring(format!("/proc/{pid}/fdinfo/{}", fd.to_str().ok()?)))?;
+    let info = String::from_utf8(info).ok()?;
+    info.lines()
+        .filter_map(|l| l.strip_prefix("lock:"))
+        .filter_map(|l| parse_line(l.trim_start()))
+        .find(|l| l.flock && !l.blocked && l.inode == file.key.2)
+        .map(|l| l.pid)
+}
+
+/// The descriptors of `pid` that refer to `files`.
+fn descriptors(
+    proc_dir: BorrowedFd,
+    pid: i64,
+    files: &[LockFile],
+    by_name: &BTreeMap<&[u8], Vec<usize>>,
+) -> Vec<Found> {
+    let mut found = Vec::new();
+    let Ok(fd_dir) = open_dir_at(proc_dir, &cstring(format!("{pid}/fd"))) else { return found };
+    let _ = for_each_entry(&fd_dir, |fd_name, _| {
+        let mut buf = [MaybeUninit::<u8>::uninit(); 512];
+        let Ok((link, _)) = rustix::fs::readlinkat_raw(&fd_dir, fd_name, &mut buf[..]) else {
+            return ControlFlow::<()>::Continue(());
+        };
+        // Pipes, sockets and the like have no '/' in their links.
+        let Some(at) = link.iter().rposition(|&b| b == b'/') else { return ControlFlow::Continue(()) };
+        let Some(candidates) = by_name.get(&link[at + 1..]) else { return ControlFlow::Continue(()) };
+        // Through the link, stat gives the device and inode that stat of
+        // the path gives, on every file system.
+        let Ok(st) = rustix::fs::statat(&fd_dir, fd_name, AtFlags::empty()) else { return ControlFlow::Continue(()) };
+        let Some(fd) = pid_of(fd_name.to_bytes()) else { return ControlFlow::Continue(()) };
+        for &i in candidates {
+            if files[i].dev == st.st_dev && files[i].ino == st.st_ino {
+                let taker = held_through(pid, fd_name, &files[i]);
+                found.push(Found { file: i, fd, holds: taker.is_some(), taker });
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    found
+}
+
+/// For each of `files`, the processes that have it open, as far as this
+/// process may read their descriptors (its own user's, or everyone's as
+/// root).
+pub fn openers(files: &[LockFile]) -> Vec<Vec<Opener>> {
+    let mut out: Vec<Vec<Opener>> = files.iter().map(|_| Vec::new()).collect();
+    let mut by_name: BTreeMap<&[u8], Vec<usize>> = BTreeMap::new();
+    for (i, f) in files.iter().enumerate() {
+        by_name.entry(f.name).or_default().push(i);
+    }
+    if by_name.is_empty() {
+        return out;
+    }
+    let Ok(proc_dir) = open_dir(c"/proc") else { return out };
+    let _ = for_each_entry(&proc_dir, |entry, _| {
+        let Some(pid) = pid_of(entry.to_bytes()) else { return ControlFlow::<()>::Continue(()) };
+        let found = descriptors(proc_dir.as_fd(), pid, files, &by_name);
+        if found.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        let sleep = sleep_of(proc_dir.as_fd(), pid);
+        // Without `syscall`, a lock wait is put on the one file it can be:
+        // the only one not held, or else the only queue file.
+        let waiting: Vec<&Found> = found.iter().filter(|f| !f.holds).collect();
+        let guess = match waiting.as_slice() {
+            [one] => Some(one.file),
+            many => {
+                let queues: Vec<&&Found> = many.iter().filter(|f| files[f.file].queue).collect();
+                if let [one] = queues.as_slice() { Some(one.file) } else { None }
+            }
+        };
+        for f in &found {
+            let blocked =
+                !f.holds && (sleep.fds.contains(&f.fd) || !sleep.exact && sleep.in_lock_wait && guess == Some(f.file));
+            let list = &mut out[f.file];
+            match list.iter_mut().find(|o| o.pid == pid) {
+                Some(o) => {
+                    o.holds |= f.holds;
+                    o.taker = o.taker.or(f.taker);
+                    o.blocked |= blocked;
+                }
+                None => list.push(Opener { pid, holds: f.holds, taker: f.taker, blocked }),
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(pid: i64, blocked: bool) -> LockEntry {
+        LockEntry { blocked, flock: true, pid, major: 0, minor: 40, inode: 258 }
+    }
+
+    const FILE: LockFile = LockFile { name: b"gpulock0_0", dev: 42, ino: 258, key: (0, 40, 258), queue: false };
+
+    fn opener(pid: i64, holds: bool, taker: Option<i64>, blocked: bool) -> Opener {
+        Opener { pid, holds, taker, blocked }
+    }
+
+    #[test]
+    fn a_dead_taker_is_not_named_and_the_processes_that_hold_the_lock_are() {
+        // The classic script: the flock child (100) has exited, the shell
+        // (90) holds the lock, its `sleep` (95) shares it.
+        let openers = [opener(95, true, Some(100), false), opener(90, true, Some(100), false)];
+        let l = lockers(&FILE, &openers, &[entry(100, false)]);
+        assert_eq!(l, Lockers { holders: vec![95, 90], taker_holds: false, hidden_holders: 0, waiters: vec![] });
+        // The taker still holding it comes first.
+        let openers = [opener(95, true, Some(90), false), opener(90, true, Some(90), false)];
+        let l = lockers(&FILE, &openers, &[entry(90, false)]);
+        assert_eq!((l.holders, l.taker_holds), (vec![90, 95], true));
+    }
+
+    #[test]
+    fn what_cannot_be_seen_is_hidden_never_dropped() {
+        // Listed, but nobody visible holds it (another user's process).
+        let l = lockers(&FILE, &[], &[entry(77, false), entry(78, true), entry(0, true)]);
+        assert_eq!(l, Lockers { holders: vec![], taker_holds: false, hidden_holders: 1, waiters: vec![78, 0] });
+        assert!(l.held());
+        // Not listed (its taker is outside this PID namespace), but a
+        // visible process sleeps in flock on it.
+        let l = lockers(&FILE, &[opener(5, false, None, true), opener(6, false, None, false)], &[]);
+        assert_eq!(l, Lockers { holders: vec![], taker_holds: false, hidden_holders: 1, waiters: vec![5] });
+        // Open, neither held nor waited for: free.
+        let l = lockers(&FILE, &[opener(6, false, None, false)], &[]);
+        assert!(!l.held() && l.waiters.is_empty());
+        // Entries of other files do not count.
+        let other = LockEntry { inode: 259, ..entry(7, false) };
+        assert!(!lockers(&FILE, &[], &[other]).held());
+    }
+
+    #[test]
+    fn flock_system_calls() {
+        let nr = libc::SYS_flock;
+        assert_eq!(flock_fd(&format!("{nr} 0x3 0x2 0x0 0x1b6 0x7ffe 0x0 0x7ffe 0x7f3a")), Some(3));
+        assert_eq!(flock_fd(&format!("{nr} 0xa 0x1 0x0")), Some(10), "LOCK_SH");
+        assert_eq!(flock_fd(&format!("{nr} 0x3 0x6 0x0 0x1b6 0x7ffe 0x0 0x7ffe 0x7f3a")), None, "LOCK_NB");
+        assert_eq!(flock_fd("running"), None);
+        assert_eq!(flock_fd("-1 0x7ffe 0x7f3a"), None, "blocked, not in a system call");
+        assert_eq!(flock_fd("7 0x3 0x2 0x0"), None, "another system call");
+    }
+
+    #[test]
+    fn this_process_is_in_the_host_namespace_or_not_and_its_descriptors_have_keys() {
+        let dir = rustix::fs::open(c"/proc", rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY, 0.into());
+        let dir = dir.unwrap();
+        let (major, minor, _) = fd_key(dir.as_fd()).unwrap();
+        let st = rustix::fs::fstat(&dir).unwrap();
+        // /proc is not btrfs: both views agree.
+        assert_eq!((major, minor), (libc::major(st.st_dev), libc::minor(st.st_dev)));
+        let _ = host_pid_namespace();
+    }
+}

@@ -1,0 +1,584 @@
+//! `--status` on the hosts operators meet: the process that really holds a
+//! slot (a classic script's shell, not its exited `flock -n` child; the
+//! child of a test that forked and exited), every slot of the settings,
+//! stopped waiters, when a slot was granted, btrfs, PID namespaces, and
+//! that `--status` takes no lock.
+//!
+//! The tests wait for locks by reading `/proc/locks` and `/proc/<pid>`,
+//! never by trying a lock themselves: a try at the wrong instant would make
+//! a classic script's `flock -n` fail.
+
+mod common;
+
+use common::{BIN, Fixture};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use test_support::{Cmd, Output, Running, hold_lock, wait_until};
+
+/// The inode of `path` as `/proc/locks` ends its device field with.
+fn inode(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| m.ino())
+}
+
+/// `/proc/locks` lines on `path`'s inode (on any device), held ones and
+/// blocked ones; by inode alone, as the device differs on btrfs.
+fn proc_locks(path: &Path) -> (Vec<i64>, usize) {
+    let Some(ino) = inode(path) else { return (Vec::new(), 0) };
+    let text = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    let (mut held, mut blocked) = (Vec::new(), 0);
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (pid, dev) = if words.get(1) == Some(&"->") { (words[5], words[6]) } else { (words[4], words[5]) };
+        if dev.rsplit(':').next() != Some(&ino.to_string()) {
+            continue;
+        }
+        if words.get(1) == Some(&"->") {
+            blocked += 1;
+        } else {
+            held.push(pid.parse().unwrap_or(0));
+        }
+    }
+    (held, blocked)
+}
+
+fn listed_held(path: &Path) -> bool {
+    !proc_locks(path).0.is_empty()
+}
+
+/// Whether `pid` sleeps in `flock(2)` (read from `/proc`, as root or as
+/// its parent may).
+fn in_flock(pid: i32) -> bool {
+    let line = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+    line.split_whitespace().next() == Some(&libc::SYS_flock.to_string())
+}
+
+fn state_of(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].split_whitespace().next()?.chars().next()
+}
+
+/// The object of the slot whose lock file is `file`, in `--status=json`.
+#[track_caller]
+fn slot_json<'a>(out: &'a Output, file: &Path) -> &'a str {
+    let key = format!("{{\"file\": \"{}\", ", file.display());
+    let at = out.stdout.find(&key).unwrap_or_else(|| panic!("no slot {}\n{}", file.display(), out.explain()));
+    let rest = &out.stdout[at..];
+    let last = rest.find("\"configured\": ").unwrap();
+    &rest[..last + rest[last..].find('}').unwrap() + 1]
+}
+
+/// The waiters' array of `--status=json`.
+fn waiters_json(out: &Output) -> &str {
+    let at = out.stdout.find("\"waiters\": [").unwrap_or_else(|| panic!("{}", out.explain()));
+    &out.stdout[at..]
+}
+
+/// The value of `"key": "…"` at its first place in `text`.
+fn string_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let at = text.find(&format!("\"{key}\": \""))? + key.len() + 5;
+    Some(&text[at..at + text[at..].find('"')?])
+}
+
+/// Seconds since the epoch of `YYYY-MM-DDTHH:MM:SSZ`.
+fn epoch_seconds(iso: &str) -> i64 {
+    let n = |r: std::ops::Range<usize>| iso[r].parse::<i64>().unwrap();
+    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+    let (y, m) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + d - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)
+}
+
+fn status(f: &Fixture, gpus: u32, slots: u32, format: &str) -> Output {
+    let out = f
+        .cmd()
+        .env("TF_GPU_COUNT", gpus.to_string())
+        .env("TF_TESTS_PER_GPU", slots.to_string())
+        .arg(format!("--status={format}"))
+        .run();
+    out.assert_success();
+    out
+}
+
+/// The classic script's way of holding a slot: `exec {fd}>file` (which
+/// truncates it), `flock -n` in a child that exits at once, then the work,
+/// here `sleep` (a child, which inherits the descriptor) and `true` (so
+/// that the shell stays and does not exec the sleep).
+fn classic_holder(file: &Path, before: &str) -> Running {
+    let script = format!("{before}exec {{fd}}>\"$0\"; flock -n $fd || exit 9; sleep 30; true");
+    let mut c = Cmd::new("/bin/bash");
+    c.args(["-c", &script]).arg(file).own_process_group();
+    c.spawn()
+}
+
+fn stop(mut p: Running) {
+    p.signal_group(libc::SIGKILL);
+    let _ = p.has_exited();
+    p.wait();
+}
+
+#[test]
+fn a_classic_script_holder_is_its_shell_not_the_exited_flock_child() {
+    let f = Fixture::new("status-classic");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let shell = classic_holder(&f.lock("1", 0), "");
+    assert!(wait_until(Duration::from_secs(10), || listed_held(&f.lock("1", 0))), "the script never locked");
+    // The kernel names the flock child, which has exited.
+    let taker = proc_locks(&f.lock("1", 0)).0[0];
+    assert_ne!(taker, i64::from(shell.pid()));
+    assert!(wait_until(Duration::from_secs(5), || !Path::new(&format!("/proc/{taker}")).exists()));
+
+    let out = status(&f, 2, 1, "json");
+    let slot = slot_json(&out, &f.lock("1", 0));
+    // Its shell first (the oldest holder), then the sleep that shares the lock.
+    assert!(
+        slot.contains(&format!("\"held\": true, \"holders\": [{{\"pid\": {}, \"visible\": true, ", shell.pid())),
+        "the shell holds it\n{}",
+        out.explain()
+    );
+    assert!(slot.contains("\"command\": \"sleep 30\""), "its sleep shares the lock\n{}", out.explain());
+    assert!(!out.stdout.contains(&format!("\"pid\": {taker},")), "the exited taker is named\n{}", out.explain());
+    assert!(!out.stdout.contains("\"visible\": false"), "nothing here is hidden\n{}", out.explain());
+
+    let text = status(&f, 2, 1, "text");
+    let row = text.stdout.lines().find(|l| l.starts_with("xla      1 ")).unwrap();
+    assert!(row.contains(&format!(" held  {:<12} sleeping ", shell.pid())), "{}", text.explain());
+    stop(shell);
+}
+
+#[test]
+fn a_test_that_forked_and_exited_leaves_its_child_named_as_the_holder() {
+    let mut f = Fixture::new("status-forked");
+    f.runfiles.add("ws/pkg/fork_test", "#!/bin/sh\nsleep 30 </dev/null >/dev/null 2>&1 &\necho child=$!\n", true);
+    let out = f.cmd().env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").arg("./pkg/fork_test").run();
+    out.assert_success();
+    let child: i32 = out.stdout.trim().strip_prefix("child=").and_then(|p| p.parse().ok()).unwrap();
+    // The wrapper, which took the lock and became the test, has exited.
+    assert!(listed_held(&f.lock("0", 0)), "{}", out.explain());
+
+    let st = status(&f, 1, 1, "json");
+    let slot = slot_json(&st, &f.lock("0", 0));
+    assert!(
+        slot.contains(&format!("\"holders\": [{{\"pid\": {child}, \"visible\": true, \"command\": \"sleep 30\"")),
+        "the child\n{}",
+        st.explain()
+    );
+    assert_eq!(slot.matches("\"pid\": ").count(), 1, "only the child holds it\n{}", st.explain());
+    // SAFETY: kill(2) of the sleep this test started.
+    unsafe { libc::kill(child, libc::SIGKILL) };
+}
+
+#[test]
+fn every_slot_of_the_settings_is_listed_held_or_free_then_other_lock_files() {
+    let f = Fixture::new("status-all-slots");
+    // One test ran (GPU 0 slot 0 has a lock file, free now); GPU 1 slot 1
+    // is held; two lock files are not of these settings.
+    f.cmd().env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "2").arg("./pkg/gpu_test").run().assert_success();
+    // Held by one process alone (this one's threads fork for other tests).
+    let mut lone = Cmd::new("/bin/bash");
+    lone.args(["-c", "exec 9>\"$0\"; flock -n 9 || exit 9; exec sleep 30"]).arg(f.lock("1", 1)).own_process_group();
+    let lone = lone.spawn();
+    assert!(wait_until(Duration::from_secs(10), || listed_held(&f.lock("1", 1))), "never locked");
+    test_support::write_file(f.lock("7", 0), "");
+    test_support::write_file(f.lock_dir.join("jax_accelerator_lock_0_0"), "");
+
+    let out = status(&f, 2, 2, "text");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(lines[0].ends_with(": 6 slot(s), 1 held, 0 waiting"), "{}", out.explain());
+    assert!(lines[1].starts_with("PROFILE  GPU SLOT  STATE PID "), "{}", out.explain());
+    assert_eq!(lines[2..5], ["xla      0      0  free", "xla      0      1  free", "xla      1      0  free"]);
+    assert!(lines[5].starts_with(&format!("xla      1      1  held  {:<12} ", lone.pid())), "{}", out.explain());
+    assert_eq!(
+        lines[6..],
+        [
+            "other lock files in the directory (not slots of these settings):",
+            "jax      0      0  free",
+            "xla      7      0  free"
+        ],
+        "{}",
+        out.explain()
+    );
+    // In 100 columns, with room left for a command.
+    assert!(lines.iter().filter(|l| !l.contains(" held ")).all(|l| l.len() <= 100), "{}", out.explain());
+    let command_at = lines[5].find(" ago) ").map(|at| at + " ago) ".len());
+    assert!(command_at.is_some_and(|at| at < 85), "{}", out.explain());
+
+    let json = status(&f, 2, 2, "json");
+    let free_no_file = slot_json(&json, &f.lock("0", 1));
+    assert!(
+        free_no_file.ends_with(
+            "\"held\": false, \"holders\": [], \"since\": null, \"file_exists\": false, \"configured\": true}"
+        ),
+        "{}",
+        json.explain()
+    );
+    assert!(slot_json(&json, &f.lock("0", 0)).ends_with("\"file_exists\": true, \"configured\": true}"));
+    assert!(slot_json(&json, &f.lock("7", 0)).ends_with("\"file_exists\": true, \"configured\": false}"));
+
+    // A pool variable: its GPUs, in its order.
+    let pool = f
+        .cmd()
+        .env("TF_GPU_COUNT", "4")
+        .env("TF_TESTS_PER_GPU", "1")
+        .env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm")
+        .env("ROCR_VISIBLE_DEVICES", "3,1")
+        .arg("--status")
+        .run();
+    let rows: Vec<&str> = pool.assert_success().stdout.lines().skip(2).take(2).collect();
+    assert_eq!(rows, ["xla      3      0  free", "xla      1      0  free"], "{}", pool.explain());
+    stop(lone);
+}
+
+#[test]
+fn stopped_waiters_are_shown_stopped() {
+    let f = Fixture::new("status-stopped");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let waiter = || {
+        let mut c = f.cmd();
+        c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").args(["/bin/true"]);
+        c.spawn()
+    };
+    let queue = f.lock_dir.join("gpulock.queue");
+    let head = waiter();
+    assert!(wait_until(Duration::from_secs(10), || listed_held(&queue)), "no head");
+    let queued = waiter();
+    assert!(wait_until(Duration::from_secs(10), || in_flock(queued.pid())), "the second never queued");
+    head.signal(libc::SIGSTOP);
+    queued.signal(libc::SIGSTOP);
+    for p in [&head, &queued] {
+        assert!(wait_until(Duration::from_secs(5), || state_of(p.pid()) == Some('T')), "not stopped");
+    }
+
+    let out = status(&f, 1, 1, "json");
+    let waiters = waiters_json(&out);
+    for (p, position) in [(&head, "head"), (&queued, "queued")] {
+        let at = waiters.find(&format!("{{\"pid\": {}, ", p.pid())).unwrap_or_else(|| panic!("{}", out.explain()));
+        let object = &waiters[at..at + waiters[at..].find('}').unwrap()];
+        assert!(object.contains("\"state\": \"stopped\""), "{position}\n{}", out.explain());
+        assert!(object.contains(&format!("\"position\": \"{position}\"")), "{position}\n{}", out.explain());
+    }
+    let text = status(&f, 1, 1, "text");
+    let row = text.stdout.lines().find(|l| l.starts_with("head ")).unwrap_or_else(|| panic!("{}", text.explain()));
+    assert!(row.contains(&format!(" {:<12} stopped ", head.pid())), "{}", text.explain());
+
+    head.signal(libc::SIGCONT);
+    queued.signal(libc::SIGCONT);
+    drop(held);
+    head.wait().assert_success();
+    queued.wait().assert_success();
+}
+
+#[test]
+fn since_is_when_the_slot_was_granted_not_when_its_holder_started() {
+    let f = Fixture::new("status-since");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    // A script that starts, works 2 s, then takes the slot (its truncation
+    // of the lock file is the grant time, as the wrapper's own update is).
+    let late = classic_holder(&f.lock("0", 0), "sleep 2; ");
+    assert!(wait_until(Duration::from_secs(10), || listed_held(&f.lock("0", 0))), "never locked");
+    // A lock file last written long ago, held without writing it.
+    test_support::write_file(f.lock("1", 0), "");
+    let old = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    std::fs::File::options().write(true).open(f.lock("1", 0)).unwrap().set_modified(old).unwrap();
+    let _held = hold_lock(f.lock("1", 0));
+
+    let out = status(&f, 2, 1, "json");
+    let slot = slot_json(&out, &f.lock("0", 0));
+    let since = epoch_seconds(string_field(slot, "since").unwrap_or_else(|| panic!("no since\n{}", out.explain())));
+    let started = epoch_seconds(string_field(slot, "started").unwrap());
+    assert!(since - started >= 1, "granted {since}, started {started}: the start, not the grant\n{}", out.explain());
+    assert!(slot_json(&out, &f.lock("1", 0)).contains("\"since\": null"), "a stale time is unknown\n{}", out.explain());
+    let text = status(&f, 2, 1, "text");
+    let row = text.stdout.lines().find(|l| l.starts_with("xla      1 ")).unwrap();
+    assert!(row.contains(" - "), "no grant time shown for GPU 1\n{}", text.explain());
+    stop(late);
+}
+
+/// Runs `--status` (text and JSON in turn) until `stop` is set; how many times.
+fn status_loop(f: &Fixture, stop: &std::sync::atomic::AtomicBool) -> usize {
+    let mut runs = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        status(f, 2, 1, if runs % 2 == 0 { "text" } else { "json" });
+        runs += 1;
+    }
+    runs
+}
+
+/// `--status` used to try a shared lock on lock files it found no holder
+/// for: a `--wait=0` wrapper or a classic script's `flock -n` that tried
+/// the slot in that instant saw it busy and failed (about 1 run in 3,000).
+/// It takes no lock now: tries beside a `--status` loop never fail.
+/// `STATUS_READ_ONLY_SECONDS` (default 3) sets how long each half runs.
+#[test]
+fn status_takes_no_lock_so_tries_beside_it_never_fail() {
+    use std::os::fd::AsRawFd;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let seconds: u64 = std::env::var("STATUS_READ_ONLY_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let f = Fixture::new("status-read-only");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let files: Vec<PathBuf> = [f.lock("0", 0), f.lock("1", 0), f.lock_dir.join("gpulock.queue")].into_iter().collect();
+    let open: Vec<std::fs::File> = files
+        .iter()
+        .map(|p| std::fs::File::options().read(true).write(true).create(true).truncate(false).open(p).unwrap())
+        .collect();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let looping = s.spawn(|| status_loop(&f, &stop));
+        // As `flock -n` tries: an exclusive try and a release, as fast as
+        // this process can.
+        let (start, mut tries) = (Instant::now(), 0u64);
+        while start.elapsed() < Duration::from_secs(seconds) {
+            for (file, path) in open.iter().zip(&files) {
+                // SAFETY: flock(2) on a descriptor `file` owns.
+                let got = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+                if !got {
+                    stop.store(true, Ordering::Relaxed);
+                    panic!("try {tries}: {} was busy, with only --status beside", path.display());
+                }
+                // SAFETY: as above.
+                unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+                tries += 1;
+            }
+        }
+        // And wrappers with --wait=0, one after another.
+        let (start, mut runs) = (Instant::now(), 0u64);
+        while start.elapsed() < Duration::from_secs(seconds) {
+            let out =
+                f.cmd().env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").args(["--wait=0", "/bin/true"]).run();
+            if out.code() != 0 {
+                stop.store(true, Ordering::Relaxed);
+                panic!("run {runs} failed beside --status\n{}", out.explain());
+            }
+            runs += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+        let statuses = looping.join().unwrap();
+        eprintln!("{tries} tries and {runs} --wait=0 runs beside {statuses} --status runs");
+        assert!(statuses >= 10 && runs >= 10, "too few runs to tell: {statuses} --status, {runs} wrappers");
+    });
+}
+
+/// Commands that mount need the system directories in `PATH`.
+const SBIN_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+fn system(words: &[&str]) -> Output {
+    let mut c = Cmd::new(words[0]);
+    c.env("PATH", SBIN_PATH).args(&words[1..]);
+    c.run()
+}
+
+/// A btrfs image mounted through a loop device; unmounted when dropped
+/// (lazily when something still has a file open there).
+struct Btrfs {
+    mount: PathBuf,
+}
+
+impl Drop for Btrfs {
+    fn drop(&mut self) {
+        let mount = self.mount.to_str().unwrap();
+        if system(&["umount", mount]).code() != 0 {
+            system(&["umount", "-l", mount]);
+        }
+    }
+}
+
+/// Mounts a new 200 MB btrfs under `dir`, or says why it cannot: in CI
+/// (`CI=true`) that fails the test, elsewhere it skips it.
+fn btrfs_or_skip(dir: &Path) -> Option<Btrfs> {
+    let unavailable = |why: &str| {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true, and the btrfs test cannot run: {why}");
+        eprintln!("skipped: {why}");
+        None
+    };
+    if !test_support::is_root() {
+        return unavailable("mounting a btrfs image needs root");
+    }
+    let found = |tool: &str| SBIN_PATH.split(':').any(|d| Path::new(d).join(tool).is_file());
+    if !found("mkfs.btrfs") || !found("btrfs") {
+        return unavailable("mkfs.btrfs or btrfs is missing (apt-get install btrfs-progs)");
+    }
+    let image = dir.join("btrfs.img");
+    std::fs::File::create(&image).unwrap().set_len(200 << 20).unwrap();
+    system(&["mkfs.btrfs", "-q", image.to_str().unwrap()]).assert_success();
+    let mount = dir.join("mnt");
+    std::fs::create_dir_all(&mount).unwrap();
+    let out = system(&["mount", "-o", "loop", image.to_str().unwrap(), mount.to_str().unwrap()]);
+    if out.code() != 0 {
+        return unavailable(&format!("cannot mount a btrfs image here:\n{}", out.explain()));
+    }
+    let fs = Btrfs { mount };
+    system(&["btrfs", "subvolume", "create", fs.mount.join("sub").to_str().unwrap()]).assert_success();
+    Some(fs)
+}
+
+/// On btrfs, `stat` gives a file in a subvolume the subvolume's anonymous
+/// device, while `/proc/locks` names the superblock's: matched by `stat`'s,
+/// every holder was hidden, nobody waited, and the wait lines said "0 of 1
+/// slots busy" and "second in the queue" for the third waiter.
+#[test]
+fn holders_waiters_and_wait_lines_on_a_btrfs_subvolume() {
+    use std::os::unix::fs::MetadataExt;
+    let f = Fixture::new("status-btrfs");
+    let Some(fs) = btrfs_or_skip(f.dir.path()) else { return };
+    let lock_dir = fs.mount.join("sub/locks");
+    std::fs::create_dir_all(&lock_dir).unwrap();
+    let (lock, queue) = (lock_dir.join("gpulock0_0"), lock_dir.join("gpulock.queue"));
+    let cmd = || {
+        let mut c = f.cmd();
+        c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir).env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1");
+        c
+    };
+    let holder = classic_holder(&lock, "");
+    assert!(wait_until(Duration::from_secs(10), || listed_held(&lock)), "the script never locked");
+    // The premise: the two devices differ.
+    let dev = std::fs::metadata(&lock).unwrap().dev();
+    let listed = std::fs::read_to_string("/proc/locks").unwrap();
+    let shown = format!("{:02x}:{:02x}:{} ", libc::major(dev), libc::minor(dev), inode(&lock).unwrap());
+    assert!(!listed.contains(&shown), "stat's device is /proc/locks' here: not the btrfs case\n{listed}");
+
+    let waiter = || {
+        let mut c = cmd();
+        c.arg("/bin/true");
+        c.spawn()
+    };
+    let first = waiter();
+    assert!(wait_until(Duration::from_secs(10), || listed_held(&queue)), "no head");
+    let second = waiter();
+    assert!(wait_until(Duration::from_secs(10), || in_flock(second.pid())), "the second never queued");
+    let third = waiter();
+    assert!(wait_until(Duration::from_secs(10), || in_flock(third.pid())), "the third never queued");
+
+    let out = cmd().arg("--status=json").run();
+    out.assert_success();
+    let slot = slot_json(&out, &lock);
+    assert!(
+        slot.contains(&format!("\"held\": true, \"holders\": [{{\"pid\": {}, \"visible\": true, ", holder.pid())),
+        "{}",
+        out.explain()
+    );
+    let waiters = waiters_json(&out);
+    for (p, position) in [(&first, "head"), (&second, "queued"), (&third, "queued")] {
+        let at = waiters.find(&format!("{{\"pid\": {}, ", p.pid())).unwrap_or_else(|| panic!("{}", out.explain()));
+        let object = &waiters[at..at + waiters[at..].find('}').unwrap()];
+        assert!(object.contains(&format!("\"position\": \"{position}\"")), "{position}\n{}", out.explain());
+    }
+    assert!(!out.stdout.contains("\"visible\": false"), "{}", out.explain());
+    let text = cmd().arg("--status").run();
+    text.assert_success().assert_stdout_contains(": 1 slot(s), 1 held, 3 waiting\n");
+
+    stop(holder);
+    for (p, place) in
+        [(first, "first in the queue"), (second, "second in the queue"), (third, "in the queue behind 2 others")]
+    {
+        let out = p.wait();
+        out.assert_success();
+        let line = out.stderr.lines().next().unwrap_or("");
+        assert!(line.ends_with(&format!(": 1 of 1 slots busy, {place}")), "{}", out.explain());
+    }
+    drop(fs);
+}
+
+/// From inside a PID namespace of its own, `/proc/locks` leaves out every
+/// lock whose taker is outside, with everyone blocked on it: the waiters
+/// queued there behind a head outside disappeared ("0 waiting"), and the
+/// third waiter's line said "second in the queue". They are found from
+/// their own `/proc` entries now, and the head is shown as hidden.
+#[test]
+fn waiters_behind_a_head_outside_the_pid_namespace_are_counted() {
+    if !test_support::is_root() || !Path::new("/usr/bin/unshare").exists() {
+        eprintln!("skipped: needs root and unshare(1) for a PID namespace");
+        return;
+    }
+    let f = Fixture::new("status-pidns");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let queue = f.lock_dir.join("gpulock.queue");
+    let mut head = f.cmd();
+    head.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").arg("/bin/true");
+    let head = head.spawn();
+    assert!(wait_until(Duration::from_secs(10), || listed_held(&queue)), "no head");
+
+    let dir = f.dir.path().display();
+    let script = format!(
+        "queued() {{ for i in $(seq 500); do [ \"$(cut -d' ' -f1 /proc/$1/syscall)\" = {nr} ] && return; sleep 0.02; done; }}\n\
+         {bin} /bin/true 2>{dir}/second.err & queued $!\n\
+         {bin} /bin/true 2>{dir}/third.err & queued $!\n\
+         {bin} --status=json >{dir}/status.json; {bin} --status >{dir}/status.txt; : >{dir}/done\n\
+         wait",
+        nr = libc::SYS_flock,
+        bin = BIN,
+    );
+    let mut inside = Cmd::new("/usr/bin/unshare");
+    inside
+        .args(["--pid", "--fork", "--mount-proc", "--mount", "sh", "-c", &script])
+        .env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root)
+        .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir)
+        .env("TF_GPU_COUNT", "1")
+        .env("TF_TESTS_PER_GPU", "1");
+    let mut inside = inside.spawn();
+    let done = f.dir.join("done");
+    assert!(wait_until(Duration::from_secs(20), || done.exists() || inside.has_exited()), "no status");
+    if !done.exists() {
+        let out = inside.wait();
+        if out.stderr.contains("unshare") {
+            eprintln!("skipped: unshare failed here: {}", out.stderr.trim());
+            return;
+        }
+        panic!("the namespace's script ended early\n{}", out.explain());
+    }
+    let json = std::fs::read_to_string(f.dir.join("status.json")).unwrap();
+    let text = std::fs::read_to_string(f.dir.join("status.txt")).unwrap();
+    assert!(
+        json.contains("\"waiters\": [{\"pid\": 0, \"visible\": false, \"command\": null, \"started\": null, \"state\": null, \"position\": \"head\", "),
+        "the head outside, hidden\n{json}"
+    );
+    assert_eq!(json.matches("\"position\": \"queued\"").count(), 2, "{json}");
+    assert_eq!(json.matches("\"state\": \"sleeping\", \"position\": \"queued\", ").count(), 2, "{json}");
+    assert!(text.contains(": 1 slot(s), 0 held, 3 waiting\n"), "{text}");
+    assert!(text.contains("note: no kernel threads in /proc"), "{text}");
+
+    drop(held);
+    head.wait().assert_success();
+    inside.wait().assert_success();
+    for (name, place) in [("second", "second in the queue"), ("third", "in the queue behind 2 others")] {
+        let err = std::fs::read_to_string(f.dir.join(format!("{name}.err"))).unwrap();
+        let line = err.lines().next().unwrap_or("");
+        assert!(line.contains(" slots busy") && line.ends_with(&format!(", {place}")), "{name}:\n{err}");
+    }
+}
+
+/// Without root, another user's `/proc/<pid>/fd` cannot be read, so
+/// nothing shows that the process `/proc/locks` names still has the file
+/// open: the holder is hidden, not named on trust.
+#[test]
+fn another_users_holder_is_hidden_from_a_user_who_is_not_root() {
+    if !test_support::is_root() {
+        eprintln!("skipped: needs root to run --status as another user");
+        return;
+    }
+    let f = common::shared_fixture("status-other-user");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let _held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    c.env("TF_GPU_COUNT", "1")
+        .env("TF_TESTS_PER_GPU", "1")
+        .arg("--status=json")
+        .as_user(common::NOBODY, common::NOBODY);
+    let out = c.run();
+    out.assert_success();
+    assert!(
+        slot_json(&out, &f.lock("0", 0)).contains(
+            "\"held\": true, \"holders\": [{\"pid\": 0, \"visible\": false, \"command\": null, \"started\": null, \"state\": null}], \"since\": null"
+        ),
+        "{}",
+        out.explain()
+    );
+    // As root, the same holder is this process.
+    let out = status(&f, 1, 1, "json");
+    let me = std::process::id();
+    assert!(slot_json(&out, &f.lock("0", 0)).contains(&format!("\"holders\": [{{\"pid\": {me}, \"visible\": true")));
+}
