@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 
 mod common;
 
-use common::{BIN, assert_usage_error, run};
+use common::{BIN, assert_prints, assert_usage_error, run};
 use test_support::{Cmd, Output, TempDir};
 
 /// The base list, written out: the bytes the shell helper printed.
@@ -22,13 +22,6 @@ macro_rules! base {
 }
 
 const KNOWN: &str = "(known configs: ci_single_gpu, ci_multi_gpu, ci_rocm_cpu, asan, tsan)";
-
-#[track_caller]
-fn assert_prints(args: &[&str], expected: &str) {
-    let out = run(args);
-    out.assert_success().assert_stdout_eq(expected);
-    assert_eq!(out.stderr, "", "stderr should be empty\n{}", out.explain());
-}
 
 #[test]
 fn no_arguments_prints_the_base_list() {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{BIN, assert_usage_error, run};
+use common::{BIN, assert_prints, assert_usage_error, run};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
@@ -27,13 +27,6 @@ const XLA_COMPILE: &str = "-no_gpu,-requires-gpu-intel,-requires-gpu-nvidia,-cud
     -requires-gpu-sm90,-requires-gpu-sm90-only,-skip_rocprofiler_sdk,-no_oss,-oss_excluded,-oss_serial,gpu";
 
 const KNOWN_PRESETS: &str = "(known presets: xla-rocm, jax-rocm, xla-rocm-compile)";
-
-#[track_caller]
-fn assert_prints(args: &[&str], expected: &str) {
-    let out = run(args);
-    out.assert_success().assert_stdout_eq(expected);
-    assert_eq!(out.stderr, "", "stderr should be empty\n{}", out.explain());
-}
 
 #[test]
 fn jax_rocm_for_each_config() {

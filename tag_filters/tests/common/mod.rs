@@ -1,5 +1,5 @@
-//! What both integration test files of tag_filters need: running the
-//! binary and checking the one-line usage errors.
+//! What the integration test files of tag_filters need: running the
+//! binary, checking what it prints and the one-line usage errors.
 
 #![allow(dead_code)]
 
@@ -17,4 +17,12 @@ pub fn assert_usage_error(args: &[&str], line: &str) {
     let out = run(args);
     out.assert_code(2).assert_stdout_eq("").assert_one_error_line(line);
     assert_eq!(out.stderr, format!("{line}\n"), "{}", out.explain());
+}
+
+/// Exit 0, exactly `expected` on stdout, nothing on stderr.
+#[track_caller]
+pub fn assert_prints(args: &[&str], expected: &str) {
+    let out = run(args);
+    out.assert_success().assert_stdout_eq(expected);
+    assert_eq!(out.stderr, "", "stderr should be empty\n{}", out.explain());
 }
