@@ -107,6 +107,11 @@ pub fn process_state(pid: i64) -> Option<char> {
     stat_fields(pid)?.split_ascii_whitespace().next().and_then(|s| s.chars().next())
 }
 
+/// When `pid` started (to the clock tick).
+pub fn started(pid: i64) -> Option<SystemTime> {
+    state_and_start(pid).1
+}
+
 /// The state letter and start time of `pid`, from `/proc/<pid>/stat`
 /// (starttime is field 22).
 fn state_and_start(pid: i64) -> (Option<char>, Option<SystemTime>) {

@@ -11,13 +11,13 @@
 //! is not writable by all and so cannot carry beats, when `/proc` shows the
 //! head stopped or traced), it moves on to the next lane,
 //! `gpulock.queue.1`, whose head then looks for slots in the stopped head's
-//! stead; and so on up to [`LANES`] lanes. Waiters move in the order they
-//! notice, so running waiters keep their order to within [`CHECK_EVERY`].
+//! stead; and so on up to [`LANES`] lanes. Waiters move one at a time, the
+//! one that started first first, so running waiters keep their order.
 //! A stopped head that is continued goes on where it was: it was first.
 
 use crate::error::Error;
 use crate::slots::lockfile::{self, LockName, keep_young, named, open_lock_file, try_flock};
-use crate::slots::proclocks::{process_state, read_locks};
+use crate::slots::proclocks::{process_state, read_locks, started};
 use crate::slots::telemetry::{Place, queued_behind};
 use crate::slots::wait::WaitingSignals;
 use crate::sys::clock::{Instant, SystemTime, UNIX_EPOCH};
@@ -112,6 +112,22 @@ fn head_stopped(fd: &OwnedFd) -> bool {
         .any(|l| matches!(process_state(l.pid), Some('T' | 't')))
 }
 
+/// Whether no other waiter blocked on the lane `fd` came before this
+/// wrapper: none that `/proc/locks` lists started earlier (then has the
+/// lower PID). Waiters move on from a stopped head one at a time, in that
+/// order, so that they keep it in the next lane. (Not the order of
+/// `/proc/locks` itself: a waiter that the timer interrupts joins the end
+/// of the kernel's list when it blocks again.)
+fn first_in_line(fd: &OwnedFd) -> bool {
+    let Ok(st) = rustix::fs::fstat(fd) else { return true };
+    let me = i64::from(rustix::process::getpid().as_raw_nonzero().get());
+    let Some(mine) = started(me) else { return true };
+    read_locks()
+        .iter()
+        .filter(|l| l.flock && l.blocked && l.inode == st.st_ino && l.pid > 0 && l.pid != me)
+        .all(|l| started(l.pid).is_none_or(|t| (t, l.pid) > (mine, me)))
+}
+
 /// Takes a place at the head of a lane, starting with lane 0 (`first`):
 /// at once when nobody holds it, else by sleeping in `flock(2)`, at most
 /// until `deadline`, and moving to the next lane when the head ahead has
@@ -155,7 +171,9 @@ pub fn take(
             match rustix::fs::flock(&fd, FlockOperation::LockExclusive) {
                 Ok(()) => break false,
                 Err(Errno::INTR) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(no_slot()),
-                Err(Errno::INTR) if more_lanes && lane + 1 < LANES && head_stopped(&fd) => break true,
+                Err(Errno::INTR) if more_lanes && lane + 1 < LANES && head_stopped(&fd) && first_in_line(&fd) => {
+                    break true;
+                }
                 Err(Errno::INTR) => s.arm_timer(next_check()),
                 Err(errno) => {
                     return Err(Error::System { what: "cannot flock", path: Some(named(dir, name.as_bytes())), errno });
