@@ -540,6 +540,7 @@ fn waiters_behind_a_head_outside_the_pid_namespace_are_counted() {
     assert_eq!(json.matches("\"state\": \"sleeping\", \"position\": \"queued\", ").count(), 2, "{json}");
     assert!(text.contains(": 1 slot(s), 0 held, 3 waiting\n"), "{text}");
     assert!(text.contains("note: no kernel threads in /proc"), "{text}");
+    assert!(json.ends_with("\"host_pid_namespace\": false}\n"), "{json}");
 
     drop(held);
     head.wait().assert_success();

@@ -58,6 +58,7 @@
 //! | `waiters[].file` | the queue or lock file it holds or waits for |
 //! | `waiters[].needs` | the GPUs it asks for, read from its arguments as the wrapper reads them (`--num_processes`, `--gpus_per_process`), or `null` when hidden |
 //! | `exists` | whether the lock directory exists (the first wrapper that takes a slot creates it) |
+//! | `host_pid_namespace` | whether `/proc` shows the host's PID namespace; `false`: a slot held from outside this one, with nobody inside waiting for it, shows as free |
 //!
 //! A process object:
 //!

@@ -240,5 +240,6 @@ pub fn json(r: &Report) -> String {
         ("slots", json::array(&slots)),
         ("waiters", json::array(&waiters)),
         ("exists", r.exists.to_string()),
+        ("host_pid_namespace", r.host_namespace.to_string()),
     ]) + "\n"
 }
