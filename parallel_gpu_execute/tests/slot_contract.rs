@@ -133,7 +133,11 @@ fn a_stopped_head_of_the_queue_keeps_no_one_from_a_free_slot() {
         "the second waiter got the free slot only after {waited:?}\n{}",
         second.explain()
     );
-    assert!(second.stderr.contains("has stopped: queueing in"), "no line about the stopped head\n{}", second.explain());
+    assert!(
+        second.stderr.contains("does not run: looking for slots in its stead"),
+        "no line about the stopped head\n{}",
+        second.explain()
+    );
     let third = third.wait();
     assert!(third.status.success(), "{}", third.explain());
     let start_of = |name: &str| -> u128 {

@@ -132,6 +132,7 @@ pub struct Cmd {
     user: Option<(u32, u32)>,
     own_process_group: bool,
     closed: Vec<i32>,
+    blocked: Vec<i32>,
 }
 
 impl Cmd {
@@ -146,6 +147,7 @@ impl Cmd {
             user: None,
             own_process_group: false,
             closed: Vec::new(),
+            blocked: Vec::new(),
         }
     }
 
@@ -205,6 +207,13 @@ impl Cmd {
         self
     }
 
+    /// Starts the command with these signals blocked, as a parent's
+    /// signal mask is inherited across `execve`.
+    pub fn block_signals(&mut self, signals: &[i32]) -> &mut Cmd {
+        self.blocked = signals.to_vec();
+        self
+    }
+
     /// Runs the command as another user (the test must run as root).
     pub fn as_user(&mut self, uid: u32, gid: u32) -> &mut Cmd {
         self.user = Some((uid, gid));
@@ -236,6 +245,9 @@ impl Cmd {
         if !self.closed.is_empty() {
             let _ = write!(s, "\nstarted with descriptors {:?} closed", self.closed);
         }
+        if !self.blocked.is_empty() {
+            let _ = write!(s, "\nstarted with signals {:?} blocked", self.blocked);
+        }
         s
     }
 
@@ -263,6 +275,24 @@ impl Cmd {
                     for &fd in &closed {
                         libc::close(fd);
                     }
+                    Ok(())
+                });
+            }
+        }
+        if !self.blocked.is_empty() {
+            use std::os::unix::process::CommandExt;
+            let blocked = self.blocked.clone();
+            // SAFETY: the closure runs in the forked child before its exec
+            // and only calls sigemptyset, sigaddset and sigprocmask on a
+            // set of its own, which are async-signal-safe.
+            unsafe {
+                c.pre_exec(move || {
+                    let mut set: libc::sigset_t = std::mem::zeroed();
+                    libc::sigemptyset(&mut set);
+                    for &sig in &blocked {
+                        libc::sigaddset(&mut set, sig);
+                    }
+                    libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
                     Ok(())
                 });
             }

@@ -29,7 +29,7 @@ use crate::slots::lockfile::{
     LockName, PrivatePolicy, dir_still_there, is_private, join, keep_young, lock_file_name, named, open_lock_dir,
     open_lock_file, try_flock,
 };
-use crate::slots::queue::{self, NoQueue, Queue};
+use crate::slots::queue::{self, NoQueue, Queue, Standing};
 use crate::slots::request::Pool;
 use crate::slots::telemetry::{Place, Telemetry};
 use crate::slots::wait::{SlotWatch, WaitingSignals, Wake};
@@ -268,7 +268,7 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask, test: &dyn Fn() -> String) -> 
     };
     let cache = pool.ids.len().saturating_mul(slots as usize) <= fd_budget();
     let mut signals: Option<WaitingSignals> = None;
-    let mut said_no_queue = false;
+    let (mut said_no_queue, mut warned_queue) = (false, false);
     let mut telemetry = Telemetry::default();
     loop {
         let (dir_fd, made) = open_lock_dir(dir)?;
@@ -314,14 +314,14 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask, test: &dyn Fn() -> String) -> 
                 Err(e) => return Err(e),
             }
             // Every block is busy: take a place in the queue, creating it.
-            match queue::create(&dir_fd, dir, queue_file, 0)? {
+            match queue::create(&dir_fd, dir, queue_file, &mut warned_queue)? {
                 Ok(first) => {
                     let (q, w) =
                         queue::take(first, &dir_fd, dir, queue_file, &mut signals, deadline, &no_slot, &mut announce)?;
                     queue = Some(q);
                     waited |= w;
                 }
-                Err(NoQueue(errno)) if !said_no_queue => {
+                Err(NoQueue::Create(errno)) if !said_no_queue => {
                     said_no_queue = true;
                     let why = match errno {
                         Errno::NOSPC => "the file system is full",
@@ -366,9 +366,13 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask, test: &dyn Fn() -> String) -> 
             waited = true;
             announce(if queue.is_some() { Place::Head } else { Place::NoQueue });
             // The head beats while it waits, so that the waiters behind it
-            // can tell it from a stopped one (`queue`).
-            let wake = match &queue {
+            // can tell it from a stopped one; a stand-in for a stopped head
+            // looks whether to go on (`queue`).
+            let wake = match &mut queue {
                 Some(q) => {
+                    if let Standing::Requeue = q.standing(&dir_fd) {
+                        break None;
+                    }
                     q.beat();
                     let beat_due = Instant::now() + queue::HEARTBEAT;
                     match w.wait(Some(deadline.map_or(beat_due, |d| d.min(beat_due)))) {
@@ -376,7 +380,15 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask, test: &dyn Fn() -> String) -> 
                         wake => wake,
                     }
                 }
-                None => w.wait(deadline),
+                None => {
+                    // Without the queue, look again for one at each wake:
+                    // the space or the permission may be back.
+                    let wake = w.wait(deadline);
+                    if wake == Wake::Rescan && queue::can_queue(&dir_fd, dir, queue_file) {
+                        break None;
+                    }
+                    wake
+                }
             };
             match wake {
                 Wake::Rescan => {}
@@ -392,6 +404,8 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask, test: &dyn Fn() -> String) -> 
         };
         match outcome {
             Some(mut grant) if table.still_linked(&grant) => {
+                // No longer a waiter (`queue`), then no longer the head.
+                let _ = rustix::fs::flock(&dir_fd, FlockOperation::Unlock);
                 drop(queue);
                 drop(signals);
                 grant.waited = telemetry.waited();

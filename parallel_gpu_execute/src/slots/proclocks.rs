@@ -114,7 +114,7 @@ pub fn started(pid: i64) -> Option<SystemTime> {
 
 /// The state letter and start time of `pid`, from `/proc/<pid>/stat`
 /// (starttime is field 22).
-fn state_and_start(pid: i64) -> (Option<char>, Option<SystemTime>) {
+pub fn state_and_start(pid: i64) -> (Option<char>, Option<SystemTime>) {
     let Some(rest) = stat_fields(pid) else { return (None, None) };
     let mut fields = rest.split_ascii_whitespace();
     let state = fields.next().and_then(|s| s.chars().next());

@@ -1,140 +1,284 @@
 //! The wait queue: waiters line up on an exclusive `flock(2)` of
 //! `<lockdir>/gpulock.queue`; its holder, the head, is the only waiter that
 //! looks for slots, so a request for a block of several GPUs at the head is
-//! never overtaken by later, smaller ones.
+//! never overtaken by later, smaller ones. One queue file, never more.
 //!
 //! A head that stops (SIGSTOP, Ctrl-Z, a debugger, `docker pause` of its
-//! container) would keep everyone behind it from free slots. So the head
-//! proves that it runs: while it waits it sets the queue file's times every
-//! [`HEARTBEAT`]. A waiter behind it checks every [`CHECK_EVERY`]; when the
-//! head's last beat is older than [`STALE_AFTER`] (or, where the queue file
-//! is not writable by all and so cannot carry beats, when `/proc` shows the
-//! head stopped or traced), it moves on to the next lane,
-//! `gpulock.queue.1`, whose head then looks for slots in the stopped head's
-//! stead; and so on up to [`LANES`] lanes. Waiters move one at a time, the
-//! one that started first first, so running waiters keep their order.
-//! A stopped head that is continued goes on where it was: it was first.
+//! container) would keep everyone behind it from free slots. So:
+//!
+//! - **The head shows that it runs** by changing the queue file every
+//!   [`HEARTBEAT`] while it waits: a counter written at its start, and its
+//!   times. A waiter behind compares what it sees with what it saw before
+//!   (never with its own clock, so a clock stepped back, a file server's
+//!   clock ahead, `touch -d` or whole-second timestamps cannot fool it);
+//!   nothing changed for [`STALE_AFTER`], by the waiter's monotonic clock,
+//!   means the head does not run.
+//! - **Waiters that take part say so**: each holds a shared `flock` of the
+//!   lock directory itself while it waits. A 0.1.0 wrapper, a plain `flock`
+//!   on the queue file or any other process blocked there holds none, and
+//!   no waiter ever waits for it to act.
+//! - **The first waiter that runs stands in** for a head that does not: of
+//!   the waiters that take part, the one that started first among those
+//!   that `/proc` does not show stopped leaves its `flock` and looks for
+//!   slots as the head would, still holding its place. Everyone else stays
+//!   asleep in the kernel behind the stopped head, in order. When the
+//!   stand-in is served, the next one stands in at once; when the head
+//!   runs again (its file changes) or an earlier waiter does, the stand-in
+//!   goes back to waiting; when the stopped head exits, the queue is free
+//!   and the stand-in takes it.
+//! - **The queue is handed on in the order the waiters started**: the
+//!   kernel wakes every waiter when the head lets the queue go, and the
+//!   first to run takes it; one that finds an earlier waiter that takes
+//!   part and runs gives it back to that one.
+//!
+//! So no lane, no file beyond the one queue, no state that outlives a
+//! wait, and the waiting itself needs no clock: the timer that interrupts
+//! the `flock` to look is SIGALRM, unblocked for the wait whatever mask the
+//! wrapper inherited (`wait`). The alternatives weighed are in
+//! docs/design.md ("The wait queue").
 
 use crate::error::Error;
 use crate::slots::lockfile::{self, LockName, keep_young, named, open_lock_file, try_flock};
-use crate::slots::proclocks::{process_state, read_locks, started};
+use crate::slots::proclocks::{read_locks, started};
 use crate::slots::telemetry::{Place, queued_behind};
 use crate::slots::wait::WaitingSignals;
-use crate::sys::clock::{Instant, SystemTime, UNIX_EPOCH};
+use crate::sys::clock::Instant;
 use core::ffi::CStr;
 use core::time::Duration;
-use rustix::fd::OwnedFd;
+use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 use wrapper_common::diag;
 
 /// How often a waiting head beats.
 pub const HEARTBEAT: Duration = Duration::from_millis(250);
-/// How often a waiter behind the head checks it.
+/// How often a waiter behind the head looks at it.
 pub const CHECK_EVERY: Duration = Duration::from_millis(250);
-/// A head whose last beat is older than this has stopped.
+/// A head whose queue file has not changed for this long does not run.
 pub const STALE_AFTER: Duration = Duration::from_millis(1000);
-/// Lanes at most: `gpulock.queue`, then `.1` to `.7`.
-pub const LANES: u32 = 8;
+/// The same, where the head could write no counter (a full file system)
+/// and only the file's times change: long enough for whole-second ones.
+const STALE_AFTER_TIMES_ONLY: Duration = Duration::from_millis(2500);
 
-/// A place in the queue, once taken: the head of lane `lane`.
+/// How long a waiter that gave the queue up to an earlier one waits
+/// before it looks again.
+const YIELD_FOR: Duration = Duration::from_millis(20);
+
+/// What a waiter sees of the queue file: the counter and the times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Look {
+    counter: [u8; 8],
+    size: i64,
+    mtime: (i64, u64),
+    ctime: (i64, u64),
+}
+
+fn look(fd: &OwnedFd) -> Option<Look> {
+    let st = rustix::fs::fstat(fd).ok()?;
+    let mut counter = [0u8; 8];
+    let _ = rustix::io::pread(fd, &mut counter, 0);
+    Some(Look {
+        counter,
+        size: st.st_size,
+        mtime: (st.st_mtime, st.st_mtime_nsec as u64),
+        ctime: (st.st_ctime, st.st_ctime_nsec as u64),
+    })
+}
+
+/// Whether the head of a queue runs, from the changes a waiter sees.
+pub struct Pulse {
+    last: Option<Look>,
+    changed: Instant,
+}
+
+impl Pulse {
+    fn new(fd: &OwnedFd) -> Pulse {
+        Pulse { last: look(fd), changed: Instant::now() }
+    }
+
+    /// Looks again; true when nothing has changed for long enough.
+    fn stale(&mut self, fd: &OwnedFd) -> bool {
+        let now = look(fd);
+        if now != self.last {
+            self.last = now;
+            self.changed = Instant::now();
+            return false;
+        }
+        let limit = if now.is_some_and(|l| l.size >= 8) { STALE_AFTER } else { STALE_AFTER_TIMES_ONLY };
+        self.changed.elapsed() >= limit
+    }
+}
+
+/// A place in the queue, once taken.
 pub struct Queue {
     fd: OwnedFd,
-    pub lane: u32,
+    /// Standing in for a head that does not run: looking for slots without
+    /// holding the queue file's lock.
+    stand_in: Option<Pulse>,
+    beats: u64,
+}
+
+/// What a stand-in does next.
+pub enum Standing {
+    /// Go on looking for slots (as the head, when it could take the lock).
+    On,
+    /// The head runs again, or an earlier waiter does: back into the queue.
+    Requeue,
 }
 
 impl Queue {
-    /// Tells the waiters behind that the head runs.
-    pub fn beat(&self) {
+    fn head(fd: OwnedFd) -> Queue {
+        Queue { fd, stand_in: None, beats: 0 }
+    }
+
+    /// Tells the waiters behind that the head runs: a new counter at the
+    /// start of the file, and new times (which also keep the file young
+    /// for cleaners of `/tmp`). Where the counter cannot be written (a full
+    /// file system), the times alone change.
+    pub fn beat(&mut self) {
+        if self.stand_in.is_some() {
+            return;
+        }
+        self.beats = self.beats.wrapping_add(1);
+        let _ = rustix::io::pwrite(&self.fd, &self.beats.to_le_bytes(), 0);
         keep_young(&self.fd);
     }
-}
 
-/// `gpulock.queue` for lane 0, `gpulock.queue.<lane>` after it.
-fn lane_name(queue_file: &[u8], lane: u32) -> LockName {
-    let mut name = LockName::from_bytes(queue_file).unwrap_or_default();
-    if lane > 0 {
-        let _ = name.push(b".");
-        let _ = name.push_u64(u64::from(lane));
+    /// For a stand-in, at each look: takes the queue's lock when the
+    /// stopped head has let it go, and says whether to go on standing in.
+    pub fn standing(&mut self, dir_fd: &OwnedFd) -> Standing {
+        let Some(pulse) = self.stand_in.as_mut() else { return Standing::On };
+        if matches!(rustix::fs::flock(&self.fd, FlockOperation::NonBlockingLockExclusive), Ok(())) {
+            self.stand_in = None;
+            self.beat();
+            return Standing::On;
+        }
+        if pulse.stale(&self.fd) && first_running(dir_fd) { Standing::On } else { Standing::Requeue }
     }
-    name
 }
 
-/// Opens lane 0 if it exists (it is never created on the fast path, so a
-/// lock directory the wrapper cannot write still serves tests whose slot is
-/// free); refuses anything but a regular file there.
+/// Opens the queue file if it exists (it is never created on the fast
+/// path, so a lock directory the wrapper cannot write still serves tests
+/// whose slot is free). `None` also for a queue file this user cannot use
+/// (see [`usable`]), without a word: the wrapper warns only once it has to
+/// wait ([`create`]).
 pub fn open_existing(dir_fd: &OwnedFd, dir: &CStr, queue_file: &[u8]) -> Result<Option<OwnedFd>, Error> {
-    lockfile::open_existing(dir_fd, dir, &lane_name(queue_file, 0))
+    usable(lockfile::open_existing(dir_fd, dir, &name(queue_file)), dir, queue_file, &mut true)
+}
+
+/// For a wrapper that waits without the queue: whether one can be had
+/// now (space freed, permissions repaired).
+pub fn can_queue(dir_fd: &OwnedFd, dir: &CStr, queue_file: &[u8]) -> bool {
+    matches!(create(dir_fd, dir, queue_file, &mut true), Ok(Ok(_)))
+}
+
+fn name(queue_file: &[u8]) -> LockName {
+    LockName::from_bytes(queue_file).unwrap_or_default()
 }
 
 /// Why there is no queue to wait in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NoQueue(pub Errno);
+pub enum NoQueue {
+    /// The lock directory does not let this user create it: not writable
+    /// (EACCES, EPERM, EROFS), full (ENOSPC) or over a quota (EDQUOT).
+    Create(Errno),
+    /// It is there, but this user cannot use it (warned about already).
+    Unusable,
+}
 
-/// Creates (or opens) a lane's file for a wrapper that has to wait. `Err`
-/// with the reason when the lock directory does not let it create files:
-/// not writable (EACCES, EPERM, EROFS), full (ENOSPC) or over a quota
-/// (EDQUOT); the wrapper then waits without the queue.
-pub fn create(dir_fd: &OwnedFd, dir: &CStr, queue_file: &[u8], lane: u32) -> Result<Result<OwnedFd, NoQueue>, Error> {
-    match open_lock_file(dir_fd, dir, &lane_name(queue_file, lane)) {
-        Ok(fd) => {
-            // Writable by all, so that any user's head can beat in it.
-            if let Ok(st) = rustix::fs::fstat(&fd) {
-                if st.st_mode & 0o002 == 0 && st.st_uid == rustix::process::geteuid().as_raw() {
-                    let _ = rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o666));
-                }
-            }
-            Ok(Ok(fd))
-        }
+/// Creates (or opens) the queue file for a wrapper that has to wait.
+/// `Err` with the reason when there is none to be had; the wrapper then
+/// waits without the queue. `warned`: whether an unusable queue file was
+/// warned about already.
+pub fn create(
+    dir_fd: &OwnedFd,
+    dir: &CStr,
+    queue_file: &[u8],
+    warned: &mut bool,
+) -> Result<Result<OwnedFd, NoQueue>, Error> {
+    let opened = match open_lock_file(dir_fd, dir, &name(queue_file)) {
         Err(Error::LockFileCreate {
             errno: errno @ (Errno::ACCESS | Errno::PERM | Errno::ROFS | Errno::NOSPC | Errno::DQUOT),
             ..
-        }) => Ok(Err(NoQueue(errno))),
-        Err(e) => Err(e),
+        }) => return Ok(Err(NoQueue::Create(errno))),
+        other => other.map(Some),
+    };
+    let Some(fd) = usable(opened, dir, queue_file, warned)? else { return Ok(Err(NoQueue::Unusable)) };
+    // Writable by all, so that any user's head can beat in it.
+    if let Ok(st) = rustix::fs::fstat(&fd) {
+        if st.st_mode & 0o002 == 0 && st.st_uid == rustix::process::geteuid().as_raw() {
+            let _ = rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o666));
+        }
     }
+    Ok(Ok(fd))
 }
 
-/// Whether the head of the lane `fd` has stopped. A queue file that this
-/// wrapper could open for writing and that is writable by all carries the
-/// head's beats; otherwise only a head that `/proc` shows stopped or traced
-/// counts.
-fn head_stopped(fd: &OwnedFd) -> bool {
-    let Ok(st) = rustix::fs::fstat(fd) else { return false };
-    let writable = rustix::fs::fcntl_getfl(fd).is_ok_and(|f| f.contains(OFlags::RDWR));
-    if writable && st.st_mode & 0o002 != 0 {
-        let beat = Duration::new(st.st_mtime.max(0) as u64, st.st_mtime_nsec.clamp(0, 999_999_999) as u32);
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        return now.saturating_sub(beat) > STALE_AFTER;
+/// A queue file this user cannot use is passed by, as an unusable lock
+/// file is: one that it may not open at all (another user's 0600 file), may
+/// not write (so a head could not show that it runs), or that is not a
+/// regular file (a link another user planted). One warning names it and
+/// the repair; the wrapper then waits without the queue.
+fn usable(
+    opened: Result<Option<OwnedFd>, Error>,
+    dir: &CStr,
+    queue_file: &[u8],
+    warned: &mut bool,
+) -> Result<Option<OwnedFd>, Error> {
+    let why: alloc::string::String = match opened {
+        Ok(Some(fd)) if rustix::fs::fcntl_getfl(&fd).is_ok_and(|f| f.contains(OFlags::RDWR)) => return Ok(Some(fd)),
+        Ok(None) => return Ok(None),
+        Ok(Some(_)) => "this user may not write it".into(),
+        Err(Error::System { errno: errno @ (Errno::ACCESS | Errno::PERM), .. }) => {
+            alloc::format!("this user may not open it: {}", diag::Os(errno))
+        }
+        Err(Error::UnsafeLockPath { what, .. }) => alloc::format!("it is {what}, not a regular file"),
+        Err(e) => return Err(e),
+    };
+    if !*warned {
+        *warned = true;
+        diag::report(
+            crate::TOOL,
+            format_args!(
+                "warning: cannot use queue file {p} ({why}): waiting without the queue, so waiters are not served first come, first served; to repair, its owner or root runs: rm -f {p} (or chmod a+rw {p} for a regular file)",
+                p = diag::Bytes(&named(dir, queue_file)),
+            ),
+        );
     }
-    read_locks()
-        .iter()
-        .filter(|l| l.flock && !l.blocked && l.inode == st.st_ino && l.pid > 0)
-        .any(|l| matches!(process_state(l.pid), Some('T' | 't')))
+    Ok(None)
 }
 
-/// Whether no other waiter blocked on the lane `fd` came before this
-/// wrapper: none that `/proc/locks` lists started earlier (then has the
-/// lower PID). Waiters move on from a stopped head one at a time, in that
-/// order, so that they keep it in the next lane. (Not the order of
-/// `/proc/locks` itself: a waiter that the timer interrupts joins the end
-/// of the kernel's list when it blocks again.)
-fn first_in_line(fd: &OwnedFd) -> bool {
-    let Ok(st) = rustix::fs::fstat(fd) else { return true };
+/// Says that this wrapper waits and takes part: a shared lock of the lock
+/// directory, held until the wrapper execs the test or exits (the
+/// directory's descriptor closes on exec). Nothing else locks the
+/// directory; where it cannot be locked, the wrapper still waits, only
+/// unseen by the others' choice of a stand-in.
+fn take_part(dir_fd: &OwnedFd) {
+    let _ = rustix::fs::flock(dir_fd, FlockOperation::NonBlockingLockShared);
+}
+
+/// Whether this wrapper is the first of the waiters that take part and
+/// run: no other process with a shared lock of the lock directory started
+/// before it, unless `/proc` shows that one stopped, traced or dead.
+/// Waiters this PID namespace cannot see do not count.
+fn first_running(dir_fd: &OwnedFd) -> bool {
+    let Some(key) = crate::slots::holders::fd_key(dir_fd.as_fd()) else { return true };
     let me = i64::from(rustix::process::getpid().as_raw_nonzero().get());
     let Some(mine) = started(me) else { return true };
-    read_locks()
-        .iter()
-        .filter(|l| l.flock && l.blocked && l.inode == st.st_ino && l.pid > 0 && l.pid != me)
-        .all(|l| started(l.pid).is_none_or(|t| (t, l.pid) > (mine, me)))
+    read_locks().iter().filter(|l| l.flock && !l.blocked && l.key() == key && l.pid > 0 && l.pid != me).all(|l| {
+        match crate::slots::proclocks::state_and_start(l.pid) {
+            (Some(state), Some(t)) => (t, l.pid) > (mine, me) || matches!(state, 'T' | 't' | 'Z' | 'X' | 'x'),
+            _ => true,
+        }
+    })
 }
 
-/// Takes a place at the head of a lane, starting with lane 0 (`first`):
-/// at once when nobody holds it, else by sleeping in `flock(2)`, at most
-/// until `deadline`, and moving to the next lane when the head ahead has
-/// stopped. Returns the place and whether it had to wait.
+/// Takes a place in the queue: at once when nobody holds it, else by
+/// sleeping in `flock(2)`, at most until `deadline`, or as the stand-in
+/// for a head that does not run. Returns the place and whether it had to
+/// wait.
 #[allow(clippy::too_many_arguments)]
 pub fn take(
-    first: OwnedFd,
+    fd: OwnedFd,
     dir_fd: &OwnedFd,
     dir: &CStr,
     queue_file: &[u8],
@@ -143,63 +287,49 @@ pub fn take(
     no_slot: &dyn Fn() -> Error,
     announce: &mut dyn FnMut(Place),
 ) -> Result<(Queue, bool), Error> {
-    let (mut fd, mut lane, mut waited, mut more_lanes) = (first, 0, false, true);
+    if try_flock(&fd, || named(dir, queue_file))? {
+        return Ok((Queue::head(fd), false));
+    }
+    announce(Place::Behind(queued_behind(&fd)));
+    take_part(dir_fd);
+    let s = signals.get_or_insert_with(WaitingSignals::install);
+    let next_check = || {
+        let check = Instant::now() + CHECK_EVERY;
+        deadline.map_or(check, |d| d.min(check))
+    };
+    let mut pulse = Pulse::new(&fd);
     loop {
-        let name = lane_name(queue_file, lane);
-        if try_flock(&fd, || named(dir, name.as_bytes()))? {
-            // A head that did not wait beats before its first wait; one that
-            // came from a stopped lane beats now, before anyone behind looks.
-            if waited {
-                keep_young(&fd);
-            }
-            if let Some(s) = signals.as_mut() {
-                s.disarm_timer();
-            }
-            return Ok((Queue { fd, lane }, waited));
-        }
-        if !waited {
-            announce(Place::Behind(queued_behind(&fd)));
-        }
-        waited = true;
-        let s = signals.get_or_insert_with(WaitingSignals::install);
-        let next_check = || {
-            let check = Instant::now() + CHECK_EVERY;
-            deadline.map_or(check, |d| d.min(check))
-        };
         s.arm_timer(next_check());
-        let stopped = loop {
-            match rustix::fs::flock(&fd, FlockOperation::LockExclusive) {
-                Ok(()) => break false,
-                Err(Errno::INTR) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(no_slot()),
-                Err(Errno::INTR) if more_lanes && lane + 1 < LANES && head_stopped(&fd) && first_in_line(&fd) => {
-                    break true;
-                }
-                Err(Errno::INTR) => s.arm_timer(next_check()),
-                Err(errno) => {
-                    return Err(Error::System { what: "cannot flock", path: Some(named(dir, name.as_bytes())), errno });
-                }
+        match rustix::fs::flock(&fd, FlockOperation::LockExclusive) {
+            // The kernel wakes every waiter when the queue is let go, and
+            // the first to run takes it: one that started later gives it
+            // up to an earlier one that takes part and runs.
+            Ok(()) if !first_running(dir_fd) => {
+                let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
+                crate::sys::clock::sleep(YIELD_FOR);
             }
-        };
-        if !stopped {
-            s.disarm_timer();
-            keep_young(&fd);
-            return Ok((Queue { fd, lane }, waited));
-        }
-        match create(dir_fd, dir, queue_file, lane + 1)? {
-            Ok(next) => {
+            Ok(()) => {
+                s.disarm_timer();
+                let mut queue = Queue::head(fd);
+                queue.beat();
+                return Ok((queue, true));
+            }
+            Err(Errno::INTR) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(no_slot()),
+            Err(Errno::INTR) if pulse.stale(&fd) && first_running(dir_fd) => {
+                s.disarm_timer();
                 diag::report(
                     crate::TOOL,
                     format_args!(
-                        "the waiter at the head of {} has stopped: queueing in {}",
-                        diag::Bytes(named(dir, name.as_bytes()).as_ref()),
-                        diag::Bytes(named(dir, lane_name(queue_file, lane + 1).as_bytes()).as_ref())
+                        "the waiter at the head of {} does not run: looking for slots in its stead",
+                        diag::Bytes(&named(dir, queue_file))
                     ),
                 );
-                fd = next;
-                lane += 1;
+                return Ok((Queue { fd, stand_in: Some(pulse), beats: 0 }, true));
             }
-            // No next lane to be had: wait in this one.
-            Err(_) => more_lanes = false,
+            Err(Errno::INTR) => {}
+            Err(errno) => {
+                return Err(Error::System { what: "cannot flock", path: Some(named(dir, queue_file)), errno });
+            }
         }
     }
 }

@@ -12,8 +12,9 @@
 //! - SIGTERM and SIGINT while waiting end the wrapper at once with 143/130,
 //!   releasing everything it holds (descriptors close on exit).
 //!
-//! All of it is undone before the test is exec'd: dispositions as they were,
-//! timer cancelled (interval timers survive `execve`).
+//! All of it is undone before the test is exec'd: the signal mask and
+//! dispositions as they were, timer cancelled (interval timers survive
+//! `execve`).
 
 use crate::sys::clock::Instant;
 use core::ffi::{CStr, c_int};
@@ -41,6 +42,8 @@ extern "C" fn interrupt_only(_sig: c_int) {}
 /// what was there before.
 pub struct WaitingSignals {
     saved: [(c_int, libc::sigaction); 3],
+    /// The signal mask inherited, restored before the test runs.
+    mask: libc::sigset_t,
     timer_armed: bool,
 }
 
@@ -80,7 +83,19 @@ impl WaitingSignals {
             }
         }
         saved[2] = (libc::SIGALRM, set_handler(libc::SIGALRM, interrupt_only));
-        WaitingSignals { saved, timer_armed: false }
+        // A wrapper started with SIGALRM blocked (a parent's mask is
+        // inherited across execve) would never be interrupted by its timer
+        // and so never look up from a `flock`: unblocked while it waits.
+        // SAFETY: sigprocmask with valid sets; the old mask is kept.
+        let mask = unsafe {
+            let mut alarm: libc::sigset_t = core::mem::zeroed();
+            libc::sigemptyset(&mut alarm);
+            libc::sigaddset(&mut alarm, libc::SIGALRM);
+            let mut old: libc::sigset_t = core::mem::zeroed();
+            libc::sigprocmask(libc::SIG_UNBLOCK, &alarm, &mut old);
+            old
+        };
+        WaitingSignals { saved, mask, timer_armed: false }
     }
 
     /// Arms SIGALRM at `deadline`, then every 20 ms until disarmed.
@@ -108,6 +123,11 @@ impl WaitingSignals {
 impl Drop for WaitingSignals {
     fn drop(&mut self) {
         self.disarm_timer();
+        // The inherited mask first: a last SIGALRM still pending then stays
+        // pending (blocked, as the test inherits it) instead of meeting
+        // the default action.
+        // SAFETY: restoring the mask that sigprocmask itself reported.
+        unsafe { libc::sigprocmask(libc::SIG_SETMASK, &self.mask, core::ptr::null_mut()) };
         for (sig, old) in &self.saved {
             // SAFETY: restoring a disposition that sigaction itself reported.
             unsafe { libc::sigaction(*sig, old, core::ptr::null_mut()) };

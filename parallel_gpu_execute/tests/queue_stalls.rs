@@ -1,0 +1,466 @@
+//! The wait queue never stalls a waiter while its slot is free: however
+//! many heads in a row are stopped, when the queue's file is one nobody may
+//! add to, when an earlier process in the queue never acts, when the clock
+//! or the timestamps lie, when SIGALRM comes blocked; and a multi-GPU
+//! waiter keeps its place after a stop episode. Each case runs the built
+//! wrapper against a lock held by this test process.
+
+mod common;
+
+use common::{Fixture, NOBODY, Record, shared_fixture};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use test_support::{Cmd, Running, hold_lock, is_root, wait_until, write_file};
+
+/// One slot on one GPU (`gpus` GPUs), waited for without a limit.
+fn waiter(f: &Fixture, gpus: u32, records: &Path, name: &str, extra: &[&str]) -> Cmd {
+    let mut c = f.cmd();
+    c.env("TF_GPU_COUNT", gpus.to_string()).env("TF_TESTS_PER_GPU", "1").env("RECORD_FILE", records.join(name));
+    c.arg("./pkg/gpu_test").arg(name).args(extra);
+    c.timeout(Duration::from_secs(60));
+    c
+}
+
+fn records(f: &Fixture) -> PathBuf {
+    let r = f.dir.join("records");
+    std::fs::create_dir_all(&r).unwrap();
+    r
+}
+
+/// Whether `/proc/locks` shows `pid` holding or blocked on the file at
+/// `path` (by inode).
+fn in_flock(pid: i32, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(inode) = std::fs::metadata(path).map(|m| m.ino()) else { return false };
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    locks.lines().any(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let w = if w.get(1) == Some(&"->") { &w[1..] } else { &w[..] };
+        w.len() > 5
+            && w[1] == "FLOCK"
+            && w[4] == pid.to_string()
+            && w[5].rsplit(':').next() == Some(inode.to_string().as_str())
+    })
+}
+
+/// Starts a waiter and returns once it is in the queue.
+fn queued(c: &Cmd, queue: &Path) -> Running {
+    let r = c.spawn();
+    let pid = r.pid();
+    assert!(
+        wait_until(Duration::from_secs(10), || in_flock(pid, queue)),
+        "the waiter never queued on {}\n{}",
+        queue.display(),
+        c.describe()
+    );
+    r
+}
+
+/// The start time the recording test wrote.
+fn start_of(records: &Path, name: &str) -> u128 {
+    let text = std::fs::read_to_string(records.join(name))
+        .unwrap_or_else(|e| panic!("no record of {name} in {}: {e}", records.display()));
+    text.lines().find_map(|l| l.strip_prefix("start=")).unwrap().parse().unwrap()
+}
+
+#[track_caller]
+fn served_within(r: Running, limit: Duration, since: Instant) {
+    let out = r.wait();
+    let took = since.elapsed();
+    assert!(out.status.success(), "{}", out.explain());
+    assert!(took < limit, "served only after {took:?} (limit {limit:?})\n{}", out.explain());
+}
+
+/// Whether `/proc/locks` shows `pid` blocked in `flock(2)`.
+fn blocked(pid: i32) -> bool {
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    locks.lines().any(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        w.get(1) == Some(&"->") && w.get(5) == Some(&pid.to_string().as_str())
+    })
+}
+
+#[test]
+fn eight_stopped_heads_in_a_row_keep_no_one_from_a_free_slot() {
+    // Each waiter is stopped once it looks for slots (the head, then each
+    // one standing in for the stopped one before it). With lanes .queue
+    // to .7, the ninth found no lane left and stayed blocked.
+    let f = Fixture::new("q-eight-stopped");
+    let records = records(&f);
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let queue = f.lock_dir.join("gpulock.queue");
+    let mut stopped = Vec::new();
+    for i in 0..9 {
+        let c = waiter(&f, 1, &records, &format!("w{i}"), &[]);
+        let r = queued(&c, &queue);
+        let pid = r.pid();
+        // Not blocked on five looks in a row: a waiter that only wakes to
+        // look (its timer) is blocked again within microseconds.
+        let mut free_looks = 0;
+        assert!(
+            wait_until(Duration::from_secs(10), || {
+                free_looks = if blocked(pid) { 0 } else { free_looks + 1 };
+                std::thread::sleep(Duration::from_millis(30));
+                free_looks >= 5
+            }),
+            "waiter {i} never looked for slots with {i} stopped heads before it\n{}",
+            c.describe()
+        );
+        if i == 8 {
+            let freed = Instant::now();
+            drop(held);
+            served_within(r, Duration::from_secs(5), freed);
+            break;
+        }
+        r.signal(libc::SIGSTOP);
+        stopped.push(r);
+    }
+    for (i, r) in stopped.iter().enumerate() {
+        assert!(!records.join(format!("w{i}")).exists(), "stopped waiter {i} ran");
+        r.signal(libc::SIGKILL);
+    }
+}
+
+#[test]
+fn a_queue_no_one_may_add_to_with_a_stopped_head_keeps_no_one_waiting() {
+    // A root-owned 0755 lock directory with gpulock0_0 and gpulock.queue
+    // made 0666 in advance: nobody can create anything there.
+    if !is_root() {
+        assert!(std::env::var_os("CI").is_none(), "CI runs this as root");
+        eprintln!("skipped: making a root-owned lock directory for another user needs root");
+        return;
+    }
+    let f = shared_fixture("q-read-only-dir");
+    let records = records(&f);
+    std::fs::set_permissions(&records, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let queue = f.lock_dir.join("gpulock.queue");
+    for p in [&f.lock("0", 0), &queue] {
+        write_file(p, "");
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    let held = hold_lock(f.lock("0", 0));
+    let mut head = waiter(&f, 1, &records, "head", &[]);
+    head.as_user(NOBODY, NOBODY);
+    let head = queued(&head, &queue);
+    head.signal(libc::SIGSTOP);
+    let mut second = waiter(&f, 1, &records, "second", &[]);
+    second.as_user(NOBODY, NOBODY);
+    let second = queued(&second, &queue);
+    std::thread::sleep(Duration::from_millis(300));
+    let freed = Instant::now();
+    drop(held);
+    served_within(second, Duration::from_secs(5), freed);
+    head.signal(libc::SIGCONT);
+    let head = head.wait();
+    assert!(head.status.success(), "{}", head.explain());
+}
+
+#[test]
+fn a_full_file_system_with_a_stopped_head_keeps_no_one_waiting_and_space_freed_brings_the_queue_back() {
+    if !is_root() {
+        assert!(std::env::var_os("CI").is_none(), "CI runs this as root");
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let f = Fixture::new("q-full-fs");
+    let records = records(&f);
+    let mnt = f.dir.join("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    // The root, the lock directory, a lock file and a filler (later the queue).
+    let st =
+        Command::new("mount").args(["-t", "tmpfs", "-o", "size=64k,nr_inodes=4", "tmpfs"]).arg(&mnt).status().unwrap();
+    assert!(st.success(), "cannot mount a tmpfs on {}", mnt.display());
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&mnt);
+    let locks = mnt.join("locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    write_file(locks.join("gpulock0_0"), "");
+    let filler = locks.join("filler");
+    write_file(&filler, "");
+    let nospc = std::fs::File::create(locks.join("one-more")).unwrap_err();
+    assert_eq!(nospc.raw_os_error(), Some(libc::ENOSPC), "the file system is not full");
+    let held = hold_lock(locks.join("gpulock0_0"));
+    let queue = locks.join("gpulock.queue");
+    // No room for the queue: the first waiter waits without it, and
+    // queues as soon as there is room again.
+    let mut c = waiter(&f, 1, &records, "first", &[]);
+    c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &locks);
+    let first = c.spawn();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!queue.exists());
+    std::fs::remove_file(&filler).unwrap();
+    let pid = first.pid();
+    assert!(
+        wait_until(Duration::from_secs(5), || in_flock(pid, &queue)),
+        "space came back, but the waiter never took the queue {}",
+        queue.display()
+    );
+    // Full again (the queue took the last inode), and the head stops: the
+    // next waiter is served anyway.
+    assert_eq!(std::fs::File::create(&filler).unwrap_err().raw_os_error(), Some(libc::ENOSPC));
+    first.signal(libc::SIGSTOP);
+    let mut c = waiter(&f, 1, &records, "second", &[]);
+    c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &locks);
+    let second = queued(&c, &queue);
+    std::thread::sleep(Duration::from_millis(300));
+    let freed = Instant::now();
+    drop(held);
+    served_within(second, Duration::from_secs(5), freed);
+    first.signal(libc::SIGCONT);
+    let first = first.wait();
+    let out = first;
+    assert!(out.status.success(), "{}", out.explain());
+    assert!(out.stderr.contains("No space left on device"), "no word of the full file system\n{}", out.explain());
+}
+
+#[test]
+fn an_earlier_process_in_the_queue_that_never_acts_is_passed_by() {
+    // A plain `flock` holding the queue (never beats), then one blocked
+    // behind it that started before our waiter (never moves): neither
+    // keeps the waiter from a free slot.
+    let f = Fixture::new("q-non-participants");
+    let records = records(&f);
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let queue = f.lock_dir.join("gpulock.queue");
+    write_file(&queue, "");
+    let held = hold_lock(f.lock("0", 0));
+    let flock = |secs: &str| {
+        let mut c = Cmd::new("flock");
+        c.arg(&queue).args(["sleep", secs]).timeout(Duration::from_secs(60));
+        c.spawn()
+    };
+    let holder = flock("60");
+    let hpid = holder.pid();
+    assert!(wait_until(Duration::from_secs(5), || in_flock(hpid, &queue)));
+    let blocked = queued(
+        &{
+            let mut c = Cmd::new("flock");
+            c.arg(&queue).args(["sleep", "60"]).timeout(Duration::from_secs(60));
+            c
+        },
+        &queue,
+    );
+    let ours = queued(&waiter(&f, 1, &records, "ours", &[]), &queue);
+    std::thread::sleep(Duration::from_millis(300));
+    let freed = Instant::now();
+    drop(held);
+    served_within(ours, Duration::from_secs(5), freed);
+    holder.signal(libc::SIGKILL);
+    blocked.signal(libc::SIGKILL);
+}
+
+#[test]
+fn a_multi_gpu_waiter_keeps_its_place_after_a_stop_episode() {
+    // The head stops; a 2-GPU waiter and, after it, a stream of 1-GPU
+    // waiters queue. The head is continued and served; then GPU 0 frees
+    // while GPU 1 is still busy: the 1-GPU waiters must not take it, and
+    // the 2-GPU waiter is served first when both are free.
+    let f = Fixture::new("q-multi-after-stop");
+    let records = records(&f);
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let queue = f.lock_dir.join("gpulock.queue");
+    let gpu0 = hold_lock(f.lock("0", 0));
+    let gpu1 = hold_lock(f.lock("1", 0));
+    let head = queued(&waiter(&f, 2, &records, "head", &[]), &queue);
+    head.signal(libc::SIGSTOP);
+    let multi = queued(&waiter(&f, 2, &records, "multi", &["--num_processes=2"]), &queue);
+    // The 2-GPU waiter stands in for the stopped head.
+    std::thread::sleep(Duration::from_millis(1500));
+    let singles: Vec<Running> = (0..4)
+        .map(|i| {
+            let mut c = waiter(&f, 2, &records, &format!("single{i}"), &[]);
+            c.env("SLEEP", "0.2");
+            let r = queued(&c, &queue);
+            std::thread::sleep(Duration::from_millis(100));
+            r
+        })
+        .collect();
+    head.signal(libc::SIGCONT);
+    drop(gpu0);
+    let head = head.wait();
+    assert!(head.status.success(), "{}", head.explain());
+    // GPU 0 is free, GPU 1 is not: nobody behind the 2-GPU waiter takes it.
+    std::thread::sleep(Duration::from_millis(800));
+    for i in 0..4 {
+        assert!(!records.join(format!("single{i}")).exists(), "single{i} overtook the 2-GPU waiter on GPU 0");
+    }
+    drop(gpu1);
+    let multi = multi.wait();
+    assert!(multi.status.success(), "{}", multi.explain());
+    let m = Record::read(&records.join("multi"));
+    assert_eq!(m.locks(), ["gpulock0_0", "gpulock1_0"], "{}", multi.explain());
+    for r in singles {
+        let out = r.wait();
+        assert!(out.status.success(), "{}", out.explain());
+    }
+    let multi_start = start_of(&records, "multi");
+    for i in 0..4 {
+        let s = start_of(&records, &format!("single{i}"));
+        assert!(multi_start < s, "single{i} started at {s}, before the 2-GPU waiter at {multi_start}");
+    }
+}
+
+#[test]
+fn a_beat_in_the_future_does_not_hide_a_stopped_head() {
+    let f = Fixture::new("q-future-beat");
+    let records = records(&f);
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let queue = f.lock_dir.join("gpulock.queue");
+    let held = hold_lock(f.lock("0", 0));
+    let head = queued(&waiter(&f, 1, &records, "head", &[]), &queue);
+    head.signal(libc::SIGSTOP);
+    let st = Command::new("touch").args(["-d", "+1 hour"]).arg(&queue).status().unwrap();
+    assert!(st.success());
+    let second = queued(&waiter(&f, 1, &records, "second", &[]), &queue);
+    std::thread::sleep(Duration::from_millis(300));
+    let freed = Instant::now();
+    drop(held);
+    served_within(second, Duration::from_secs(5), freed);
+    head.signal(libc::SIGKILL);
+}
+
+#[test]
+fn whole_second_timestamps_do_not_make_a_running_head_look_stopped() {
+    // ext4 with 128-byte inodes keeps whole seconds only.
+    if !is_root() {
+        assert!(std::env::var_os("CI").is_none(), "CI runs this as root");
+        eprintln!("skipped: mounting an ext4 image needs root");
+        return;
+    }
+    let f = Fixture::new("q-whole-seconds");
+    let records = records(&f);
+    let image = f.dir.join("ext4.img");
+    let mnt = f.dir.join("ext4");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mkfs = Command::new("mkfs.ext4").args(["-q", "-F", "-I", "128"]).arg(&image).arg("4M").output();
+    let mkfs = mkfs.unwrap_or_else(|e| panic!("mkfs.ext4 (e2fsprogs) is needed: {e}"));
+    assert!(mkfs.status.success(), "mkfs.ext4 -I 128: {mkfs:?}");
+    let st = Command::new("mount").args(["-o", "loop"]).arg(&image).arg(&mnt).status().unwrap();
+    assert!(st.success(), "cannot loop-mount {}", image.display());
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&mnt);
+    let locks = mnt.join("locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    let probe = locks.join("probe");
+    write_file(&probe, "");
+    let out = Command::new("stat").args(["-c", "%y"]).arg(&probe).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(".000000000"), "not whole seconds: {out:?}");
+    let queue = locks.join("gpulock.queue");
+    let held = hold_lock(locks.join("gpulock0_0"));
+    let run = |name: &str| {
+        let mut c = waiter(&f, 1, &records, name, &[]);
+        c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &locks);
+        queued(&c, &queue)
+    };
+    let head = run("head");
+    let second = run("second");
+    // Both run; the head keeps beating for 4 s.
+    std::thread::sleep(Duration::from_secs(4));
+    drop(held);
+    let (head, second) = (head.wait(), second.wait());
+    assert!(head.status.success(), "{}", head.explain());
+    assert!(second.status.success(), "{}", second.explain());
+    assert!(!second.stderr.contains("does not run"), "a running head was taken for stopped\n{}", second.explain());
+    assert!(start_of(&records, "head") < start_of(&records, "second"), "out of order");
+}
+
+#[test]
+fn sigalrm_inherited_blocked_neither_stalls_a_waiter_nor_stays_unblocked_for_the_test() {
+    let f = Fixture::new("q-sigalrm-blocked");
+    let records = records(&f);
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let queue = f.lock_dir.join("gpulock.queue");
+    let held = hold_lock(f.lock("0", 0));
+    // A head that waits forever keeps the second one in flock(2): only
+    // its timer makes it look up, and it must give up at --wait=2.
+    let head = queued(&waiter(&f, 1, &records, "head", &[]), &queue);
+    let mut c = f.cmd();
+    c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").arg("--wait=2").arg("./pkg/gpu_test");
+    c.timeout(Duration::from_secs(20));
+    c.block_signals(&[libc::SIGALRM]);
+    let started = Instant::now();
+    let out = c.run();
+    out.assert_code(1);
+    assert!(started.elapsed() < Duration::from_secs(6), "--wait=2 took {:?}\n{}", started.elapsed(), out.explain());
+    // Served after a wait, the test finds SIGALRM blocked as it was given.
+    let mut c = f.cmd();
+    c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1");
+    // grep itself, not a shell: dash empties the mask it is given.
+    c.args(["grep", "^SigBlk:", "/proc/self/status"]);
+    c.block_signals(&[libc::SIGALRM]);
+    let blocked = c.spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(held);
+    head.wait().assert_success();
+    let out = blocked.wait();
+    out.assert_success();
+    let mask = out.stdout.trim().rsplit(['\t', ' ']).next().unwrap_or("");
+    let mask = u64::from_str_radix(mask, 16).unwrap_or_else(|_| panic!("no SigBlk line\n{}", out.explain()));
+    assert_ne!(mask & (1 << (libc::SIGALRM - 1)), 0, "SIGALRM was not blocked again for the test\n{}", out.explain());
+}
+
+#[test]
+fn a_queue_file_this_user_cannot_use_is_passed_by_with_the_repair() {
+    if !is_root() {
+        assert!(std::env::var_os("CI").is_none(), "CI runs this as root");
+        eprintln!("skipped: making another user's queue file needs root");
+        return;
+    }
+    for (what, make) in [
+        (
+            "0600",
+            &(|q: &Path| {
+                write_file(q, "");
+                std::fs::set_permissions(q, std::fs::Permissions::from_mode(0o600)).unwrap();
+            }) as &dyn Fn(&Path),
+        ),
+        ("a planted link", &|q: &Path| std::os::unix::fs::symlink("/etc/passwd", q).unwrap()),
+    ] {
+        let f = shared_fixture("q-unusable-queue");
+        std::fs::create_dir_all(&f.lock_dir).unwrap();
+        std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let queue = f.lock_dir.join("gpulock.queue");
+        make(&queue);
+        // A free slot: the test runs, without a word.
+        let out = f.run_test(
+            |c| {
+                c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").as_user(NOBODY, NOBODY);
+            },
+            &[],
+        );
+        out.assert_success();
+        assert_eq!(out.stderr.lines().filter(|l| l.contains("queue file")).count(), 0, "{what}\n{}", out.explain());
+        // A busy one: it waits without the queue, names it and the repair.
+        let held = hold_lock(f.lock("0", 0));
+        std::fs::set_permissions(f.lock("0", 0), std::fs::Permissions::from_mode(0o666)).unwrap();
+        let mut c = f.cmd();
+        c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").as_user(NOBODY, NOBODY);
+        c.arg("./pkg/gpu_test");
+        let r = c.spawn();
+        std::thread::sleep(Duration::from_millis(500));
+        drop(held);
+        let out = r.wait();
+        out.assert_success();
+        let q = queue.display().to_string();
+        assert!(
+            out.stderr.contains(&format!("cannot use queue file {q}")) && out.stderr.contains(&format!("rm -f {q}")),
+            "{what}: no warning naming the queue file and the repair\n{}",
+            out.explain()
+        );
+    }
+}
