@@ -25,7 +25,7 @@ pub const DEFAULT_LOCK_DIR: &CStr = c"/var/lock";
 /// `${JAX_LOCK_DIR:-/tmp/jax_accelerator_locks_${USER:-shared}}`.
 pub const JAX_LOCK_DIR_PREFIX: &[u8] = b"/tmp/jax_accelerator_locks_";
 pub const DEFAULT_TESTS_PER_GPU: u32 = 8;
-pub const MAX_TESTS_PER_GPU: u32 = 1024;
+pub const MAX_TESTS_PER_GPU: u32 = memory::MAX_TESTS_PER_GPU as u32;
 /// 30 days: longer than any test timeout, small enough for any timer.
 pub const MAX_WAIT_MS: u64 = 30 * 24 * 3600 * 1000;
 

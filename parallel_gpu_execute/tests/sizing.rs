@@ -164,3 +164,31 @@ fn auto_slots_come_from_sysfs_memory() {
     );
     out.assert_one_error_line("TF_TESTS_PER_GPU: invalid value 'lots' (expected an integer from 1 to 1024, or auto)");
 }
+
+#[test]
+fn bazelrc_never_prints_a_slot_count_the_wrapper_refuses() {
+    // 8 GPUs of 192 GiB with 128 MiB a test: 1536 a GPU by the memory,
+    // past the 1-1024 that TF_TESTS_PER_GPU takes.
+    let f = amd_host("bazelrc-huge", &[192 * GIB; 8], 2048);
+    let out = f.cmd().env("TF_PER_DEVICE_MEMORY_LIMIT_MB", "128").arg("--list=bazelrc").run();
+    let lines = bazelrc(&out);
+    assert_eq!(lines[2], "test --test_env=TF_TESTS_PER_GPU=1024", "{}", out.explain());
+    assert!(lines[0].contains("at most 1024 tests per GPU"), "{}", out.explain());
+    // What it printed, the wrapper takes.
+    let value = lines[2].rsplit('=').next().unwrap();
+    let out = f.run_test(
+        |c| {
+            c.env("TF_TESTS_PER_GPU", value);
+        },
+        &[],
+    );
+    Record::of(out.assert_success());
+    // And so for the jax profile's variable and auto.
+    let out = f
+        .cmd()
+        .env("PARALLEL_GPU_EXECUTE_PROFILE", "jax")
+        .env("TF_PER_DEVICE_MEMORY_LIMIT_MB", "64")
+        .arg("--list=bazelrc")
+        .run();
+    assert_eq!(bazelrc(&out)[2], "test --test_env=JAX_TESTS_PER_ACCELERATOR=1024", "{}", out.explain());
+}

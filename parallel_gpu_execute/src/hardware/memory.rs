@@ -103,11 +103,17 @@ pub fn online_cpus() -> u64 {
     }
 }
 
+/// The most slots per GPU the wrapper takes (`TF_TESTS_PER_GPU`'s range
+/// is 1 to this).
+pub const MAX_TESTS_PER_GPU: u64 = 1024;
+
 /// Tests per GPU for a GPU of `vram_mib` when each test may take
-/// `per_test_mib`.
+/// `per_test_mib`: at least 1, at most [`MAX_TESTS_PER_GPU`] (8 GPUs of
+/// 192 GiB with 128 MiB a test would otherwise make 1536, a value the
+/// wrapper itself refuses).
 pub fn tests_per_gpu(vram_mib: Option<u64>, per_test_mib: u64) -> u64 {
     match vram_mib {
-        Some(v) => (v / per_test_mib.max(1)).max(1),
+        Some(v) => (v / per_test_mib.max(1)).clamp(1, MAX_TESTS_PER_GPU),
         None => UNKNOWN_TESTS_PER_GPU,
     }
 }

@@ -62,7 +62,11 @@ pub fn bazelrc(settings: &Settings, survey: &Survey) -> String {
                 }
             }
             let _ = write!(why, "; {per_test} MiB a test ({per_test_from})");
-            memory::tests_per_gpu(memory.map(|m| m.0), per_test)
+            let per_gpu = memory::tests_per_gpu(memory.map(|m| m.0), per_test);
+            if memory.is_some_and(|m| m.0 / per_test.max(1) > per_gpu) {
+                let _ = write!(why, "; at most {} tests per GPU", memory::MAX_TESTS_PER_GPU);
+            }
+            per_gpu
         } else {
             let _ = write!(why, "; {slots_variable}={} as set", settings.tests_per_gpu);
             u64::from(settings.tests_per_gpu)

@@ -81,7 +81,7 @@ use crate::prelude::*;
 use crate::profile::LockNames;
 use crate::report::status_format::{self, Report, Slot, Waiter};
 use crate::settings::Settings;
-use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device, openers};
+use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device, openers, sees_everyone};
 use crate::slots::lockfile::lock_file_name;
 use crate::slots::proclocks::{ProcessInfo, process, read_locks};
 use crate::slots::request::{Pool, Preset};
@@ -262,14 +262,23 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     }
     let device = mount_device(dir_fd.as_fd());
     let files: Vec<LockFile> = found.iter().map(|f| LockFile::new(f.name.as_bytes(), &f.st, device, f.queue)).collect();
-    let open = openers(&files);
+    // /proc/locks first: a lock listed there whose taker the scan of the
+    // processes then does not find was let go in between (`lockers`).
     let locks = read_locks();
+    let open = openers(&files);
+    let sees_all = sees_everyone();
     let mut extra = Vec::new();
     for ((f, file), open) in found.iter().zip(&files).zip(&open) {
-        let l = lockers(file, open, &locks);
+        let l = lockers(file, open, &locks, sees_all);
         let mut holders: Vec<ProcessInfo> = l.holders.iter().map(|&pid| process(pid)).collect();
+        if sees_all {
+            // Gone from /proc since the scan: it has exited, and holds
+            // nothing any more.
+            holders.retain(|h| h.command.is_some());
+        }
         // The taker first when it holds the lock, then oldest first.
-        let first = usize::from(l.taker_holds).min(holders.len());
+        let taker_first = l.taker_holds && holders.first().is_some_and(|h| Some(&h.pid) == l.holders.first());
+        let first = usize::from(taker_first);
         holders[first..].sort_by_key(|h| (h.started.is_none(), h.started, h.pid));
         holders.extend((0..l.hidden_holders).map(|_| process(0)));
         let waiter = |pid: i64, position| Waiter { process: process(pid), position, file: path(&f.name) };

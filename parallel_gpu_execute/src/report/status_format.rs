@@ -105,8 +105,15 @@ fn width<'a>(min: usize, values: impl Iterator<Item = &'a str>) -> usize {
     values.map(|v| v.chars().count()).fold(min, usize::max)
 }
 
+/// The GPU part of a lock file's name, as the text shows it: any user may
+/// create a file named `gpulock<ESC>...` or with a newline in a shared lock
+/// directory, and neither may reach the operator's terminal or forge a row.
+fn gpu_text(s: &Slot) -> String {
+    Bytes(s.gpu.as_bytes()).to_string()
+}
+
 fn slot_rows(out: &mut String, s: &Slot, gpu_w: usize, state_w: usize, since_w: usize) {
-    let lead = format!("{:<8} {:<gpu_w$} {:>4}", s.profile, s.gpu, s.slot);
+    let lead = format!("{:<8} {:<gpu_w$} {:>4}", s.profile, gpu_text(s), s.slot);
     if s.holders.is_empty() {
         let _ = writeln!(out, "{lead}  free");
         return;
@@ -145,7 +152,8 @@ pub fn text(r: &Report) -> String {
         );
     }
     let holders = || r.slots.iter().flat_map(|s| s.holders.iter().take(MAX_HOLDER_ROWS));
-    let gpu_w = width(3, r.slots.iter().map(|s| s.gpu.as_str()));
+    let gpus: Vec<String> = r.slots.iter().map(gpu_text).collect();
+    let gpu_w = width(3, gpus.iter().map(String::as_str));
     let states: Vec<String> = holders().chain(r.waiters.iter().map(|w| &w.process)).map(state_text).collect();
     let state_w = width(7, states.iter().map(String::as_str));
     let sinces: Vec<String> = r.slots.iter().map(|s| time_text(s.since)).collect();

@@ -111,8 +111,19 @@ impl Lockers {
     }
 }
 
-/// What `/proc/locks` and the processes that have `file` open say about it.
-pub fn lockers(file: &LockFile, openers: &[Opener], locks: &[LockEntry]) -> Lockers {
+/// Whether this process sees every process and may read every one's
+/// descriptors: root in the host's PID namespace. Then no holder is
+/// hidden from it: a lock that `/proc/locks` lists and no process it
+/// scanned holds was let go while it looked (tests that start and end by
+/// the hundred a minute), and is not counted as held by someone unseen.
+pub fn sees_everyone() -> bool {
+    rustix::process::geteuid().is_root() && host_pid_namespace()
+}
+
+/// What `/proc/locks` (read before the processes were scanned) and the
+/// processes that have `file` open say about it; `sees_all`:
+/// [`sees_everyone`].
+pub fn lockers(file: &LockFile, openers: &[Opener], locks: &[LockEntry], sees_all: bool) -> Lockers {
     let on_file = || locks.iter().filter(|l| l.flock && l.key() == file.key);
     let mut holders: Vec<i64> = Vec::new();
     let mut taker_holds = false;
@@ -128,8 +139,11 @@ pub fn lockers(file: &LockFile, openers: &[Opener], locks: &[LockEntry]) -> Lock
     // someone this process cannot see.
     let mut hidden_holders =
         on_file().filter(|l| !l.blocked && !openers.iter().any(|o| o.holds && o.taker == Some(l.pid))).count();
+    if sees_all {
+        hidden_holders = 0;
+    }
     let listed = on_file().any(|l| !l.blocked);
-    if !listed && holders.is_empty() && openers.iter().any(|o| o.blocked) {
+    if !sees_all && !listed && holders.is_empty() && openers.iter().any(|o| o.blocked) {
         // Someone waits, so someone holds it, unseen.
         hidden_holders = 1;
     }
@@ -344,30 +358,44 @@ mod tests {
         // The classic script: the flock child (100) has exited, the shell
         // (90) holds the lock, its `sleep` (95) shares it.
         let openers = [opener(95, true, Some(100), false), opener(90, true, Some(100), false)];
-        let l = lockers(&FILE, &openers, &[entry(100, false)]);
+        let l = lockers(&FILE, &openers, &[entry(100, false)], false);
         assert_eq!(l, Lockers { holders: vec![95, 90], taker_holds: false, hidden_holders: 0, waiters: vec![] });
         // The taker still holding it comes first.
         let openers = [opener(95, true, Some(90), false), opener(90, true, Some(90), false)];
-        let l = lockers(&FILE, &openers, &[entry(90, false)]);
+        let l = lockers(&FILE, &openers, &[entry(90, false)], false);
         assert_eq!((l.holders, l.taker_holds), (vec![90, 95], true));
     }
 
     #[test]
     fn what_cannot_be_seen_is_hidden_never_dropped() {
         // Listed, but nobody visible holds it (another user's process).
-        let l = lockers(&FILE, &[], &[entry(77, false), entry(78, true), entry(0, true)]);
+        let l = lockers(&FILE, &[], &[entry(77, false), entry(78, true), entry(0, true)], false);
         assert_eq!(l, Lockers { holders: vec![], taker_holds: false, hidden_holders: 1, waiters: vec![78, 0] });
         assert!(l.held());
         // Not listed (its taker is outside this PID namespace), but a
         // visible process sleeps in flock on it.
-        let l = lockers(&FILE, &[opener(5, false, None, true), opener(6, false, None, false)], &[]);
+        let l = lockers(&FILE, &[opener(5, false, None, true), opener(6, false, None, false)], &[], false);
         assert_eq!(l, Lockers { holders: vec![], taker_holds: false, hidden_holders: 1, waiters: vec![5] });
         // Open, neither held nor waited for: free.
-        let l = lockers(&FILE, &[opener(6, false, None, false)], &[]);
+        let l = lockers(&FILE, &[opener(6, false, None, false)], &[], false);
         assert!(!l.held() && l.waiters.is_empty());
         // Entries of other files do not count.
         let other = LockEntry { inode: 259, ..entry(7, false) };
-        assert!(!lockers(&FILE, &[], &[other]).held());
+        assert!(!lockers(&FILE, &[], &[other], false).held());
+    }
+
+    #[test]
+    fn one_who_sees_every_process_calls_no_holder_hidden() {
+        // Root in the host's PID namespace: a lock listed before the scan
+        // whose taker the scan did not find was let go in between.
+        let l = lockers(&FILE, &[], &[entry(77, false)], true);
+        assert!(!l.held(), "{l:?}");
+        // A waiter whose holder took the lock after the scan passed it.
+        let l = lockers(&FILE, &[opener(5, false, None, true)], &[], true);
+        assert_eq!((l.hidden_holders, l.waiters), (0, vec![5]));
+        // What it does see, it names.
+        let l = lockers(&FILE, &[opener(90, true, Some(90), false)], &[entry(90, false)], true);
+        assert_eq!((l.holders, l.hidden_holders), (vec![90], 0));
     }
 
     #[test]
