@@ -114,17 +114,21 @@ fn each_static_binary_runs_in_an_empty_root() {
     let fds = |extra: usize| format!("inherited_fds={}\n", base + extra);
 
     // A GPU slot: the lock directory is created, the test holds its lock.
-    // An empty root is a fresh action root, and /locks is a top-level
-    // directory that was not there: one action at a time runs here, warned.
+    // This empty root is the action's own (TEST_SRCDIR under /bazel-out),
+    // and /locks is on its mount: one action at a time runs here, warned.
     expect(
         run_in(
             &root,
             "/bin/parallel_gpu_execute",
             &["--lock-dir=/locks", "/test", "a b"],
-            &[("TF_GPU_COUNT", "2"), ("PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR", "run")],
+            &[
+                ("TF_GPU_COUNT", "2"),
+                ("PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR", "run"),
+                ("TEST_SRCDIR", "//bazel-out/k8-fastbuild/bin/test.runfiles"),
+            ],
         ),
         &["argv[0]=/test\n", "argv[1]=a b\n", "CUDA_VISIBLE_DEVICES=0\n", "HIP_VISIBLE_DEVICES=0\n", &fds(1)],
-        "parallel_gpu_execute: warning: lock directory /locks did not exist and was created inside this action's own root, so it coordinates with no other test: tests running at once on this worker may get the same GPU; mount the host's lock directory at /locks in the worker, or run one action per GPU there\nRunning test /test a b on GPU(s) 0\n",
+        "parallel_gpu_execute: warning: lock directory /locks is inside this action's own root (TEST_SRCDIR is under /bazel-out), so it coordinates with no other test: tests running at once here may get the same GPU; mount the host's lock directory there in the worker, or run one action per GPU there\nRunning test /test a b on GPU(s) 0\n",
     );
     assert!(root.join("locks/gpulock0_0").is_file(), "no lock file in /locks");
     // Relative test and the rocm pool, as Bazel runs it (with no runfiles).

@@ -104,10 +104,19 @@ pub enum Error {
         action: &'static str,
         errno: rustix::io::Errno,
     },
-    /// The lock directory was created inside the action's own root, where it
-    /// coordinates with no other test, and the pool has several GPUs.
+    /// A link on the lock directory's path points nowhere.
+    DanglingLockDir {
+        dir: Box<[u8]>,
+        link: Box<[u8]>,
+        target: Box<[u8]>,
+    },
+    /// The lock directory coordinates with no other test (`slots::privacy`)
+    /// and the pool has several GPUs.
     PrivateLockDir {
         dir: Box<[u8]>,
+        /// Where it is, and what makes it coordinate (`slots::privacy`).
+        place: &'static str,
+        repair: &'static str,
         gpus: usize,
     },
     /// A lock file cannot be created in an existing directory.
@@ -208,17 +217,30 @@ impl fmt::Display for Error {
                 Os(*errno),
                 Excerpt(dir)
             ),
-            Error::PrivateLockDir { dir, gpus } => write!(
+            Error::DanglingLockDir { dir, link, target } => write!(
                 f,
-                "lock directory {d} did not exist and was created inside this action's own root, so it coordinates with no other test: tests running at once on this worker would all get the first of its {gpus} GPUs; mount the host's lock directory at {d} in the worker, run one action per GPU there, or set PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR=run where the worker runs one action at a time",
+                "lock directory {}: {l} is a symbolic link to {}, which does not exist; create its target (as systemd-tmpfiles does at boot for /run/lock) or mount the host's lock directory at {l}",
+                Excerpt(dir),
+                Excerpt(target),
+                l = Excerpt(link),
+            ),
+            Error::PrivateLockDir { dir, place, repair, gpus } => write!(
+                f,
+                "lock directory {d} is {}, so it coordinates with no other test: tests running at once here would all get the first of its {gpus} GPUs; {}, or set PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR=run where one action runs at a time",
+                place,
+                repair,
                 d = Excerpt(dir)
             ),
-            Error::LockFileCreate { path, errno } => write!(
-                f,
-                "cannot create lock file {}: {} (under Bazel's sandbox, make its directory writable with --sandbox_writable_path)",
-                Bytes(path),
-                Os(*errno)
-            ),
+            Error::LockFileCreate { path, errno } => {
+                write!(f, "cannot create lock file {}: {}", Bytes(path), Os(*errno))?;
+                match *errno {
+                    rustix::io::Errno::NOSPC => f.write_str(" (its file system is full: free space or inodes there)"),
+                    rustix::io::Errno::DQUOT => f.write_str(" (a disk quota is reached: free some or raise it)"),
+                    _ => f.write_str(
+                        " (under Bazel's sandbox, make its directory writable with --sandbox_writable_path)",
+                    ),
+                }
+            }
             Error::UnsafeLockPath { path, what } => {
                 write!(f, "refusing lock path {}: it is {what}, not a regular file", Bytes(path))
             }

@@ -129,11 +129,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tests_per_gpu_is_memory_over_the_share_at_least_one() {
+    fn tests_per_gpu_is_memory_over_the_share_at_least_one_at_most_1024() {
         assert_eq!(tests_per_gpu(Some(65536), 4096), 16);
         assert_eq!(tests_per_gpu(Some(65535), 4096), 15);
         assert_eq!(tests_per_gpu(Some(1024), 4096), 1);
-        assert_eq!(tests_per_gpu(Some(8192), 0), 8192);
+        assert_eq!(tests_per_gpu(Some(8192), 0), MAX_TESTS_PER_GPU, "at most what TF_TESTS_PER_GPU takes");
+        assert_eq!(tests_per_gpu(Some(196_608), 128), MAX_TESTS_PER_GPU);
         assert_eq!(tests_per_gpu(None, 4096), UNKNOWN_TESTS_PER_GPU);
     }
 

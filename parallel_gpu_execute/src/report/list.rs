@@ -20,7 +20,8 @@ use crate::prelude::*;
 use crate::profile::{Profile, Vendor};
 use crate::report::json;
 use crate::settings::Settings;
-use crate::slots::lockfile::missing_dir_private;
+use crate::slots::lockfile::{DirState, dir_state};
+use crate::slots::privacy;
 use crate::slots::request::{Pool, Preset};
 use core::fmt::Write as _;
 use wrapper_common::diag::Os;
@@ -235,12 +236,19 @@ fn text(plan: &Plan, settings: &Settings) -> String {
             let _ = writeln!(out, "pool: {}{from}", ids.join(","));
             let _ = writeln!(out, "slots per GPU: {}", plan.slots);
             let dir = settings.lock_dir.path();
-            let state = match missing_dir_private(&dir) {
-                None => "",
-                Some(false) => " (missing: the first test creates it)",
-                Some(true) => {
-                    " (missing, and so created inside this action's own root, where it coordinates with no other test: mount the host's lock directory there; PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR decides whether tests run)"
-                }
+            let state = match (dir_state(&dir), privacy::judge(&dir)) {
+                (DirState::Dangling, _) => match crate::slots::lockfile::dangling(&dir) {
+                    Some(e) => format!(" ({e}: every test exits 2)"),
+                    None => String::new(),
+                },
+                (state, Some(why)) => format!(
+                    " ({}{}, so it coordinates with no other test: {}; PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR decides whether tests run)",
+                    if state == DirState::Missing { "missing; " } else { "" },
+                    why.place(),
+                    why.repair()
+                ),
+                (DirState::Missing, None) => " (missing: the first test creates it)".to_string(),
+                (DirState::Exists, None) => String::new(),
             };
             let _ = writeln!(out, "lock dir: {}{state}", String::from_utf8_lossy(dir.to_bytes()));
         }
@@ -363,14 +371,7 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
         ("pool_variable", json::opt_string(pool.and_then(|p| p.variable).map(str::as_bytes))),
         ("slots_per_gpu", plan.slots.to_string()),
         ("lock_dir", json::string(settings.lock_dir.path().to_bytes())),
-        (
-            "lock_dir_state",
-            json::string(match missing_dir_private(&settings.lock_dir.path()) {
-                None => b"exists",
-                Some(false) => b"missing",
-                Some(true) => b"private",
-            }),
-        ),
+        ("lock_dir_state", json::string(lock_dir_state(&settings.lock_dir.path()).as_bytes())),
         ("kfd_device", kfd_device_key(survey)),
         (
             "gfx_targets",
@@ -378,4 +379,15 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
         ),
         ("devices", json::array(&devices)),
     ]) + "\n"
+}
+
+/// `lock_dir_state`: `exists`, `missing`, `dangling`, or `private`
+/// (`slots::privacy`), which wins.
+fn lock_dir_state(dir: &core::ffi::CStr) -> &'static str {
+    match (dir_state(dir), privacy::judge(dir)) {
+        (DirState::Dangling, _) => "dangling",
+        (_, Some(_)) => "private",
+        (DirState::Missing, None) => "missing",
+        (DirState::Exists, None) => "exists",
+    }
 }

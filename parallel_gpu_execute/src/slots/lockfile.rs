@@ -43,42 +43,49 @@ pub fn lock_file_name(prefix: &[u8], id: &[u8], slot: u32) -> LockName {
     name
 }
 
-/// How the lock directory came to be open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Made {
-    /// It was there.
-    Found,
-    /// This wrapper created it; `top_level`: the directory it created first
-    /// was one directly under `/` (`/var` for `/var/lock`), which no
-    /// host's root lacks but a fresh action root may.
-    Created { top_level: bool },
-}
-
 /// Opens the lock directory, creating it (and its parents) when missing.
-pub fn open_lock_dir(dir: &CStr) -> Result<(OwnedFd, Made), Error> {
+/// A link on the way that points nowhere (`/var/lock` to `../run/lock`
+/// with an empty `/run`) is named, with its repair.
+pub fn open_lock_dir(dir: &CStr) -> Result<OwnedFd, Error> {
     let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
     let fail = |action, errno| Error::LockDir { dir: dir.to_bytes().into(), action, errno };
     match rustix::fs::open(dir, flags, Mode::empty()) {
-        Ok(fd) => return Ok((fd, Made::Found)),
+        Ok(fd) => return Ok(fd),
         Err(Errno::NOENT) => {}
         Err(e) => return Err(fail("open it", e)),
     }
-    let first = create_dirs(dir.to_bytes()).map_err(|e| fail("create it", e))?;
-    let fd = rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| fail("open it", e))?;
-    // Created by another wrapper in the meantime: found, as far as this
-    // one can tell.
-    let made = match first {
-        None => Made::Found,
-        Some(depth) => Made::Created { top_level: depth == 1 },
-    };
-    Ok((fd, made))
+    if let Some(e) = dangling(dir) {
+        return Err(e);
+    }
+    create_dirs(dir.to_bytes()).map_err(|e| fail("create it", e))?;
+    rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| dangling(dir).unwrap_or_else(|| fail("open it", e)))
 }
 
-/// `mkdir -p`: each missing component, mode 0777 less the umask; returns
-/// the depth of the first one it created (1 for `/var`), if any.
-fn create_dirs(path: &[u8]) -> Result<Option<usize>, Errno> {
+/// The first component of `dir` that is a symbolic link to nothing, as
+/// an error that names it and its target.
+#[cold]
+pub fn dangling(dir: &CStr) -> Option<Error> {
+    let path = dir.to_bytes();
+    let mut end = 0;
+    while end < path.len() {
+        end = path[end + 1..].iter().position(|&b| b == b'/').map_or(path.len(), |p| end + 1 + p);
+        let prefix = alloc::ffi::CString::new(&path[..end]).ok()?;
+        let Ok(st) = rustix::fs::lstat(&prefix) else { return None };
+        if FileType::from_raw_mode(st.st_mode) == FileType::Symlink && rustix::fs::stat(&prefix).is_err() {
+            let target = rustix::fs::readlink(&prefix, Vec::new()).map(|t| t.into_bytes()).unwrap_or_default();
+            return Some(Error::DanglingLockDir {
+                dir: path.into(),
+                link: path[..end].into(),
+                target: target.into_boxed_slice(),
+            });
+        }
+    }
+    None
+}
+
+/// `mkdir -p`: each missing component, mode 0777 less the umask.
+fn create_dirs(path: &[u8]) -> Result<(), Errno> {
     let mut prefix = StackPath::new();
-    let mut first = None;
     for (i, &b) in path.iter().enumerate() {
         let end_of_component = b == b'/' && i > 0 || i + 1 == path.len();
         if end_of_component {
@@ -86,21 +93,36 @@ fn create_dirs(path: &[u8]) -> Result<Option<usize>, Errno> {
             prefix.truncate(0);
             prefix.push(&path[..upto]).map_err(|_| Errno::NAMETOOLONG)?;
             match rustix::fs::mkdir(prefix.as_cstr(), Mode::from_raw_mode(0o777)) {
-                Ok(()) => {
-                    let depth = path[..upto].split(|&b| b == b'/').filter(|c| !c.is_empty()).count();
-                    first.get_or_insert(depth);
-                }
-                Err(Errno::EXIST) => {}
+                Ok(()) | Err(Errno::EXIST) => {}
                 Err(e) => return Err(e),
             }
         }
     }
-    Ok(first)
+    Ok(())
 }
 
-/// What to do with a lock directory that coordinates nothing: one this
-/// wrapper had to create inside what is evidently a fresh action root
-/// (`PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR`).
+/// What a lock directory is before any test ran, for `--list`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirState {
+    Exists,
+    /// The first test creates it.
+    Missing,
+    /// A link on its way points nowhere: every test would fail.
+    Dangling,
+}
+
+pub fn dir_state(dir: &CStr) -> DirState {
+    if rustix::fs::stat(dir).is_ok() {
+        DirState::Exists
+    } else if dangling(dir).is_some() {
+        DirState::Dangling
+    } else {
+        DirState::Missing
+    }
+}
+
+/// What to do with a lock directory that coordinates nothing (see
+/// `privacy`; `PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrivatePolicy {
     /// `auto` (the default): refuse where the pool has several GPUs, run
@@ -121,45 +143,6 @@ impl PrivatePolicy {
             _ => None,
         }
     }
-}
-
-/// Whether the filesystem root is the action's own input root: Bazel's
-/// `TEST_SRCDIR` is then `//bazel-out/...` (the root joined with
-/// `/bazel-out/...`), as under a remote engine that runs each action in a
-/// chroot or a bubblewrap sandbox of its own.
-pub fn in_action_root() -> bool {
-    wrapper_common::env::var_nonempty(b"TEST_SRCDIR")
-        .is_some_and(|d| d.starts_with(b"/bazel-out/") || d.starts_with(b"//bazel-out/"))
-}
-
-/// Whether a lock directory that this wrapper made coordinates nothing: it
-/// had to create a directory directly under `/` (`/var` in a fresh action
-/// root), or the root is the action's own. A lock directory nested in
-/// missing directories elsewhere (`/tmp/ci/locks` on a new host) is not.
-pub fn is_private(made: Made) -> bool {
-    match made {
-        Made::Found => false,
-        Made::Created { top_level } => top_level || in_action_root(),
-    }
-}
-
-/// What a lock directory that does not exist yet would be, for `--list`:
-/// `None` when it exists, else whether it would be private.
-pub fn missing_dir_private(dir: &CStr) -> Option<bool> {
-    if rustix::fs::stat(dir).is_ok() {
-        return None;
-    }
-    // The first component: `/var` of `/var/lock`.
-    let bytes = dir.to_bytes();
-    let top_missing = match bytes.strip_prefix(b"/") {
-        Some(rest) => {
-            let first = rest.split(|&b| b == b'/').next().unwrap_or(b"");
-            !first.is_empty()
-                && wrapper_common::with_joined(&[b"/", first], None, |p| rustix::fs::stat(p).is_err()).unwrap_or(false)
-        }
-        None => false,
-    };
-    Some(top_missing || in_action_root())
 }
 
 fn describe(file_type: FileType) -> &'static str {
@@ -298,14 +281,14 @@ mod tests {
         let path = base.join("locks");
         let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
         std::fs::create_dir_all(&path).unwrap();
-        let (fd, _) = open_lock_dir(&cpath).unwrap();
+        let fd = open_lock_dir(&cpath).unwrap();
         let inside = open_lock_file(&fd, &cpath, &lock_file_name(b"gpulock", b"0", 0)).unwrap();
         assert!(dir_still_there(&cpath, &fd));
         std::fs::remove_dir_all(&path).unwrap();
         assert!(!dir_still_there(&cpath, &fd), "removed, though a file in it is still open");
         std::fs::create_dir_all(&path).unwrap();
         assert!(!dir_still_there(&cpath, &fd), "replaced by a new directory");
-        let (fd, _) = open_lock_dir(&cpath).unwrap();
+        let fd = open_lock_dir(&cpath).unwrap();
         std::fs::rename(&path, base.join("moved")).unwrap();
         assert!(!dir_still_there(&cpath, &fd), "renamed away");
         drop(inside);

@@ -26,9 +26,10 @@ use crate::error::Error;
 use crate::prelude::*;
 use crate::profile::Profile;
 use crate::slots::lockfile::{
-    LockName, PrivatePolicy, dir_still_there, is_private, join, keep_young, lock_file_name, named, open_lock_dir,
-    open_lock_file, try_flock,
+    LockName, PrivatePolicy, dir_still_there, join, keep_young, lock_file_name, named, open_lock_dir, open_lock_file,
+    try_flock,
 };
+use crate::slots::privacy::{self, Private};
 use crate::slots::queue::{self, NoQueue, Queue, Standing};
 use crate::slots::request::Pool;
 use crate::slots::telemetry::{Place, Telemetry};
@@ -208,16 +209,23 @@ impl<'a> Slots<'a> {
 /// A lock directory that coordinates nothing: refused or warned about, as
 /// `policy` says (see [`PrivatePolicy`]).
 #[cold]
-fn private_lock_dir(dir: &CStr, pool: &Pool, policy: PrivatePolicy) -> Result<(), Error> {
+fn private_lock_dir(dir: &CStr, why: Private, pool: &Pool, policy: PrivatePolicy) -> Result<(), Error> {
     let gpus = pool.ids.len();
     if policy == PrivatePolicy::Refuse || policy == PrivatePolicy::Auto && gpus > 1 {
-        return Err(Error::PrivateLockDir { dir: dir.to_bytes().into(), gpus });
+        return Err(Error::PrivateLockDir {
+            dir: dir.to_bytes().into(),
+            place: why.place(),
+            repair: why.repair(),
+            gpus,
+        });
     }
     diag::report(
         crate::TOOL,
         format_args!(
-            "warning: lock directory {d} did not exist and was created inside this action's own root, so it coordinates with no other test: tests running at once on this worker may get the same GPU; mount the host's lock directory at {d} in the worker, or run one action per GPU there",
-            d = diag::Bytes(dir.to_bytes())
+            "warning: lock directory {} is {}, so it coordinates with no other test: tests running at once here may get the same GPU; {}",
+            diag::Bytes(dir.to_bytes()),
+            why.place(),
+            why.repair()
         ),
     );
     Ok(())
@@ -270,10 +278,14 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask, test: &dyn Fn() -> String) -> 
     let mut signals: Option<WaitingSignals> = None;
     let (mut said_no_queue, mut warned_queue) = (false, false);
     let mut telemetry = Telemetry::default();
+    let mut judged = false;
     loop {
-        let (dir_fd, made) = open_lock_dir(dir)?;
-        if is_private(made) {
-            private_lock_dir(dir, pool, private)?;
+        let dir_fd = open_lock_dir(dir)?;
+        if !judged {
+            judged = true;
+            if let Some(why) = privacy::judge(dir) {
+                private_lock_dir(dir, why, pool, private)?;
+            }
         }
         let mut announce = |place| telemetry.waiting(&dir_fd, pool, slots, prefix, needed, &test(), place);
         let mut table = Slots::new(dir, &dir_fd, pool, slots, prefix, cache);

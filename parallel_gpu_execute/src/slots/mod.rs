@@ -1,6 +1,7 @@
 //! Handing out GPU slots: how many GPUs a test needs and from which pool
 //! (`request`), the lock files and how a slot is taken (`lockfile`,
-//! `locks`), waiting for one in arrival order (`wait`, the queue in
+//! `locks`), whether the lock directory coordinates anything beyond this
+//! action (`privacy`), waiting for one in arrival order (`wait`, the queue in
 //! `locks`), what a waiter tells the log (`telemetry`), and who holds a
 //! lock according to the kernel (`proclocks`: `/proc/locks` and what
 //! `/proc` tells of a process; `holders`: the processes that have a lock
@@ -12,6 +13,7 @@
 pub mod holders;
 pub mod lockfile;
 pub mod locks;
+pub mod privacy;
 pub mod proclocks;
 pub mod queue;
 pub mod request;

@@ -1,0 +1,282 @@
+//! A lock directory that coordinates nothing is never silent, and an
+//! ordinary one never raises a false alarm: the built wrapper in real
+//! mount set-ups made with bubblewrap and `unshare` (an action's own root,
+//! shipped in its image or made by the wrapper; a container made for the
+//! action; Bazel 7's per-action `/tmp`; the host's directory mounted in),
+//! a top-level or relative lock directory on a host, a dangling
+//! `/var/lock`, and a full file system at a lock file.
+
+mod common;
+
+use common::{BIN, Fixture, Record};
+use std::path::Path;
+use std::process::Command;
+use test_support::{Cmd, Output, is_root};
+
+/// Whether bubblewrap and root are here (in CI both must be).
+fn have_bwrap() -> bool {
+    let found = Command::new("bwrap").arg("--version").output().is_ok_and(|o| o.status.success());
+    if std::env::var_os("CI").is_some() {
+        assert!(found && is_root(), "CI runs this as root with bubblewrap (bwrap) installed");
+    }
+    if !(found && is_root()) {
+        eprintln!("skipped: needs root and bubblewrap (bwrap)");
+    }
+    found && is_root()
+}
+
+const SRCDIR: &str = "/bazel-out/k8-fastbuild/bin/pkg/gpu_test.runfiles";
+
+/// The wrapper in a bubblewrap sandbox whose root is `root_args` (a
+/// tmpfs, a bind), with the system's programs read-only, the runfiles tree
+/// at `<input_root>/bazel-out/...` and `extra` mounts; TEST_SRCDIR as
+/// Bazel sets it there.
+fn sandboxed(f: &Fixture, root_args: &[&str], input_root: &str, extra: &[&str], gpus: &str) -> Cmd {
+    let srcdir = format!("{}{SRCDIR}", input_root.trim_end_matches('/'));
+    let mut c = Cmd::new("bwrap");
+    c.args(root_args);
+    c.args(["--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib"]);
+    c.args(["--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev"]);
+    c.args(["--ro-bind", BIN, "/wrapper"]);
+    c.args(extra);
+    c.arg("--ro-bind").arg(&f.runfiles.srcdir).arg(&srcdir);
+    // The runfiles are links to the files where the fixture keeps them.
+    let real = f.dir.join("execroot");
+    c.arg("--ro-bind").arg(&real).arg(&real);
+    c.args([
+        "--chdir",
+        &format!("{srcdir}/ws"),
+        "--setenv",
+        "TEST_SRCDIR",
+        &srcdir,
+        "--setenv",
+        "TEST_WORKSPACE",
+        "ws",
+    ]);
+    c.args(["--setenv", "TF_GPU_COUNT", gpus, "--setenv", "PARALLEL_GPU_EXECUTE_LOCK_DIR", "/var/lock"]);
+    c.args(["--", "/wrapper", "./pkg/gpu_test"]);
+    c
+}
+
+fn said_private(out: &Output, place: &str) -> usize {
+    out.stderr.lines().filter(|l| l.contains("coordinates with no other test") && l.contains(place)).count()
+}
+
+#[track_caller]
+fn refused(out: &Output, place: &str) {
+    assert_eq!(out.status.code(), Some(2), "{}", out.explain());
+    assert_eq!(said_private(out, place), 1, "{}", out.explain());
+    assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
+}
+
+#[test]
+fn an_action_root_lock_directory_is_refused_whether_the_image_ships_it_or_the_wrapper_makes_it() {
+    if !have_bwrap() {
+        return;
+    }
+    let f = Fixture::new("privacy-action-root");
+    let root = ["--tmpfs", "/"];
+    let place = "inside this action's own root";
+    // The image has /var/lock (Debian's and most executors' images do):
+    // nothing is created, and two actions at once would both get GPU 0.
+    refused(&sandboxed(&f, &root, "/", &["--dir", "/var/lock"], "2").run(), place);
+    // Only /var there, or nothing: the same.
+    refused(&sandboxed(&f, &root, "/", &["--dir", "/var"], "2").run(), place);
+    refused(&sandboxed(&f, &root, "/", &[], "2").run(), place);
+    // One GPU: it runs, warned.
+    let out = sandboxed(&f, &root, "/", &["--dir", "/var/lock"], "1").run();
+    Record::of(out.assert_success());
+    assert_eq!(said_private(&out, place), 1, "{}", out.explain());
+    // The host's lock directory mounted in: it coordinates, not a word.
+    let host = f.dir.join("host-locks");
+    std::fs::create_dir_all(&host).unwrap();
+    let bind = ["--bind", host.to_str().unwrap(), "/var/lock"];
+    let out = sandboxed(&f, &root, "/", &bind, "2").run();
+    let r = Record::of(out.assert_success());
+    assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
+    assert_eq!(r.locks(), ["gpulock0_0"], "{}", out.explain());
+    assert!(host.join("gpulock0_0").exists(), "the lock file is not in the host's directory");
+    // --list says what a test would meet.
+    let mut list = Cmd::new("bwrap");
+    list.args(["--tmpfs", "/", "--dir", "/var/lock", "--ro-bind", BIN, "/wrapper", "--proc", "/proc", "--dev", "/dev"]);
+    list.args(["--setenv", "TEST_SRCDIR", &format!("/{SRCDIR}"), "--setenv", "TF_GPU_COUNT", "2"]);
+    list.args(["--", "/wrapper", "--list=json"]);
+    let out = list.run();
+    out.assert_success();
+    assert!(out.stdout.contains("\"lock_dir_state\": \"private\""), "{}", out.explain());
+}
+
+#[test]
+fn a_container_made_for_the_action_is_told_by_its_mounted_input_root() {
+    if !have_bwrap() {
+        return;
+    }
+    let f = Fixture::new("privacy-container");
+    // An image's root (tmpfs), the input root mounted at /work.
+    let inputs = f.dir.join("inputs");
+    std::fs::create_dir_all(&inputs).unwrap();
+    let mount_input = ["--bind", inputs.to_str().unwrap(), "/work", "--dir", "/var/lock"];
+    let out = sandboxed(&f, &["--tmpfs", "/"], "/work", &mount_input, "2").run();
+    refused(&out, "on the root file system of a container made for this action");
+    // Bazel's own sandbox also mounts the action's directory, but over the
+    // host's root (here a bind of a plain directory): not a word.
+    let hostroot = f.dir.join("hostroot");
+    std::fs::create_dir_all(hostroot.join("var/lock")).unwrap();
+    let bind_root = ["--bind", hostroot.to_str().unwrap(), "/"];
+    let out = sandboxed(&f, &bind_root, "/work", &["--bind", inputs.to_str().unwrap(), "/work"], "2").run();
+    Record::of(out.assert_success());
+    assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
+}
+
+#[test]
+fn a_per_action_tmp_does_not_hold_the_jax_locks_silently() {
+    // Bazel 7+ mounts <sandbox>/_hermetic_tmp at /tmp in each action; the
+    // jax profile's default lock directory is under /tmp.
+    if !is_root() || !Path::new("/usr/bin/unshare").exists() {
+        assert!(std::env::var_os("CI").is_none(), "CI runs this as root with unshare");
+        eprintln!("skipped: needs root and unshare");
+        return;
+    }
+    let f = Fixture::new("privacy-hermetic-tmp");
+    let hermetic = f.dir.join("sandbox/linux-sandbox/7/_hermetic_tmp");
+    let here = f.dir.path().strip_prefix("/tmp").map(|p| p.to_path_buf()).ok();
+    let Some(here) = here else {
+        eprintln!("skipped: the fixture is not under /tmp");
+        return;
+    };
+    std::fs::create_dir_all(hermetic.join(&here)).unwrap();
+    // The host's /tmp gets /tmp/jax_accelerator_locks_<user> in the last
+    // case: a name of this run's own, removed at the end.
+    let user = format!("gpuci-{}", std::process::id());
+    struct Remove(std::path::PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _remove = Remove(format!("/tmp/jax_accelerator_locks_{user}").into());
+    let run = |mount: &str, gpus: &str| {
+        // The fixture stays where it was inside the new /tmp.
+        let script =
+            format!("set -e; mount --bind \"$1\" \"$2/{here}\"; {mount}; shift 2; exec \"$@\"", here = here.display());
+        let mut u = Cmd::new("unshare");
+        f.runfiles.apply(&mut u);
+        u.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_PROFILE", "jax");
+        u.env("USER", &user).env("JAX_ACCELERATOR_COUNT", gpus);
+        u.args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"]);
+        u.arg(f.dir.path()).arg(&hermetic).arg(BIN).arg("./pkg/gpu_test");
+        u.run()
+    };
+    // --rbind: the fixture's own bind inside it comes along.
+    let mount_hermetic = format!("mount --rbind {} /tmp", hermetic.display());
+    let place = "in a /tmp of this action's own";
+    refused(&run(&mount_hermetic, "2"), place);
+    let out = run(&mount_hermetic, "1");
+    Record::of(out.assert_success());
+    assert_eq!(said_private(&out, place), 1, "{}", out.explain());
+    assert!(out.stderr.contains("--sandbox_add_mount_pair=/tmp"), "{}", out.explain());
+    // The host's /tmp (--sandbox_add_mount_pair=/tmp): not a word.
+    let out = run("true", "2");
+    Record::of(out.assert_success());
+    assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
+}
+
+#[test]
+fn a_lock_directory_made_on_an_ordinary_host_is_no_alarm_even_at_the_top_or_relative() {
+    // `--lock-dir=/gpu-locks` or a relative `locks` that does not exist
+    // yet: the first test used to be refused, the second ran.
+    let f = Fixture::new("privacy-ordinary");
+    for dir in ["locks", "locks2/nested"] {
+        for round in 0..2 {
+            let out =
+                f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir).env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
+            Record::of(out.assert_success());
+            assert!(out.stderr.lines().count() <= 1, "{dir}, round {round}\n{}", out.explain());
+        }
+    }
+    if !have_bwrap() {
+        return;
+    }
+    // A host's root with no /gpu-locks yet (a bind of a plain directory).
+    let hostroot = f.dir.join("hostroot");
+    std::fs::create_dir_all(&hostroot).unwrap();
+    for dir in ["bin", "lib", "lib64"] {
+        std::os::unix::fs::symlink(format!("usr/{dir}"), hostroot.join(dir)).unwrap();
+    }
+    for round in 0..2 {
+        let mut c = Cmd::new("bwrap");
+        c.args(["--bind", hostroot.to_str().unwrap(), "/", "--ro-bind", "/usr", "/usr"]);
+        c.args(["--proc", "/proc", "--dev", "/dev", "--ro-bind", BIN, "/wrapper"]);
+        c.arg("--ro-bind").arg(&f.runfiles.srcdir).arg("/home/u/execroot/ws/bazel-out/k8/bin/pkg/t.runfiles");
+        let real = f.dir.join("execroot");
+        c.arg("--ro-bind").arg(&real).arg(&real);
+        c.args(["--chdir", "/home/u/execroot/ws/bazel-out/k8/bin/pkg/t.runfiles/ws"]);
+        c.args(["--setenv", "TEST_SRCDIR", "/home/u/execroot/ws/bazel-out/k8/bin/pkg/t.runfiles"]);
+        c.args(["--setenv", "TF_GPU_COUNT", "2", "--setenv", "PARALLEL_GPU_EXECUTE_LOCK_DIR", "/gpu-locks"]);
+        c.args(["--", "/wrapper", "./pkg/gpu_test"]);
+        let out = c.run();
+        Record::of(out.assert_success());
+        assert!(!out.stderr.contains("coordinates with no other test"), "round {round}\n{}", out.explain());
+    }
+    assert!(hostroot.join("gpu-locks/gpulock0_0").exists());
+}
+
+#[test]
+fn a_dangling_lock_directory_link_is_named_with_its_repair() {
+    let f = Fixture::new("privacy-dangling");
+    let var = f.dir.join("var");
+    std::fs::create_dir_all(&var).unwrap();
+    std::fs::create_dir_all(f.dir.join("run")).unwrap();
+    std::os::unix::fs::symlink("../run/lock", var.join("lock")).unwrap();
+    let lock_dir = var.join("lock");
+    let out =
+        f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir).env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
+    out.assert_one_error_line(&format!(
+        "lock directory {l}: {l} is a symbolic link to ../run/lock, which does not exist",
+        l = lock_dir.display()
+    ));
+    assert!(!out.stderr.contains("--sandbox_writable_path"), "{}", out.explain());
+    assert_eq!(out.status.code(), Some(2));
+    // --list says so too, instead of "the first test creates it".
+    let out = f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir).env("TF_GPU_COUNT", "2").arg("--list").run();
+    out.assert_success();
+    assert!(out.stdout.contains("is a symbolic link to ../run/lock, which does not exist"), "{}", out.explain());
+    let out = f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir).env("TF_GPU_COUNT", "2").arg("--list=json").run();
+    assert!(out.stdout.contains("\"lock_dir_state\": \"dangling\""), "{}", out.explain());
+    // Its target made, the test runs.
+    std::fs::create_dir_all(f.dir.join("run/lock")).unwrap();
+    let out =
+        f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir).env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
+    Record::of(out.assert_success());
+}
+
+#[test]
+fn a_full_file_system_at_a_lock_file_is_named_as_such() {
+    if !is_root() {
+        assert!(std::env::var_os("CI").is_none(), "CI runs this as root");
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let f = Fixture::new("privacy-enospc");
+    let mnt = f.dir.join("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    // The root and the lock directory, no more.
+    let st =
+        Command::new("mount").args(["-t", "tmpfs", "-o", "size=64k,nr_inodes=2", "tmpfs"]).arg(&mnt).status().unwrap();
+    assert!(st.success());
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&mnt);
+    let locks = mnt.join("locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    let out = f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &locks).env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
+    out.assert_one_error_line(&format!(
+        "cannot create lock file {}/gpulock0_0: No space left on device (os error 28) (its file system is full",
+        locks.display()
+    ));
+    assert!(!out.stderr.contains("--sandbox_writable_path"), "{}", out.explain());
+}
