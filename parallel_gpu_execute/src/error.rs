@@ -80,6 +80,11 @@ pub enum Error {
         variable: &'static str,
         id: &'static [u8],
     },
+    /// `--lock-names=physical` with a preset pool whose GPUs cannot be told.
+    PresetNotPhysical {
+        variable: &'static str,
+        why: String,
+    },
     /// The test asks for more GPUs than the pool has.
     PoolTooSmall {
         needed: u64,
@@ -180,6 +185,10 @@ impl fmt::Display for Error {
             Error::DuplicatePoolId { variable, id } => {
                 write!(f, "{variable}: GPU id '{}' is listed twice", Excerpt(id))
             }
+            Error::PresetNotPhysical { variable, why } => write!(
+                f,
+                "--lock-names=physical: cannot tell which physical GPUs {variable} names ({why}); give the pool by GPU UUID ({variable}=GPU-...), or let this container see /sys/class/kfd (ROCm) or /proc/driver/nvidia (CUDA)"
+            ),
             Error::PoolTooSmall { needed, pool, variable } => {
                 write!(f, "the test needs {needed} GPU(s) but the pool holds only {pool}")?;
                 match variable {

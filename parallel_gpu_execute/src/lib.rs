@@ -137,7 +137,7 @@ fn run_on_gpus(
     let needed = request::gpus_needed(argv.iter_from(command + 1).map(|a| a.to_bytes()));
     let mut pool = request::Pool::for_vendor(preset, count)?;
     if settings.lock_names == profile::LockNames::Physical {
-        pool.name_physically(&settings.probe(), source);
+        pool.name_physically(&settings.probe(), source)?;
     }
     if needed > pool.ids.len() as u64 {
         return Err(Error::PoolTooSmall { needed, pool: pool.ids.len(), variable: pool.variable });

@@ -288,36 +288,35 @@ fn physical_lock_names_keep_containers_that_share_a_lock_directory_apart() {
 }
 
 #[test]
-fn physical_names_fall_back_to_index_names_with_one_note() {
+fn physical_names_fall_back_to_index_names_with_one_note_and_a_preset_pool_never_does() {
     let f = Fixture::new("phys-fallback");
-    for (env, why) in [
-        (vec![("TF_GPU_COUNT", "2")], "the count comes from TF_GPU_COUNT"),
-        (
-            vec![("TF_GPU_COUNT", "2"), ("PARALLEL_GPU_EXECUTE_VENDOR", "rocm"), ("ROCR_VISIBLE_DEVICES", "3,4")],
-            "the pool comes from ROCR_VISIBLE_DEVICES",
-        ),
-    ] {
-        let out = f.run_test(
-            |c| {
-                for (k, v) in &env {
-                    c.env(k, v);
-                }
-                c.arg("--lock-names=physical");
-            },
-            &[],
-        );
-        let r = Record::of(out.assert_success());
-        assert!(r.locks()[0].starts_with("gpulock") && r.locks()[0].ends_with("_0"));
-        assert!(!r.locks()[0].contains("uid-"), "{}", out.explain());
-        let lines: Vec<&str> = out.stderr.lines().collect();
-        assert_eq!(lines.len(), 2, "{}", out.explain());
-        assert_eq!(
-            lines[0],
-            format!(
-                "parallel_gpu_execute: note: --lock-names=physical: no hardware identity ({why}); lock files are named by index"
-            )
-        );
-    }
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "2").arg("--lock-names=physical");
+        },
+        &[],
+    );
+    let r = Record::of(out.assert_success());
+    assert!(r.locks()[0].starts_with("gpulock") && r.locks()[0].ends_with("_0"));
+    assert!(!r.locks()[0].contains("uid-"), "{}", out.explain());
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.explain());
+    assert_eq!(
+        lines[0],
+        "parallel_gpu_execute: note: --lock-names=physical: no hardware identity (the count comes from TF_GPU_COUNT); lock files are named by index"
+    );
+    // A preset pool whose GPUs cannot be told is refused, not named by
+    // index (another container may know the same GPU by another index).
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "2").env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm").env("ROCR_VISIBLE_DEVICES", "1");
+            c.arg("--lock-names=physical");
+        },
+        &[],
+    );
+    out.assert_code(2).assert_one_error_line(
+        "--lock-names=physical: cannot tell which physical GPUs ROCR_VISIBLE_DEVICES names (the count comes from TF_GPU_COUNT); give the pool by GPU UUID",
+    );
     f.cmd()
         .args(["--lock-names=serial", "--list"])
         .run()
@@ -393,4 +392,69 @@ fn partitions_of_one_device_keep_their_names_in_every_container() {
     assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("1"), "node 5 is A's second GPU\n{}", out.explain());
     a_held.signal_group(libc::SIGKILL);
     a_held.wait();
+}
+
+#[test]
+fn a_preset_pool_is_named_by_the_physical_gpus_its_ids_stand_for() {
+    // One container sees only GPU 3 and is given ROCR_VISIBLE_DEVICES=0;
+    // another sees all four and runs with ROCR_VISIBLE_DEVICES=3: the same
+    // GPU, so the same lock file.
+    let a = container("preset-a", &[3]);
+    let b = container("preset-b", &[0, 1, 2, 3]);
+    let shared = a.dir.join("host-locks");
+    let physical = |f: &Fixture, pool: &str| {
+        let mut c = f.cmd();
+        c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &shared)
+            .env("TF_TESTS_PER_GPU", "1")
+            .env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm")
+            .env("ROCR_VISIBLE_DEVICES", pool)
+            .arg("--lock-names=physical");
+        c
+    };
+    let mut c = physical(&a, "0");
+    c.env("SLEEP", "30").arg("./pkg/gpu_test").own_process_group();
+    let held = c.spawn();
+    let lock = shared.join("gpulockuid-1003_0");
+    assert!(wait_until(Duration::from_secs(10), || is_held(&lock)), "A never took {}", lock.display());
+    for pool in ["3", "GPU-3eb"] {
+        let out = physical(&b, pool).args(["--wait=0", "./pkg/gpu_test"]).run();
+        assert_eq!(out.status.code(), Some(1), "B was given A's GPU through {pool}\n{}", out.explain());
+    }
+    // B's other GPUs are its own.
+    let out = physical(&b, "2,3").args(["--wait=0", "./pkg/gpu_test"]).run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulockuid-1002_0"], "{}", out.explain());
+    held.signal_group(libc::SIGKILL);
+    held.wait();
+    let out = physical(&b, "GPU-3eb").args(["--wait=0", "./pkg/gpu_test"]).run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulockuid-1003_0"], "{}", out.explain());
+    // An index past what the container sees: refused with the fix.
+    let out = physical(&a, "1").arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line("it names GPU 1, but this container sees 1 usable KFD GPU(s)");
+}
+
+#[test]
+fn a_preset_cuda_pool_is_named_by_uuid_and_its_indexes_only_in_bus_order() {
+    let mut f = Fixture::new("preset-cuda");
+    test_support::hardware::hosts::h100_cdi_pod(&mut f.sysroot);
+    let uuid = "GPU-00000006-0000-4000-8000-000000000007";
+    let run = |pool: &str, order: Option<&str>| {
+        f.run_test(
+            |c| {
+                c.env("CUDA_VISIBLE_DEVICES", pool).arg("--lock-names=physical");
+                if let Some(o) = order {
+                    c.env("CUDA_DEVICE_ORDER", o);
+                }
+            },
+            &[],
+        )
+    };
+    for (pool, order) in [(uuid, None), ("0", Some("PCI_BUS_ID"))] {
+        let out = run(pool, order);
+        let r = Record::of(out.assert_success());
+        assert_eq!(r.locks(), [format!("gpulock{uuid}_0")], "{pool}\n{}", out.explain());
+        assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some(pool), "the pool is given as it was\n{}", out.explain());
+    }
+    run("0", None).assert_code(2).assert_one_error_line("CUDA numbers GPUs fastest first");
 }

@@ -23,9 +23,12 @@
 //!   above, these depend on which GPUs this container sees, so the note
 //!   says so.
 //!
-//! When the count comes from `TF_GPU_COUNT` or `rocminfo`, or the pool is
-//! preset (`ROCR_VISIBLE_DEVICES`, `CUDA_VISIBLE_DEVICES`), there is no
+//! When the count comes from `TF_GPU_COUNT` or `rocminfo`, there is no
 //! hardware identity: the wrapper falls back to index names with one note.
+//! A preset pool (`ROCR_VISIBLE_DEVICES`, `CUDA_VISIBLE_DEVICES`) is named
+//! by the GPUs its ids stand for ([`of_preset`]); where that cannot be told,
+//! the test is refused (exit 2) with the fix, since index names there would
+//! book a GPU that another container knows by another index.
 
 use crate::hardware::Probe;
 use crate::hardware::gpu_count::Source;
@@ -98,6 +101,54 @@ pub fn physical(probe: &Probe, source: Source) -> Result<Identities, String> {
         );
     }
     Ok(Identities { names, use_as_ids })
+}
+
+/// The physical names of a preset pool's ids (`ROCR_VISIBLE_DEVICES`,
+/// `CUDA_VISIBLE_DEVICES`), from the names of every GPU this container
+/// sees, in the runtime's order (`all`); or why they cannot be told.
+///
+/// - ROCm: an index `k` is the `k`-th GPU ROCr enumerates, which is the
+///   `k`-th usable KFD node; `GPU-<hex>` is the device whose `unique_id`
+///   that is.
+/// - CUDA: `GPU-<UUID>` and MIG paths are physical already (the caller
+///   keeps them); an index is the `k`-th GPU in PCI bus order only under
+///   `CUDA_DEVICE_ORDER=PCI_BUS_ID` (CUDA's default order is fastest first).
+pub fn of_preset(all: &Identities, ids: &[&[u8]], rocm: bool) -> Result<Vec<String>, String> {
+    let mut names = Vec::with_capacity(ids.len());
+    for &id in ids {
+        let text = String::from_utf8_lossy(id);
+        let index = wrapper_common::numbers::parse_u64(id);
+        let name = if rocm {
+            match (index, text.strip_prefix("GPU-")) {
+                (Some(k), _) => all.names.get(k as usize).cloned().ok_or_else(|| {
+                    format!("it names GPU {k}, but this container sees {} usable KFD GPU(s)", all.names.len())
+                })?,
+                (None, Some(hex)) => {
+                    let uid =
+                        u64::from_str_radix(hex, 16).map_err(|_| format!("'{text}' is not GPU-<hex unique_id>"))?;
+                    let name = format!("uid-{uid}");
+                    all.names
+                        .iter()
+                        .find(|n| **n == name)
+                        .cloned()
+                        .ok_or_else(|| format!("no GPU this container sees has unique_id {uid} ({text})"))?
+                }
+                _ => return Err(format!("'{text}' is neither an index nor GPU-<hex unique_id>")),
+            }
+        } else if index.is_none() {
+            text.into_owned()
+        } else if wrapper_common::env::var(b"CUDA_DEVICE_ORDER") == Some(&b"PCI_BUS_ID"[..]) {
+            let k = index.unwrap_or_default() as usize;
+            all.names
+                .get(k)
+                .cloned()
+                .ok_or_else(|| format!("it names GPU {k}, but this container sees {} NVIDIA GPU(s)", all.names.len()))?
+        } else {
+            return Err("CUDA numbers GPUs fastest first, not in an order the driver shows, unless CUDA_DEVICE_ORDER=PCI_BUS_ID".to_string());
+        };
+        names.push(name);
+    }
+    Ok(names)
 }
 
 #[cfg(test)]

@@ -98,8 +98,8 @@ use wrapper_common::diag::Os;
 pub const LOCK_PREFIXES: &[(&str, &str)] = &[("gpulock", "xla"), ("jax_accelerator_lock_", "jax")];
 pub const QUEUE_FILES: &[&str] = &["gpulock.queue", "jax_accelerator_lock.queue"];
 
-/// A queue file: one of [`QUEUE_FILES`], or one of its later lanes
-/// (`gpulock.queue.1`, ...: `slots::queue`).
+/// A queue file: one of [`QUEUE_FILES`], or a lane the previous version
+/// made (`gpulock.queue.1` to `.7`), whose waiters are still shown.
 fn is_queue_file(name: &str) -> bool {
     QUEUE_FILES.iter().any(|q| {
         name.strip_prefix(q).is_some_and(|rest| {
@@ -160,7 +160,8 @@ impl Configured {
             let vendor = settings.vendor.unwrap_or(source.default_vendor());
             let mut pool = Pool::for_vendor(Preset::of(vendor), count).ok()?;
             if settings.lock_names == LockNames::Physical {
-                pool.name_physically(&settings.probe(), source);
+                // A pool whose GPUs cannot be told: its slots are not listed.
+                pool.name_physically(&settings.probe(), source).ok()?;
             }
             Some(pool)
         });

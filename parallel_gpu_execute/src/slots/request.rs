@@ -219,8 +219,30 @@ pub fn parse_pool_list(list: &[u8], mig_paths: bool) -> Result<Vec<&[u8]>, PoolL
 impl Pool {
     /// `--lock-names=physical`: names the pool's lock files by each GPU's
     /// physical identity ([`identity::physical`]), or says in one note why
-    /// it keeps index names.
-    pub fn name_physically(&mut self, probe: &Probe, source: Source) {
+    /// it keeps index names. A preset pool is named by the GPUs its ids
+    /// stand for ([`identity::of_preset`]), or refused: index names there
+    /// would book a GPU that another container knows by another index.
+    pub fn name_physically(&mut self, probe: &Probe, source: Source) -> Result<(), Error> {
+        if let Some(variable) = self.variable {
+            let ids: Vec<&[u8]> = self.ids.iter().map(|id| id.as_ref()).collect();
+            let rocm = variable != CUDA_POOL_VARIABLE;
+            // CUDA's UUIDs and MIG paths need no look at the hardware.
+            let all = if rocm || ids.iter().any(|id| parse_u64(id).is_some()) {
+                identity::physical(probe, source)
+            } else {
+                Ok(identity::Identities { names: Vec::new(), use_as_ids: false })
+            };
+            let named = all.and_then(|all| identity::of_preset(&all, &ids, rocm));
+            let names = named.map_err(|why| Error::PresetNotPhysical { variable, why })?;
+            if let Some(bad) = names.iter().find(|n| !is_safe_id(n.as_bytes()) && !is_cuda_mig_path(n.as_bytes())) {
+                return Err(Error::PresetNotPhysical {
+                    variable,
+                    why: format!("identity '{bad}' cannot name a lock file"),
+                });
+            }
+            self.lock_names = Some(names.iter().map(|n| lock_form(n.as_bytes()).into_owned()).collect());
+            return Ok(());
+        }
         match self.physical_names(probe, source) {
             Ok(identity::Identities { names, use_as_ids }) => {
                 if use_as_ids {
@@ -235,12 +257,10 @@ impl Pool {
                 ),
             ),
         }
+        Ok(())
     }
 
     fn physical_names(&self, probe: &Probe, source: Source) -> Result<identity::Identities, String> {
-        if let Some(var) = self.variable {
-            return Err(format!("the pool comes from {var}"));
-        }
         let identities = identity::physical(probe, source)?;
         if identities.names.len() != self.ids.len() {
             return Err("the GPUs changed while they were counted".to_string());
