@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::hardware::gpu_count::Source;
 use crate::hardware::{Probe, identity};
 use crate::prelude::*;
-use crate::profile::{CUDA_POOL_VARIABLE, Vendor};
+use crate::profile::{CUDA_POOL_VARIABLE, ROCR_POOL_VARIABLE, Vendor};
 use alloc::borrow::Cow;
 use wrapper_common::diag;
 use wrapper_common::env;
@@ -159,7 +159,7 @@ fn is_negative_index(token: &[u8]) -> bool {
 fn pool_variable(vendor: Vendor) -> Option<&'static str> {
     match vendor {
         Vendor::Classic => None,
-        Vendor::Rocm => Some("ROCR_VISIBLE_DEVICES"),
+        Vendor::Rocm => Some(ROCR_POOL_VARIABLE),
         Vendor::Cuda => Some(CUDA_POOL_VARIABLE),
     }
 }
