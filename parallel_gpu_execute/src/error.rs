@@ -47,8 +47,7 @@ impl Flag {
         }
     }
 
-    pub const ALL: [Flag; 6] =
-        [Flag::LockDir, Flag::Vendor, Flag::Wait, Flag::LockNames, Flag::Profile, Flag::Visible];
+    pub const ALL: [Flag; 6] = [Flag::LockDir, Flag::Vendor, Flag::Wait, Flag::LockNames, Flag::Profile, Flag::Visible];
 }
 
 #[derive(Debug)]

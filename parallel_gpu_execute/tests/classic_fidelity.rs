@@ -1,8 +1,9 @@
 //! Where parallel_gpu_execute is a drop-in for the classic script, it
 //! behaves like it: lock files another user's classic script can open, lock
 //! directories it cannot write, the GPUs a `--num_processes=0` test needs,
-//! the test named in the "no slot" line, and the variables against XLA's
-//! CUDA copy, and the pool, lock files and variables against XLA main.
+//! the test named in the "no slot" line, the variables against XLA's CUDA
+//! copy, and `--visible=rocr` against the closed openxla/xla#46534. The
+//! comparisons with upstream main's scripts are in `upstream_main.rs`.
 
 mod common;
 
@@ -221,20 +222,24 @@ fn against_xlas_cuda_copy_cuda_mode_and_the_classic_pair() {
     assert_eq!(Record::of(out.assert_success()).var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4200"));
 }
 
-/// XLA's ROCm script since openxla/xla#46534 (2026-07-31, read at
-/// 11098f82) takes its pool from a preset `ROCR_VISIBLE_DEVICES`, searches
-/// slot 0 of every contiguous block of it first, locks
-/// `gpulock<id>_<slot>`, and sets `ROCR_VISIBLE_DEVICES` to the block,
-/// `HIP_VISIBLE_DEVICES` to 0..n-1 and removes `CUDA_VISIBLE_DEVICES`. On
-/// a KFD host with a preset pool, ours takes the same files in the same
+/// The ROCm script that openxla/xla#46534 proposed (2026-07-31, its head
+/// 11098f82; closed without being merged, so never on main) takes its pool
+/// from a preset `ROCR_VISIBLE_DEVICES`, searches slot 0 of every
+/// contiguous block of it first, locks `gpulock<id>_<slot>`, and sets
+/// `ROCR_VISIBLE_DEVICES` to the block, `HIP_VISIBLE_DEVICES` to 0..n-1
+/// and removes `CUDA_VISIBLE_DEVICES`. That is `--visible=rocr`: on a KFD
+/// host with a preset pool, ours then takes the same files in the same
 /// order and sets the same variables, so a slot that script holds (an
 /// external `flock`, as its `exec {fd}>`/`flock -n` takes it) is skipped.
 #[test]
-fn against_xla_main_a_preset_rocr_pool_locks_the_same_files_in_the_same_order() {
-    let mut f = Fixture::new("main-rocr-pool");
+fn against_xla_pr46534_visible_rocr_locks_the_same_files_in_the_same_order() {
+    let mut f = Fixture::new("pr46534-rocr-pool");
     f.sysroot.add_kfd_gpus(8);
     let pod = |c: &mut Cmd| {
-        c.env("ROCR_VISIBLE_DEVICES", "4,5").env("CUDA_VISIBLE_DEVICES", "4").env("TF_TESTS_PER_GPU", "2");
+        c.env("ROCR_VISIBLE_DEVICES", "4,5")
+            .env("CUDA_VISIBLE_DEVICES", "4")
+            .env("TF_TESTS_PER_GPU", "2")
+            .env("PARALLEL_GPU_EXECUTE_VISIBLE", "rocr");
     };
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let held = hold_lock(f.lock("4", 0));
