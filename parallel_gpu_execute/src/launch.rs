@@ -199,9 +199,9 @@ pub fn test_environment(mode: Mode, block: Block<'_>) -> EnvBuilder {
             env.set(b"CUDA_VISIBLE_DEVICES", block.ids).set(b"HIP_VISIBLE_DEVICES", block.ids);
         }
     }
+    // XLA main's scripts' default, the CUDA copy's since de271824.
     if env::var_nonempty(b"TF_PER_DEVICE_MEMORY_LIMIT_MB").is_none() {
-        let default: &[u8] = if vendor == Vendor::Cuda { b"4200" } else { b"4096" };
-        env.set(b"TF_PER_DEVICE_MEMORY_LIMIT_MB", default);
+        env.set(b"TF_PER_DEVICE_MEMORY_LIMIT_MB", b"4096");
     }
     env
 }

@@ -185,20 +185,22 @@ fn the_no_slot_line_names_the_test_and_its_arguments() {
     }
 }
 
-/// XLA's CUDA copy, `build_tools/ci/parallel_gpu_execute.sh`, sets
-/// `CUDA_VISIBLE_DEVICES` and `HIP_VISIBLE_DEVICES` to the index and a
-/// 4200 MB limit. On a counted NVIDIA host ours uses cuda mode (its limit,
-/// no `HIP_VISIBLE_DEVICES`); `--vendor=classic` gives that copy's pair,
-/// with classic mode's 4096; a limit the user set is kept in both.
+/// XLA's CUDA copy, `build_tools/ci/parallel_gpu_execute.sh` on openxla/xla
+/// main (last changed in de271824, 2025-04-29, PR #25771, which raised the
+/// limit from 2048 to 4096), sets `CUDA_VISIBLE_DEVICES` and
+/// `HIP_VISIBLE_DEVICES` to the index and a 4096 MB limit. On a counted
+/// NVIDIA host ours uses cuda mode (that limit, no `HIP_VISIBLE_DEVICES`);
+/// `--vendor=classic` gives that copy's pair; a limit the user set is kept
+/// in both.
 #[test]
-fn against_xlas_cuda_copy_cuda_mode_and_the_classic_pair() {
+fn against_xla_main_cuda_copy_de271824_cuda_mode_and_the_classic_pair() {
     let f = Fixture::new("ci-copy");
     f.sysroot.add_nvidia_proc_gpus(2);
     let out = f.run_test(|_| {}, &[]);
     let r = Record::of(out.assert_success());
     assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
     assert_eq!(r.var("HIP_VISIBLE_DEVICES"), None);
-    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4200"));
+    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4096"), "{}", out.explain());
     let out = f.run_test(
         |c| {
             c.env("PARALLEL_GPU_EXECUTE_VENDOR", "classic");

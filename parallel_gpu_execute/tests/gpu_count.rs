@@ -116,7 +116,7 @@ fn nvidia_proc_entries_give_cuda_mode() {
     assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
     assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), None);
     assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("keep"), "cuda mode leaves HIP alone");
-    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4200"));
+    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4096"));
 }
 
 #[test]

@@ -188,7 +188,7 @@ fn cuda_pool_comes_from_cuda_visible_devices_and_accepts_uuids() {
     let r = Record::of(&out);
     assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some(uuid));
     assert_eq!(r.locks(), [format!("gpulock{uuid}_0")]);
-    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4200"));
+    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4096"));
 }
 
 /// CUDA's documented MIG form, `MIG-GPU-<UUID>/<GI>/<CI>`: its slashes
