@@ -1,6 +1,7 @@
 //! The `jax` profile: what JAX's `build/parallel_accelerator_execute.sh`
 //! (jax-ml/jax main at cec06d11, where the script last changed in 58d4536f)
-//! does wherever a user can see it.
+//! does wherever a user can see it and it works; `--visible=hip` gives the
+//! ROCm/jax fork's variables (its script at 4443705e).
 //!
 //! - `JAX_ACCELERATOR_COUNT` gives the count; unset, the count comes from
 //!   the hardware (TPU chips first, then the GPU sources), not the script's
@@ -10,7 +11,9 @@
 //!   `--lock-dir` or `PARALLEL_GPU_EXECUTE_LOCK_DIR` says otherwise.
 //! - The test gets `TPU_VISIBLE_CHIPS`, `CUDA_VISIBLE_DEVICES`,
 //!   `ROCR_VISIBLE_DEVICES` and `ONEAPI_VISIBLE_DEVICES` set to its ids, and
-//!   `TF_PER_DEVICE_MEMORY_LIMIT_MB` defaults to 2048.
+//!   `TF_PER_DEVICE_MEMORY_LIMIT_MB` defaults to 2048. On AMD GPUs,
+//!   `HIP_VISIBLE_DEVICES` and `CUDA_VISIBLE_DEVICES` are `0..n-1` instead
+//!   (docs/jax.md, "AMD GPUs").
 //! - `Running test <test> <args> on accelerator <ids>`; all busy:
 //!   `Cannot find a free accelerator to run the test ... on, exiting with
 //!   failure...` (`error.rs`).

@@ -154,8 +154,7 @@ fn is_negative_index(token: &[u8]) -> bool {
 /// jax profile reads it deliberately unlike JAX's script, which overwrites
 /// it with a slot index: ROCm CI runners give each job a slice of a shared
 /// host that way (ROCm/jax#792 to #795), and a test must stay in its job's
-/// slice (openxla/xla#46534 made XLA's script draw from it for the same
-/// reason).
+/// slice (the closed openxla/xla#46534 proposed the same for XLA's script).
 fn pool_variable(vendor: Vendor) -> Option<&'static str> {
     match vendor {
         Vendor::Classic => None,
