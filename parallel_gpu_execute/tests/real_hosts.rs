@@ -250,6 +250,21 @@ fn list_formats_on_an_mi210_host() {
     );
     assert_eq!(out.stdout.lines().filter(|l| l.starts_with("kfd node")).count(), 8);
     out.assert_stdout_contains("\nsource: kfd\ncount: 8\nmode: rocm (HIP_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES)\npool: 0,1,2,3,4,5,6,7\nslots per GPU: 8\n");
+    // The variables each --visible setting and profile gives.
+    for (args, mode) in [
+        (&["--visible=rocr"][..], "mode: rocm (ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES)"),
+        (
+            &["--profile=jax"],
+            "mode: jax (TPU_VISIBLE_CHIPS, ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, ONEAPI_VISIBLE_DEVICES)",
+        ),
+        (
+            &["--profile=jax", "--visible=hip"],
+            "mode: jax (TPU_VISIBLE_CHIPS, CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES)",
+        ),
+    ] {
+        let out = f.cmd().args(args).arg("--list").run();
+        out.assert_success().assert_stdout_contains(&format!("\n{mode}\n"));
+    }
     f.cmd().arg("--list=count").run().assert_success().assert_stdout_eq("8\n");
     f.cmd().arg("--list=gfx-targets").run().assert_success().assert_stdout_eq("gfx90a\n");
     let json = f.cmd().arg("--list=json").env("TF_TESTS_PER_GPU", "2").run();
