@@ -434,8 +434,9 @@ def tag_filters(name, base_tags = [], configs = {}, preset = None, binary = None
         configs: A dict from config name to the tags it appends, in order;
             e.g. {"ci_single_gpu": ["requires-gpu-amd", "-multi_gpu"]}.
         preset: Instead of base_tags and configs, the name of a table
-            compiled into tag_filters: "xla-rocm", "jax-rocm" or
-            "xla-rocm-compile" (`tag_filters --help` lists them). A name the
+            compiled into tag_filters: "xla-rocm", "jax-rocm",
+            "xla-rocm-compile" or "rocm-dev-infra" (`tag_filters --help`
+            lists them). A name the
             binary does not know fails when the target runs, with the list.
         binary: The tag_filters executable; defaults to the static build of
             this module. Pass a prebuilt one to avoid rules_rust.

@@ -6,7 +6,8 @@
 //!
 //! - every request ran and passed, on as many GPUs as it asked for;
 //! - every block was contiguous, and its locks were one slot on each of its
-//!   GPUs (the ids in `ROCR_VISIBLE_DEVICES` and the lock files agree);
+//!   GPUs (the ids in `HIP_VISIBLE_DEVICES`, the same in
+//!   `CUDA_VISIBLE_DEVICES`, and the lock files agree);
 //! - no GPU was ever used by more tests than it has slots, and no slot by
 //!   two tests (a sweep over the interval end points, per GPU and per slot);
 //! - no multi-GPU request starved: the longest wait of a 4-GPU request is
@@ -41,7 +42,7 @@ const SLOTS: u32 = 2;
 struct Run {
     /// GPUs it asked for.
     needed: u32,
-    /// `ROCR_VISIBLE_DEVICES`, parsed.
+    /// `HIP_VISIBLE_DEVICES`, parsed (rocm mode: XLA main's variables).
     ids: Vec<u32>,
     /// The lock files it held: (GPU id, slot).
     locks: Vec<(u32, u32)>,
@@ -227,9 +228,9 @@ fn load_with_faults(label: &str, wrappers: usize, sleep: &str, seed: u64, stop_e
         assert!(record.exists(), "the test did not run\n{}", out.explain());
         let rec = parse_record(&read_to_string(&record));
         let get = |k: &str| record_value(&rec, k).unwrap_or_else(|| panic!("no {k} in {rec:?}")).to_string();
-        let ids: Vec<u32> = get("ROCR_VISIBLE_DEVICES").split(',').map(|i| i.parse().unwrap()).collect();
-        let hip: Vec<String> = (0..ids.len()).map(|i| i.to_string()).collect();
-        assert_eq!(get("HIP_VISIBLE_DEVICES"), hip.join(","), "{}", out.explain());
+        let ids: Vec<u32> = get("HIP_VISIBLE_DEVICES").split(',').map(|i| i.parse().unwrap()).collect();
+        assert_eq!(get("CUDA_VISIBLE_DEVICES"), get("HIP_VISIBLE_DEVICES"), "{}", out.explain());
+        assert!(record_value(&rec, "ROCR_VISIBLE_DEVICES").is_none(), "{}", out.explain());
         let locks = get("locks")
             .split_whitespace()
             .map(|l| {

@@ -69,7 +69,7 @@ tests="${GPU_CHECK_TESTS:-$((count < 8 ? count : 8))}"
 cat >"${work}/test.sh" <<'EOF'
 #!/bin/sh
 seen="$(sh -c "$GPU_CHECK_QUERY" 2>/dev/null)" || seen="query-failed"
-printf '%s %s %s\n' "${CUDA_VISIBLE_DEVICES-unset}" "${ROCR_VISIBLE_DEVICES-unset}" "${seen}" >"$GPU_CHECK_OUT"
+printf '%s %s %s %s\n' "${ROCR_VISIBLE_DEVICES-unset}" "${HIP_VISIBLE_DEVICES-unset}" "${CUDA_VISIBLE_DEVICES-unset}" "${seen}" >"$GPU_CHECK_OUT"
 # The extra test should never start; if it does, it does not wait.
 [ -z "${GPU_CHECK_EXTRA-}" ] || exit 0
 i=0
@@ -116,12 +116,16 @@ done
 
 ids=()
 for ((i = 0; i < tests; i++)); do
-  read -r cvd rvd got <"${work}/out/${i}.out" 2>/dev/null || { fail "test ${i} printed nothing"; continue; }
-  say "test ${i}: CUDA_VISIBLE_DEVICES=${cvd} ROCR_VISIBLE_DEVICES=${rvd}, its runtime sees ${got}"
+  read -r rvd hvd cvd got <"${work}/out/${i}.out" 2>/dev/null || { fail "test ${i} printed nothing"; continue; }
+  id="ROCR_VISIBLE_DEVICES=${rvd} HIP_VISIBLE_DEVICES=${hvd} CUDA_VISIBLE_DEVICES=${cvd}"
+  say "test ${i}: ${id}, its runtime sees ${got}"
   [[ "${got}" == 1 ]] || fail "test ${i} sees '${got}' GPU(s), not 1"
-  id="${rvd}"
-  [[ "${rvd}" == unset ]] && id="${cvd}"
-  [[ "${id}" == unset || "${id}" == *,* ]] && fail "test ${i} was not given exactly one GPU id ('${id}')"
+  # One id in each variable the wrapper set (HIP's or CUDA's index, or
+  # ROCR's id); a preset ROCR_VISIBLE_DEVICES pool may hold several.
+  given="${hvd}"
+  [[ "${given}" == unset ]] && given="${cvd}"
+  [[ "${given}" == unset ]] && given="${rvd}"
+  [[ "${given}" == unset || "${given}" == *,* ]] && fail "test ${i} was not given exactly one GPU id (${id})"
   ids+=("${id}")
 done
 dups="$(printf '%s\n' "${ids[@]}" | sort | uniq -d)"

@@ -292,7 +292,7 @@ impl Context<'_> {
     pub(crate) fn pge_kfd(&self, tree: &Tree, lock_name: &str) -> Case {
         let label = "parallel_gpu_execute, KFD sysfs with 8 GPUs";
         let mut c = self.pge(Key::PgeKfd, label, tree.srcdir(), &tree.cwd(), &self.kfd_sysroot, lock_name);
-        c.expect.extend(["on GPU(s) 0".to_string(), "ROCR_VISIBLE_DEVICES=0\n".to_string()]);
+        c.expect.extend(["on GPU(s) 0".to_string(), "HIP_VISIBLE_DEVICES=0\n".to_string()]);
         c
     }
 
@@ -308,7 +308,7 @@ impl Context<'_> {
             let label = format!("parallel_gpu_execute, rocminfo in the runfiles, {how}");
             let lock_name = format!("{lock_prefix}-{lock}");
             let mut c = self.pge(key, &label, srcdir, &srcdir.join(WORKSPACE), &self.empty_sysroot, &lock_name);
-            c.expect.extend(["on GPU(s) 0".to_string(), "ROCR_VISIBLE_DEVICES=0\n".to_string()]);
+            c.expect.extend(["on GPU(s) 0".to_string(), "HIP_VISIBLE_DEVICES=0\n".to_string()]);
             c
         })
     }

@@ -22,6 +22,11 @@ options (each wins over its environment variable):
   --lock-dir=DIR   lock directory (PARALLEL_GPU_EXECUTE_LOCK_DIR, default /var/lock)
   --vendor=V       rocm, cuda or classic (PARALLEL_GPU_EXECUTE_VENDOR,
                    default: from where the GPU count came)
+  --visible=V      on AMD GPUs, hip (HIP_ and CUDA_VISIBLE_DEVICES = the
+                   GPUs' indices, as XLA main's script; the xla profile's
+                   default) or rocr (ROCR_VISIBLE_DEVICES = the GPUs, as
+                   JAX main's script; the jax profile's default;
+                   PARALLEL_GPU_EXECUTE_VISIBLE)
   --wait=SECONDS   how long to wait for a free slot; 0 fails at once
                    (PARALLEL_GPU_EXECUTE_WAIT, default: no limit)
   --profile=P      xla (XLA's script, the default) or jax (JAX's
@@ -63,6 +68,7 @@ pub struct Flags {
     pub wait: Option<&'static CStr>,
     pub lock_names: Option<&'static CStr>,
     pub profile: Option<&'static CStr>,
+    pub visible: Option<&'static CStr>,
 }
 
 /// `--list=FORMAT`.
@@ -202,6 +208,7 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
             Flag::Wait => &mut flags.wait,
             Flag::LockNames => &mut flags.lock_names,
             Flag::Profile => &mut flags.profile,
+            Flag::Visible => &mut flags.visible,
         };
         *slot = Some(value);
         i += 1;

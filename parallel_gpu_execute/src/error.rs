@@ -32,6 +32,7 @@ pub enum Flag {
     Wait,
     LockNames,
     Profile,
+    Visible,
 }
 
 impl Flag {
@@ -42,10 +43,11 @@ impl Flag {
             Flag::Wait => "--wait",
             Flag::LockNames => "--lock-names",
             Flag::Profile => "--profile",
+            Flag::Visible => "--visible",
         }
     }
 
-    pub const ALL: [Flag; 5] = [Flag::LockDir, Flag::Vendor, Flag::Wait, Flag::LockNames, Flag::Profile];
+    pub const ALL: [Flag; 6] = [Flag::LockDir, Flag::Vendor, Flag::Wait, Flag::LockNames, Flag::Profile, Flag::Visible];
 }
 
 #[derive(Debug)]

@@ -6,7 +6,7 @@ use crate::error::Error;
 use crate::hardware::gpu_count::Source;
 use crate::jax;
 use crate::prelude::*;
-use crate::profile::{Profile, Vendor};
+use crate::profile::{Profile, ROCR_POOL_VARIABLE, Vendor, Visible};
 use crate::settings::Settings;
 use crate::slots::locks::Grant;
 use crate::slots::request::Pool;
@@ -104,32 +104,44 @@ fn comma_list<'a>(items: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
     out
 }
 
+/// `a,b,c` of numbers.
+fn comma_list_of_numbers(range: core::ops::Range<usize>) -> Vec<u8> {
+    let mut out = String::new();
+    for i in range.clone() {
+        let _ = write!(out, "{}{i}", if i > range.start { "," } else { "" });
+    }
+    out.into_bytes()
+}
+
 /// How the test is told which accelerators are its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// The xla profile: one vendor's variables.
-    Vendor(Vendor),
-    /// The jax profile; `tpu_host` when the host has TPU chips, `rocm` when
-    /// the GPUs are AMD's (KFD or rocminfo).
-    Jax { tpu_host: bool, rocm: bool },
+    /// The xla profile: one vendor's variables; `visible` for AMD GPUs.
+    Vendor { vendor: Vendor, visible: Visible },
+    /// The jax profile; `tpu_host` when the host has TPU chips; `rocm`:
+    /// the AMD variables, when the GPUs are AMD's (KFD or rocminfo), or
+    /// `hip` when `--visible=hip` was asked for on any host.
+    Jax { tpu_host: bool, rocm: Option<Visible> },
 }
 
 impl Mode {
     pub fn of(settings: &Settings, vendor: Vendor, source: Source) -> Mode {
+        let visible = Visible::in_force(settings.profile, vendor, settings.visible);
         match settings.profile {
-            Profile::Xla => Mode::Vendor(vendor),
+            // Not rocm mode: its variable is never read.
+            Profile::Xla => Mode::Vendor { vendor, visible: visible.unwrap_or(Visible::Hip) },
             Profile::Jax => {
                 // A count given by hand says nothing of the hardware: look.
                 let tpu_host = source == Source::Tpu
                     || source == Source::JaxCount && crate::hardware::tpu::census(settings.sysroot, |_| {}).is_some();
-                Mode::Jax { tpu_host, rocm: vendor == Vendor::Rocm }
+                Mode::Jax { tpu_host, rocm: visible }
             }
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
-            Mode::Vendor(v) => mode_name(v),
+            Mode::Vendor { vendor, .. } => mode_name(vendor),
             Mode::Jax { .. } => "jax",
         }
     }
@@ -144,37 +156,52 @@ fn first_indices(len: usize) -> String {
     list
 }
 
+/// The GPUs a test was given, as the variables need them.
+#[derive(Debug, Clone, Copy)]
+pub struct Block<'a> {
+    /// Their ids, comma-separated: pool ids (KFD indices, or a preset
+    /// pool's entries).
+    pub ids: &'a [u8],
+    /// Their indices among the GPUs that ROCr shows the test when
+    /// `ROCR_VISIBLE_DEVICES` is left as it is, comma-separated: the ids,
+    /// or, for a pool preset in `ROCR_VISIBLE_DEVICES`, their positions in
+    /// it (ROCr shows the listed GPUs in the list's order, and HIP numbers
+    /// them from 0).
+    pub hip: &'a [u8],
+    pub len: usize,
+}
+
 /// The environment the test runs with.
-pub fn test_environment(mode: Mode, block_ids: &[u8], block_len: usize) -> EnvBuilder {
+pub fn test_environment(mode: Mode, block: Block<'_>) -> EnvBuilder {
     let mut env = EnvBuilder::from_current();
-    let vendor = match mode {
-        Mode::Vendor(v) => v,
+    let (vendor, visible) = match mode {
+        Mode::Vendor { vendor, visible } => (vendor, visible),
         Mode::Jax { tpu_host, rocm } => {
-            jax::set_environment(&mut env, block_ids, block_len, tpu_host);
-            // A runner's HIP_VISIBLE_DEVICES would name devices the test was
-            // not given (HIP then warns "agent-N not visible" on stderr).
-            if rocm && env::var(b"HIP_VISIBLE_DEVICES").is_some() {
-                env.set(b"HIP_VISIBLE_DEVICES", first_indices(block_len).as_bytes());
-            }
+            let zero_based = first_indices(block.len);
+            let gpus = jax::Gpus { ids: block.ids, hip: block.hip, zero_based: zero_based.as_bytes() };
+            jax::set_environment(&mut env, gpus, block.len, tpu_host, rocm);
             return env;
         }
     };
-    match vendor {
-        Vendor::Rocm => {
-            env.set(b"ROCR_VISIBLE_DEVICES", block_ids)
-                .set(b"HIP_VISIBLE_DEVICES", first_indices(block_len).as_bytes())
+    match (vendor, visible) {
+        (Vendor::Rocm, Visible::Hip) => {
+            env.set(b"HIP_VISIBLE_DEVICES", block.hip).set(b"CUDA_VISIBLE_DEVICES", block.hip);
+        }
+        (Vendor::Rocm, Visible::Rocr) => {
+            env.set(b"ROCR_VISIBLE_DEVICES", block.ids)
+                .set(b"HIP_VISIBLE_DEVICES", first_indices(block.len).as_bytes())
                 .remove(b"CUDA_VISIBLE_DEVICES");
         }
-        Vendor::Cuda => {
-            env.set(b"CUDA_VISIBLE_DEVICES", block_ids);
+        (Vendor::Cuda, _) => {
+            env.set(b"CUDA_VISIBLE_DEVICES", block.ids);
         }
-        Vendor::Classic => {
-            env.set(b"CUDA_VISIBLE_DEVICES", block_ids).set(b"HIP_VISIBLE_DEVICES", block_ids);
+        (Vendor::Classic, _) => {
+            env.set(b"CUDA_VISIBLE_DEVICES", block.ids).set(b"HIP_VISIBLE_DEVICES", block.ids);
         }
     }
+    // XLA main's scripts' default, the CUDA copy's since de271824.
     if env::var_nonempty(b"TF_PER_DEVICE_MEMORY_LIMIT_MB").is_none() {
-        let default: &[u8] = if vendor == Vendor::Cuda { b"4200" } else { b"4096" };
-        env.set(b"TF_PER_DEVICE_MEMORY_LIMIT_MB", default);
+        env.set(b"TF_PER_DEVICE_MEMORY_LIMIT_MB", b"4096");
     }
     env
 }
@@ -247,7 +274,14 @@ fn annotate(mode: Mode, ids: &[u8], grant: &Grant) {
 pub fn exec_test(test: &CStr, argv: &Argv, command: usize, mode: Mode, pool: &Pool, grant: Grant) -> Error {
     let block = &pool.ids[grant.start..grant.start + grant.fds.len()];
     let ids = comma_list(block.iter().map(|id| &id[..]));
-    let mut env = test_environment(mode, &ids, block.len());
+    let positions;
+    let hip = if pool.variable == Some(ROCR_POOL_VARIABLE) {
+        positions = comma_list_of_numbers(grant.start..grant.start + block.len());
+        &positions[..]
+    } else {
+        &ids[..]
+    };
+    let mut env = test_environment(mode, Block { ids: &ids, hip, len: block.len() });
 
     if let Some(waited) = grant.waited {
         diag::report(

@@ -72,7 +72,8 @@ impl Profile {
 /// How the test is told which GPUs are its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Vendor {
-    /// `ROCR_VISIBLE_DEVICES=<ids>`, `HIP_VISIBLE_DEVICES=0..n-1`, no `CUDA_VISIBLE_DEVICES`.
+    /// AMD GPUs: the pool is a preset `ROCR_VISIBLE_DEVICES`, and the
+    /// variables are [`Visible`]'s.
     Rocm,
     /// `CUDA_VISIBLE_DEVICES=<ids>`.
     Cuda,
@@ -89,6 +90,72 @@ impl Vendor {
             b"classic" => Some(Vendor::Classic),
             _ => None,
         }
+    }
+}
+
+/// Which variable tells an AMD test its GPUs (`--visible`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visible {
+    /// `HIP_VISIBLE_DEVICES` and `CUDA_VISIBLE_DEVICES` set to the GPUs'
+    /// indices among those ROCr shows; `ROCR_VISIBLE_DEVICES` left as it
+    /// is. XLA main's script (the xla profile's default) and the ROCm/jax
+    /// fork's.
+    Hip,
+    /// `ROCR_VISIBLE_DEVICES` set to the GPUs' ids, so that ROCr shows the
+    /// test nothing else. xla profile: `HIP_VISIBLE_DEVICES=0..n-1`, no
+    /// `CUDA_VISIBLE_DEVICES` (openxla/xla#46534's proposal); jax profile:
+    /// JAX main's script (its default).
+    Rocr,
+}
+
+impl Visible {
+    pub fn parse(value: &[u8]) -> Option<Visible> {
+        match value {
+            b"hip" => Some(Visible::Hip),
+            b"rocr" => Some(Visible::Rocr),
+            _ => None,
+        }
+    }
+
+    /// Each profile's default: the variables its upstream main sets.
+    pub fn default_for(profile: Profile) -> Visible {
+        match profile {
+            Profile::Xla => Visible::Hip,
+            Profile::Jax => Visible::Rocr,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Visible::Hip => "hip",
+            Visible::Rocr => "rocr",
+        }
+    }
+
+    /// Which AMD variables a test gets, `None` for none: in the xla
+    /// profile, in rocm mode; in the jax profile, on AMD GPUs, or on any
+    /// host when `hip` is asked for (the ROCm/jax fork's variables).
+    pub fn in_force(profile: Profile, vendor: Vendor, asked: Option<Visible>) -> Option<Visible> {
+        match (profile, asked) {
+            _ if vendor == Vendor::Rocm => Some(asked.unwrap_or(Visible::default_for(profile))),
+            (Profile::Jax, Some(Visible::Hip)) => Some(Visible::Hip),
+            _ => None,
+        }
+    }
+}
+
+/// The variables a test gets, as `--list` names them.
+pub fn test_variables(profile: Profile, vendor: Vendor, asked: Option<Visible>) -> &'static str {
+    match (profile, Visible::in_force(profile, vendor, asked)) {
+        (Profile::Xla, Some(Visible::Hip)) => "HIP_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES",
+        (Profile::Xla, Some(Visible::Rocr)) => "ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES",
+        (Profile::Xla, None) if vendor == Vendor::Cuda => "CUDA_VISIBLE_DEVICES",
+        (Profile::Xla, None) => "CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES",
+        (Profile::Jax, Some(Visible::Hip)) => "TPU_VISIBLE_CHIPS, CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES",
+        (Profile::Jax, Some(Visible::Rocr)) => {
+            "TPU_VISIBLE_CHIPS, ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, ONEAPI_VISIBLE_DEVICES"
+        }
+        (Profile::Jax, None) => "TPU_VISIBLE_CHIPS, CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, ONEAPI_VISIBLE_DEVICES",
     }
 }
 
@@ -110,6 +177,10 @@ impl LockNames {
         }
     }
 }
+
+/// The pool variable of rocm mode: a preset pool's GPUs, which ROCr shows
+/// in the list's order.
+pub const ROCR_POOL_VARIABLE: &str = "ROCR_VISIBLE_DEVICES";
 
 /// The pool variable of cuda mode, the only one whose ids may take CUDA's
 /// MIG form ([`crate::slots::request::is_cuda_mig_path`]).

@@ -10,7 +10,7 @@ use crate::hardware::gpu_count::Source;
 use crate::hardware::memory;
 use crate::hardware::survey::Survey;
 use crate::prelude::*;
-use crate::profile::{LockNames, Profile, Vendor};
+use crate::profile::{LockNames, Profile, Vendor, Visible};
 use crate::slots::lockfile::PrivatePolicy;
 use alloc::borrow::Cow;
 use alloc::ffi::CString;
@@ -83,6 +83,9 @@ pub struct Settings {
     pub lock_dir: LockDir,
     /// `None`: chosen from where the GPU count came.
     pub vendor: Option<Vendor>,
+    /// `--visible`: which variable tells an AMD test its GPUs; `None`: the
+    /// profile's default ([`Visible::default_for`]).
+    pub visible: Option<Visible>,
     /// `None`: wait as long as it takes.
     pub wait_ms: Option<u64>,
     /// Prefix for `/sys`, `/dev` and `/proc` (empty: the real root).
@@ -201,6 +204,8 @@ impl Settings {
         };
         let vendor =
             parsed(flags.vendor, "--vendor", "PARALLEL_GPU_EXECUTE_VENDOR", Vendor::parse, "rocm, cuda or classic")?;
+        let visible =
+            parsed(flags.visible, "--visible", "PARALLEL_GPU_EXECUTE_VISIBLE", Visible::parse, "hip or rocr")?;
         let wait_ms = parsed(
             flags.wait,
             "--wait",
@@ -227,6 +232,7 @@ impl Settings {
             tests_per_gpu_auto,
             lock_dir,
             vendor,
+            visible,
             wait_ms,
             sysroot,
             lock_names,

@@ -1,8 +1,9 @@
 //! Where parallel_gpu_execute is a drop-in for the classic script, it
 //! behaves like it: lock files another user's classic script can open, lock
 //! directories it cannot write, the GPUs a `--num_processes=0` test needs,
-//! the test named in the "no slot" line, and the variables against XLA's
-//! CUDA copy, and the pool, lock files and variables against XLA main.
+//! the test named in the "no slot" line, the variables against XLA's CUDA
+//! copy, and `--visible=rocr` against the closed openxla/xla#46534. The
+//! comparisons with upstream main's scripts are in `upstream_main.rs`.
 
 mod common;
 
@@ -184,20 +185,22 @@ fn the_no_slot_line_names_the_test_and_its_arguments() {
     }
 }
 
-/// XLA's CUDA copy, `build_tools/ci/parallel_gpu_execute.sh`, sets
-/// `CUDA_VISIBLE_DEVICES` and `HIP_VISIBLE_DEVICES` to the index and a
-/// 4200 MB limit. On a counted NVIDIA host ours uses cuda mode (its limit,
-/// no `HIP_VISIBLE_DEVICES`); `--vendor=classic` gives that copy's pair,
-/// with classic mode's 4096; a limit the user set is kept in both.
+/// XLA's CUDA copy, `build_tools/ci/parallel_gpu_execute.sh` on openxla/xla
+/// main (last changed in de271824, 2025-04-29, PR #25771, which raised the
+/// limit from 2048 to 4096), sets `CUDA_VISIBLE_DEVICES` and
+/// `HIP_VISIBLE_DEVICES` to the index and a 4096 MB limit. On a counted
+/// NVIDIA host ours uses cuda mode (that limit, no `HIP_VISIBLE_DEVICES`);
+/// `--vendor=classic` gives that copy's pair; a limit the user set is kept
+/// in both.
 #[test]
-fn against_xlas_cuda_copy_cuda_mode_and_the_classic_pair() {
+fn against_xla_main_cuda_copy_de271824_cuda_mode_and_the_classic_pair() {
     let f = Fixture::new("ci-copy");
     f.sysroot.add_nvidia_proc_gpus(2);
     let out = f.run_test(|_| {}, &[]);
     let r = Record::of(out.assert_success());
     assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
     assert_eq!(r.var("HIP_VISIBLE_DEVICES"), None);
-    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4200"));
+    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4096"), "{}", out.explain());
     let out = f.run_test(
         |c| {
             c.env("PARALLEL_GPU_EXECUTE_VENDOR", "classic");
@@ -221,20 +224,24 @@ fn against_xlas_cuda_copy_cuda_mode_and_the_classic_pair() {
     assert_eq!(Record::of(out.assert_success()).var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4200"));
 }
 
-/// XLA's ROCm script since openxla/xla#46534 (2026-07-31, read at
-/// 11098f82) takes its pool from a preset `ROCR_VISIBLE_DEVICES`, searches
-/// slot 0 of every contiguous block of it first, locks
-/// `gpulock<id>_<slot>`, and sets `ROCR_VISIBLE_DEVICES` to the block,
-/// `HIP_VISIBLE_DEVICES` to 0..n-1 and removes `CUDA_VISIBLE_DEVICES`. On
-/// a KFD host with a preset pool, ours takes the same files in the same
+/// The ROCm script that openxla/xla#46534 proposed (2026-07-31, its head
+/// 11098f82; closed without being merged, so never on main) takes its pool
+/// from a preset `ROCR_VISIBLE_DEVICES`, searches slot 0 of every
+/// contiguous block of it first, locks `gpulock<id>_<slot>`, and sets
+/// `ROCR_VISIBLE_DEVICES` to the block, `HIP_VISIBLE_DEVICES` to 0..n-1
+/// and removes `CUDA_VISIBLE_DEVICES`. That is `--visible=rocr`: on a KFD
+/// host with a preset pool, ours then takes the same files in the same
 /// order and sets the same variables, so a slot that script holds (an
 /// external `flock`, as its `exec {fd}>`/`flock -n` takes it) is skipped.
 #[test]
-fn against_xla_main_a_preset_rocr_pool_locks_the_same_files_in_the_same_order() {
-    let mut f = Fixture::new("main-rocr-pool");
+fn against_xla_pr46534_visible_rocr_locks_the_same_files_in_the_same_order() {
+    let mut f = Fixture::new("pr46534-rocr-pool");
     f.sysroot.add_kfd_gpus(8);
     let pod = |c: &mut Cmd| {
-        c.env("ROCR_VISIBLE_DEVICES", "4,5").env("CUDA_VISIBLE_DEVICES", "4").env("TF_TESTS_PER_GPU", "2");
+        c.env("ROCR_VISIBLE_DEVICES", "4,5")
+            .env("CUDA_VISIBLE_DEVICES", "4")
+            .env("TF_TESTS_PER_GPU", "2")
+            .env("PARALLEL_GPU_EXECUTE_VISIBLE", "rocr");
     };
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let held = hold_lock(f.lock("4", 0));

@@ -109,6 +109,15 @@ fn bad_vendor_and_usage() {
         "PARALLEL_GPU_EXECUTE_VENDOR: invalid value 'amd' (expected rocm, cuda or classic)",
     );
     bad(&f, &[], &["--vendor=nvidia", "./pkg/gpu_test"], "--vendor: invalid value 'nvidia'");
+    bad(
+        &f,
+        &[("PARALLEL_GPU_EXECUTE_VISIBLE", "ROCR")],
+        &["./pkg/gpu_test"],
+        "PARALLEL_GPU_EXECUTE_VISIBLE: invalid value 'ROCR' (expected hip or rocr)",
+    );
+    bad(&f, &[], &["--visible=cuda", "./pkg/gpu_test"], "--visible: invalid value 'cuda' (expected hip or rocr)");
+    // Checked even where no GPU is found and the setting would not apply.
+    bad(&f, &[("TF_GPU_COUNT", "0")], &["--visible=", "./pkg/gpu_test"], "--visible: invalid value ''");
     bad(&f, &[], &[], "no test command given; usage: parallel_gpu_execute");
     bad(&f, &[], &["--wait=1"], "no test command given");
     // A forgotten value: the flag took the test, and the value is named.

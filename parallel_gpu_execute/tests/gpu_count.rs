@@ -63,8 +63,10 @@ fn kfd_counts_gpu_nodes_not_cpu_nodes() {
     let out = f.run_test(|_| {}, &[]);
     out.assert_success();
     let r = Record::of(&out);
-    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0"), "rocm mode from KFD\n{}", out.explain());
-    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"));
+    // rocm mode, XLA main's variables.
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"), "rocm mode from KFD\n{}", out.explain());
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), None, "{}", out.explain());
 }
 
 #[test]
@@ -114,7 +116,7 @@ fn nvidia_proc_entries_give_cuda_mode() {
     assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
     assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), None);
     assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("keep"), "cuda mode leaves HIP alone");
-    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4200"));
+    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4096"));
 }
 
 #[test]
@@ -136,7 +138,11 @@ fn rocminfo_found_by_walking_the_runfiles_tree() {
     f.runfiles.add("other/rocminfo", "#!/bin/sh\nexit 99\n", true);
     assert_eq!(observed_count(&f, |_| {}), "4");
     let r = Record::of(f.run_test(|_| {}, &[]).assert_success());
-    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0"), "rocm mode from rocminfo");
+    assert_eq!(
+        (r.var("HIP_VISIBLE_DEVICES"), r.var("ROCR_VISIBLE_DEVICES")),
+        (Some("0"), None),
+        "rocm mode from rocminfo"
+    );
 }
 
 #[test]
@@ -280,7 +286,7 @@ fn a_sysroot_longer_than_the_short_path_buffer_counts_the_same() {
     assert_eq!(observed_count(&f, with_long), "3");
     let out = f.run_test(with_long, &["--num_processes=2"]);
     out.assert_success();
-    assert_eq!(Record::of(&out).var("ROCR_VISIBLE_DEVICES"), Some("0,1"), "{}", out.explain());
+    assert_eq!(Record::of(&out).var("HIP_VISIBLE_DEVICES"), Some("0,1"), "{}", out.explain());
 
     let nvidia = Fixture::new("longroot-nvidia");
     nvidia.sysroot.add_nvidia_proc_gpus(2);

@@ -10,13 +10,19 @@ use test_support::{Cmd, Output, Sysroot, TempDir, write_executable};
 
 const BIN: &str = env!("CARGO_BIN_EXE_parallel_gpu_execute");
 
-/// What a ROCm runtime on a host of `host` GPUs would count: the ids in
-/// `ROCR_VISIBLE_DEVICES` when it is set, else every GPU.
+/// What HIP on a host of `host` GPUs would count: the entries of
+/// `HIP_VISIBLE_DEVICES` when it is set, else of `CUDA_VISIBLE_DEVICES`
+/// (both index what ROCr shows), else of `ROCR_VISIBLE_DEVICES`, else every
+/// GPU.
 fn fake_query(host: u32) -> String {
-    format!(
-        "if [ -n \"${{ROCR_VISIBLE_DEVICES+x}}\" ]; then echo \"$ROCR_VISIBLE_DEVICES\" | tr , '\\n' | grep -c .; \
-         else echo {host}; fi"
-    )
+    let mut query = String::new();
+    for var in ["HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"] {
+        query.push_str(&format!(
+            "if [ -n \"${{{var}+x}}\" ]; then echo \"${var}\" | tr , '\\n' | grep -c .; exit; fi; "
+        ));
+    }
+    query.push_str(&format!("echo {host}"));
+    query
 }
 
 fn check(sysroot: &Sysroot, query: &str, tests: Option<&str>) -> Output {
@@ -24,11 +30,19 @@ fn check(sysroot: &Sysroot, query: &str, tests: Option<&str>) -> Output {
 }
 
 fn check_binary(bin: &Path, sysroot: &Sysroot, query: &str, tests: Option<&str>) -> Output {
+    check_with(bin, sysroot, query, tests, None)
+}
+
+/// `visible`: `PARALLEL_GPU_EXECUTE_VISIBLE` for every wrapper the check starts.
+fn check_with(bin: &Path, sysroot: &Sysroot, query: &str, tests: Option<&str>, visible: Option<&str>) -> Output {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/gpu_host_check.sh");
     let mut c = Cmd::new("/bin/bash");
     c.arg(script).arg(bin).env("PARALLEL_GPU_EXECUTE_SYSROOT", &sysroot.root).env("GPU_CHECK_QUERY", query);
     if let Some(n) = tests {
         c.env("GPU_CHECK_TESTS", n);
+    }
+    if let Some(v) = visible {
+        c.env("PARALLEL_GPU_EXECUTE_VISIBLE", v);
     }
     c.timeout(Duration::from_secs(120));
     c.run()
@@ -45,7 +59,18 @@ fn passes_where_each_test_gets_one_gpu_of_its_own() {
         .assert_stdout_contains("one more test while all 3 GPU(s) are held: refused (exit 1)")
         .assert_stdout_contains("gpu_host_check: all checks passed: 3 GPU(s) counted");
     for id in 0..3 {
-        out.assert_stdout_contains(&format!("ROCR_VISIBLE_DEVICES={id}, its runtime sees 1\n"));
+        // rocm mode: XLA main's variables.
+        out.assert_stdout_contains(&format!(
+            "ROCR_VISIBLE_DEVICES=unset HIP_VISIBLE_DEVICES={id} CUDA_VISIBLE_DEVICES={id}, its runtime sees 1\n"
+        ));
+    }
+    // --visible=rocr: ROCR names the GPU, HIP counts from 0.
+    let out = check_with(Path::new(BIN), &sysroot, &fake_query(3), None, Some("rocr"));
+    out.assert_success();
+    for id in 0..3 {
+        out.assert_stdout_contains(&format!(
+            "ROCR_VISIBLE_DEVICES={id} HIP_VISIBLE_DEVICES=0 CUDA_VISIBLE_DEVICES=unset, its runtime sees 1\n"
+        ));
     }
     // Fewer tests than GPUs: no extra test, the rest the same.
     let out = check(&sysroot, &fake_query(3), Some("2"));
@@ -95,6 +120,8 @@ fn catches_a_wrapper_that_does_not_isolate() {
     let out = check_binary(&fake, &sysroot, &fake_query(2), None);
     out.assert_code(1)
         .assert_stdout_contains("FAIL: one more test while all 2 GPU(s) are held exited 0, not 1")
-        .assert_stdout_contains("FAIL: two tests were given the same GPU: 0")
+        .assert_stdout_contains(
+            "FAIL: two tests were given the same GPU: ROCR_VISIBLE_DEVICES=0 HIP_VISIBLE_DEVICES=unset CUDA_VISIBLE_DEVICES=unset",
+        )
         .assert_stdout_contains("2 check(s) failed");
 }

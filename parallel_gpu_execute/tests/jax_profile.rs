@@ -197,6 +197,7 @@ fn without_a_count_the_hardware_answers() {
     let out = jax_cmd(&f).args(["./pkg/gpu_test", "--num_processes=3"]).run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0,1,2"), "not the script's default of 4\n{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0,1,2"), "{}", out.explain());
 }
 
 /// A TPU VM: one chip of each generation JAX lists, plus a Google device
@@ -333,16 +334,20 @@ fn a_runner_slice_is_the_pool_and_a_stale_hip_list_is_reset() {
     assert_eq!(r.locks(), ["jax_accelerator_lock_3_0"], "the slice's next GPU, by its physical id\n{}", out.explain());
     assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("3"), "{}", out.explain());
     assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"), "HIP indexes what ROCR shows\n{}", out.explain());
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "HIP's alias, the same indices\n{}", out.explain());
     let out = slice(&f).args(["./pkg/gpu_test", "--num_processes=3"]).run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("3,4,5"), "{}", out.explain());
     assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0,1,2"), "{}", out.explain());
     drop(held);
-    // Without a runner HIP list, none is set, as JAX's script sets none.
+    // Without a runner HIP list HIP is still told the test's one GPU: left
+    // unset, HIP would read CUDA_VISIBLE_DEVICES=4 as an index among the one
+    // GPU ROCR shows, and find none.
     let out = jax_cmd(&f).env("ROCR_VISIBLE_DEVICES", "4").arg("./pkg/gpu_test").run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("4"), "{}", out.explain());
-    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), None, "{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
     // A slice that hides every GPU: the test runs without one.
     let out = jax_cmd(&f).env("ROCR_VISIBLE_DEVICES", "-1").arg("./pkg/gpu_test").run();
     out.assert_success();

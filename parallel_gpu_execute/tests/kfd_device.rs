@@ -61,7 +61,7 @@ fn with_dev_kfd_the_same_host_counts_all_eight() {
     hosts::mi210x8_two_sockets(&mut f.sysroot);
     let out = f.run_test(|_| {}, &["--num_processes=8"]);
     let r = Record::of(out.assert_success());
-    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0,1,2,3,4,5,6,7"), "{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0,1,2,3,4,5,6,7"), "{}", out.explain());
     assert!(!out.stderr.contains("warning"), "{}", out.explain());
 }
 
@@ -177,7 +177,7 @@ fn gpu_nodes_the_device_cgroup_withholds_are_seen_not_used() {
     let Some(mut c) = under_device_cgroup(&f, &withheld) else { return };
     let out = c.arg("./pkg/gpu_test").run();
     let r = Record::of(out.assert_success());
-    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
     let running = format!("Running test {} on GPU(s) 0\n", f.test_path().display());
     assert_eq!(out.stderr, running, "no warning\n{}", out.explain());
     let Some(mut c) = under_device_cgroup(&f, &withheld) else { return };

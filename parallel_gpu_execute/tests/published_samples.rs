@@ -170,15 +170,20 @@ fn check(s: &Scenario) -> Result<(), String> {
     let r = Record::of(&out);
     let ids: Vec<String> = (0..s.count).map(|i| i.to_string()).collect();
     let ids = ids.join(",");
-    let (rocr, cuda) = (r.var("ROCR_VISIBLE_DEVICES"), r.var("CUDA_VISIBLE_DEVICES"));
+    let (rocr, hip, cuda) =
+        (r.var("ROCR_VISIBLE_DEVICES"), r.var("HIP_VISIBLE_DEVICES"), r.var("CUDA_VISIBLE_DEVICES"));
     let ok = match s.vendor.as_str() {
-        "rocm" => rocr == Some(ids.as_str()) && cuda.is_none(),
-        "cuda" => cuda == Some(ids.as_str()) && rocr.is_none(),
+        // rocm mode: XLA main's variables.
+        "rocm" => hip == Some(ids.as_str()) && cuda == Some(ids.as_str()) && rocr.is_none(),
+        "cuda" => cuda == Some(ids.as_str()) && rocr.is_none() && hip.is_none(),
         "none" => rocr.is_none() && cuda.is_none() && out.stderr.contains("Execute with no GPU support"),
         other => return Err(format!("unknown VENDOR '{other}'")),
     };
     if !ok {
-        return Err(detail(format!("want {} with ids {ids:?}; got ROCR={rocr:?} CUDA={cuda:?}", s.vendor), &out));
+        return Err(detail(
+            format!("want {} with ids {ids:?}; got ROCR={rocr:?} HIP={hip:?} CUDA={cuda:?}", s.vendor),
+            &out,
+        ));
     }
     Ok(())
 }

@@ -38,8 +38,10 @@ fn assert_host(f: &Fixture, count: u32, vendor: &str) {
     let ids = ids.join(",");
     match vendor {
         "rocm" => {
-            assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some(ids.as_str()), "{}", out.explain());
-            assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), None, "{}", out.explain());
+            // XLA main's variables.
+            assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some(ids.as_str()), "{}", out.explain());
+            assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some(ids.as_str()), "{}", out.explain());
+            assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), None, "{}", out.explain());
         }
         "cuda" => {
             assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some(ids.as_str()), "{}", out.explain());
@@ -174,8 +176,9 @@ fn vendor_rocm_on_a_mixed_desktop_takes_the_amd_gpu() {
         c.arg("--vendor=rocm");
     });
     let r = Record::of(out.assert_success());
-    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
-    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), None, "rocm mode removes it");
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "rocm mode sets it to the AMD GPU's index, as XLA main does");
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), None, "{}", out.explain());
     let out = f.cmd().args(["--vendor=rocm", "--list"]).run();
     out.assert_success()
         .assert_stdout_contains("renderD128 opened -> GPU 0\n")
@@ -246,7 +249,22 @@ fn list_formats_on_an_mi210_host() {
         out.explain()
     );
     assert_eq!(out.stdout.lines().filter(|l| l.starts_with("kfd node")).count(), 8);
-    out.assert_stdout_contains("\nsource: kfd\ncount: 8\nmode: rocm (ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES)\npool: 0,1,2,3,4,5,6,7\nslots per GPU: 8\n");
+    out.assert_stdout_contains("\nsource: kfd\ncount: 8\nmode: rocm (HIP_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES)\npool: 0,1,2,3,4,5,6,7\nslots per GPU: 8\n");
+    // The variables each --visible setting and profile gives.
+    for (args, mode) in [
+        (&["--visible=rocr"][..], "mode: rocm (ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES)"),
+        (
+            &["--profile=jax"],
+            "mode: jax (TPU_VISIBLE_CHIPS, ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES, ONEAPI_VISIBLE_DEVICES)",
+        ),
+        (
+            &["--profile=jax", "--visible=hip"],
+            "mode: jax (TPU_VISIBLE_CHIPS, CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES)",
+        ),
+    ] {
+        let out = f.cmd().args(args).arg("--list").run();
+        out.assert_success().assert_stdout_contains(&format!("\n{mode}\n"));
+    }
     f.cmd().arg("--list=count").run().assert_success().assert_stdout_eq("8\n");
     f.cmd().arg("--list=gfx-targets").run().assert_success().assert_stdout_eq("gfx90a\n");
     let json = f.cmd().arg("--list=json").env("TF_TESTS_PER_GPU", "2").run();

@@ -262,7 +262,7 @@ fn physical_lock_names_keep_containers_that_share_a_lock_directory_apart() {
         .run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.locks(), ["gpulockuid-1002_0"], "B's own first GPU\n{}", out.explain());
-    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0"), "the index as B's ROCR sees it");
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"), "the index as B's runtime sees it\n{}", out.explain());
     // By index, B would wait for A's GPUs 0 and 1 (here: fail at once).
     let out = b
         .cmd()
@@ -375,7 +375,7 @@ fn partitions_of_one_device_keep_their_names_in_every_container() {
     let out = physical(&a).args(["--wait=0", "./pkg/gpu_test"]).run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.locks(), ["gpulockuid-8192_0"], "{}", out.explain());
-    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
     // ... and with partition 0 held too, nothing: both its GPUs are busy.
     let mut c = physical(&a);
     c.env("SLEEP", "30").arg("./pkg/gpu_test").own_process_group();
@@ -389,7 +389,7 @@ fn partitions_of_one_device_keep_their_names_in_every_container() {
     let out = physical(&a).args(["--wait=0", "./pkg/gpu_test"]).run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.locks(), ["gpulockuid-8192.3_0"], "{}", out.explain());
-    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("1"), "node 5 is A's second GPU\n{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("1"), "node 5 is A's second GPU\n{}", out.explain());
     a_held.signal_group(libc::SIGKILL);
     a_held.wait();
 }

@@ -57,7 +57,7 @@ fn slot_zero_on_every_gpu_comes_before_slot_one() {
     );
     let r = Record::of(out.assert_success());
     assert_eq!(r.locks(), ["gpulock0_1"]);
-    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0"));
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"));
     out.assert_stderr_contains("on GPU(s) 0\n");
 }
 
@@ -75,7 +75,7 @@ fn a_multi_gpu_request_gets_a_contiguous_block() {
             )
             .assert_success(),
         );
-        assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("2,3"), "blocks [0,1] and [1,2] contain the busy GPU 1");
+        assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("2,3"), "blocks [0,1] and [1,2] contain the busy GPU 1");
         assert_eq!(r.locks(), ["gpulock2_0", "gpulock3_0"]);
     }
     let _held = hold_lock(f.lock("2", 0));
@@ -88,7 +88,7 @@ fn a_multi_gpu_request_gets_a_contiguous_block() {
         )
         .assert_success(),
     );
-    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0,1"));
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0,1"));
     // With GPU 2 busy at slot 0, a 3-GPU block only exists at slot 1.
     let r = Record::of(
         f.run_test(
@@ -387,7 +387,7 @@ fn a_multi_gpu_request_is_not_overtaken_by_later_single_gpu_requests() {
     a.wait().assert_success();
     b.wait().assert_success();
     let (ra, rb) = (parse_record(&read_to_string(&rec_a)), parse_record(&read_to_string(&rec_b)));
-    assert_eq!(record_value(&ra, "ROCR_VISIBLE_DEVICES"), Some("0,1"));
+    assert_eq!(record_value(&ra, "HIP_VISIBLE_DEVICES"), Some("0,1"));
     let a_end: u128 = record_value(&ra, "end").unwrap().parse().unwrap();
     let b_start: u128 = record_value(&rb, "start").unwrap().parse().unwrap();
     assert!(b_start >= a_end, "B started before A ended");
@@ -413,7 +413,7 @@ fn concurrent_wrappers_never_share_a_slot() {
         let locks: Vec<String> = record_value(&rec, "locks").unwrap().split_whitespace().map(str::to_string).collect();
         assert_eq!(locks.len(), if double { 2 } else { 1 }, "{rec:?}");
         let ids: Vec<u32> =
-            record_value(&rec, "ROCR_VISIBLE_DEVICES").unwrap().split(',').map(|i| i.parse().unwrap()).collect();
+            record_value(&rec, "HIP_VISIBLE_DEVICES").unwrap().split(',').map(|i| i.parse().unwrap()).collect();
         assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "block not contiguous: {ids:?}");
         let start: u128 = record_value(&rec, "start").unwrap().parse().unwrap();
         let end: u128 = record_value(&rec, "end").unwrap().parse().unwrap();

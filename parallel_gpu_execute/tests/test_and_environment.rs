@@ -86,10 +86,11 @@ fn gpus_needed_from_the_test_arguments() {
         );
         out.assert_success();
         let r = Record::of(&out);
-        assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some(*ids), "args {args:?}\n{}", out.explain());
+        // rocm mode, no preset pool: XLA main's pair, a list for a block.
+        assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some(*ids), "args {args:?}\n{}", out.explain());
+        assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some(*ids), "args {args:?}\n{}", out.explain());
+        assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), None, "args {args:?}\n{}", out.explain());
         let n = ids.split(',').count();
-        let hip: Vec<String> = (0..n).map(|i| i.to_string()).collect();
-        assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some(hip.join(",").as_str()), "HIP re-indexed from 0");
         assert_eq!(r.locks().len(), n, "one lock per GPU\n{}", out.explain());
         out.assert_stderr_contains(&format!("on GPU(s) {ids}\n"));
     }
@@ -135,13 +136,40 @@ fn rocm_pool_comes_from_rocr_visible_devices() {
         },
         &["--num_processes=2"],
     );
-    out.assert_success();
-    let r = Record::of(&out);
-    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("6,3"));
-    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0,1"));
-    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), None, "rocm mode removes CUDA_VISIBLE_DEVICES");
+    // The default (--visible=hip): the preset pool stays as it is, and HIP
+    // and CUDA get the block's positions in it, which is what HIP indexes;
+    // the lock files are named by the pool's ids.
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("6,3,5"), "the pool is left as it is\n{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0,1"), "{}", out.explain());
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0,1"), "{}", out.explain());
     assert_eq!(r.locks(), ["gpulock3_0", "gpulock6_0"]);
     assert!(f.lock("6", 0).exists() && f.lock("3", 0).exists());
+
+    // --visible=rocr: ROCR names the block, HIP counts it from 0, no CUDA.
+    for how in ["flag", "variable"] {
+        let mut c = f.cmd();
+        c.env("TF_GPU_COUNT", "8")
+            .env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm")
+            .env("ROCR_VISIBLE_DEVICES", "6,3,5")
+            .env("CUDA_VISIBLE_DEVICES", "0");
+        if how == "flag" {
+            c.env("PARALLEL_GPU_EXECUTE_VISIBLE", "hip").arg("--visible=rocr");
+        } else {
+            c.env("PARALLEL_GPU_EXECUTE_VISIBLE", "rocr");
+        }
+        let out = c.args(["./pkg/gpu_test", "--num_processes=2"]).run();
+        let r = Record::of(out.assert_success());
+        assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("6,3"), "{how}\n{}", out.explain());
+        assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0,1"), "{how}\n{}", out.explain());
+        assert_eq!(
+            r.var("CUDA_VISIBLE_DEVICES"),
+            None,
+            "--visible=rocr removes CUDA_VISIBLE_DEVICES\n{}",
+            out.explain()
+        );
+        assert_eq!(r.locks(), ["gpulock3_0", "gpulock6_0"]);
+    }
 }
 
 #[test]
@@ -160,7 +188,7 @@ fn cuda_pool_comes_from_cuda_visible_devices_and_accepts_uuids() {
     let r = Record::of(&out);
     assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some(uuid));
     assert_eq!(r.locks(), [format!("gpulock{uuid}_0")]);
-    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4200"));
+    assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4096"));
 }
 
 /// CUDA's documented MIG form, `MIG-GPU-<UUID>/<GI>/<CI>`: its slashes
@@ -295,7 +323,12 @@ fn vendor_flag_and_variable_choose_the_variables() {
         .args(["--vendor=rocm", "./pkg/gpu_test"])
         .run();
     let r = Record::of(out.assert_success());
-    assert_eq!((r.var("ROCR_VISIBLE_DEVICES"), r.var("CUDA_VISIBLE_DEVICES")), (Some("0"), None));
+    assert_eq!(
+        (r.var("ROCR_VISIBLE_DEVICES"), r.var("HIP_VISIBLE_DEVICES"), r.var("CUDA_VISIBLE_DEVICES")),
+        (None, Some("0"), Some("0")),
+        "{}",
+        out.explain()
+    );
 }
 
 /// A pool variable that shows the runtime no GPU (set and empty, or a
@@ -364,7 +397,8 @@ fn the_pool_ends_where_the_runtime_stops_reading() {
         &["--num_processes=2"],
     );
     let r = Record::of(out.assert_success());
-    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("3,1"), "{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0,1"), "{}", out.explain());
+    assert_eq!(r.locks(), ["gpulock1_0", "gpulock3_0"], "{}", out.explain());
     let out = f.run_test(
         |c| {
             c.env("ROCR_VISIBLE_DEVICES", "3,1,-1,0");

@@ -14,11 +14,14 @@ impl<'t> TagFilter<'t> {
     /// The table's base list followed by the tags of `configs`, in the order
     /// given. An entry already present is not repeated, so a config given
     /// twice (or a later config sharing tags with an earlier one) adds
-    /// nothing new.
+    /// nothing new. A config that replaces drops what came before it.
     pub fn compose(table: &'t Table, configs: impl IntoIterator<Item = &'t Config>) -> TagFilter<'t> {
         let mut filter = TagFilter { entries: Vec::new() };
         filter.append(&table.base);
         for config in configs {
+            if config.replaces {
+                filter.entries.clear();
+            }
             filter.append(&config.tags);
         }
         filter

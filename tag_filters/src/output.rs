@@ -138,7 +138,13 @@ pub fn help(table: &Table) -> String {
     }
     let name_width = table.configs.iter().map(|c| c.name.len()).max().unwrap_or(0);
     for config in &table.configs {
-        let _ = writeln!(text, "  {:name_width$}  {}", config.name, config.tags.join(","));
+        if config.replaces {
+            let tags =
+                if config.tags.is_empty() { "(nothing: no tag filter)".to_string() } else { config.tags.join(",") };
+            let _ = writeln!(text, "  {:name_width$}  replaces the filter with {tags}", config.name);
+        } else {
+            let _ = writeln!(text, "  {:name_width$}  {}", config.name, config.tags.join(","));
+        }
     }
     text.push('\n');
     text.push_str(EXIT_STATUS);

@@ -3,6 +3,8 @@
 //! place in the crate where tags are written down; a table file
 //! (`--table=FILE`, or `<argv0>.tag_filters.conf` beside the executable)
 //! replaces the table in force whole, or names a preset (`preset = NAME`).
+//! A config defined with `:=` replaces the filter composed so far instead
+//! of appending to it, as a driver that resets its variable does.
 //!
 //! Each preset cites the upstream file and commit its tags were read from.
 //! A tag with a leading `-` is excluded by the filter; one without is
@@ -20,50 +22,61 @@ pub struct Preset {
     pub summary: &'static str,
     base: &'static [&'static str],
     configs: &'static [(&'static str, &'static [&'static str])],
+    /// The configs that replace the filter composed so far.
+    replacing: &'static [&'static str],
 }
 
 /// The preset in force when nothing else is chosen.
 pub const DEFAULT_PRESET: &str = "xla-rocm";
 
 /// Every preset, in the order `--help` lists them; the default first.
-pub const PRESETS: &[Preset] = &[XLA_ROCM, JAX_ROCM, XLA_ROCM_COMPILE];
+pub const PRESETS: &[Preset] = &[XLA_ROCM, JAX_ROCM, XLA_ROCM_COMPILE, XLA_ROCM_DEV_INFRA];
+
+/// The base list of `build_tools/rocm/rocm_tag_filters.sh` on openxla/xla
+/// main, in its order: last changed in 9060cb7f (2026-06-03, PR #43668) and
+/// the same at main's tip 183fa00c (2026-08-22).
+const ROCM_TAG_FILTERS_SH: &[&str] = &[
+    "-no_gpu",
+    "-requires-gpu-intel",
+    "-requires-gpu-nvidia",
+    "-requires-gpu-cuda",
+    "-cuda-only",
+    "-oneapi-only",
+    "-requires-gpu-sm60",
+    "-requires-gpu-sm60-only",
+    "-requires-gpu-sm70",
+    "-requires-gpu-sm70-only",
+    "-requires-gpu-sm80",
+    "-requires-gpu-sm80-only",
+    "-requires-gpu-sm86",
+    "-requires-gpu-sm86-only",
+    "-requires-gpu-sm89",
+    "-requires-gpu-sm89-only",
+    "-requires-gpu-sm90",
+    "-requires-gpu-sm90-only",
+    "-skip_rocprofiler_sdk",
+    "-no_oss",
+    "-oss_excluded",
+    "-oss_serial",
+];
 
 /// XLA's ROCm CI: the tags it never attempts and its drivers' `--config`
-/// loop. Source: openxla/xla, build_tools/rocm/rocm_tag_filters.sh (base
-/// list, in its order, so that the printed list is byte-for-byte the shell
-/// helper's) and build_tools/rocm/run_xla_ci_build.sh (ci_single_gpu,
-/// ci_multi_gpu, ci_rocm_cpu), read at commit
-/// 756478bb8bf06ca8a0b8f989fc3ce49ef1d561a2 (2026-08-07); ci_multi_gpu is
-/// `multi_gpu` alone since PR #44105. asan and tsan are kept from the ROCm
-/// CI drivers this table first mirrored; run_xla_ci_build.sh at that commit
-/// no longer has them.
+/// loop. Source: openxla/xla main, build_tools/rocm/rocm_tag_filters.sh
+/// (the base list, in its order, so that the printed list is byte-for-byte
+/// the shell helper's; last changed in 9060cb7f, 2026-06-03) and
+/// build_tools/rocm/run_xla_ci_build.sh (ci_single_gpu, ci_multi_gpu,
+/// ci_rocm_cpu; last changed in 329047a7, 2026-07-27), both the same at
+/// main's tip 183fa00c (2026-08-22, `git log main` in the ROCm/xla mirror
+/// of openxla/xla main); ci_multi_gpu is `multi_gpu` alone since PR #44105.
+/// The same three configs are in ROCm/xla rocm-dev-infra's
+/// execute_ci_build_upstream.sh (b62705b1, 2026-08-13), which main's
+/// `.github/workflows/rocm_ci.yml` runs. asan and tsan are kept from the
+/// ROCm CI drivers this table first mirrored; run_xla_ci_build.sh no longer
+/// has them.
 const XLA_ROCM: Preset = Preset {
     name: "xla-rocm",
     summary: "XLA's ROCm CI (openxla/xla build_tools/rocm)",
-    base: &[
-        "-no_gpu",
-        "-requires-gpu-intel",
-        "-requires-gpu-nvidia",
-        "-requires-gpu-cuda",
-        "-cuda-only",
-        "-oneapi-only",
-        "-requires-gpu-sm60",
-        "-requires-gpu-sm60-only",
-        "-requires-gpu-sm70",
-        "-requires-gpu-sm70-only",
-        "-requires-gpu-sm80",
-        "-requires-gpu-sm80-only",
-        "-requires-gpu-sm86",
-        "-requires-gpu-sm86-only",
-        "-requires-gpu-sm89",
-        "-requires-gpu-sm89-only",
-        "-requires-gpu-sm90",
-        "-requires-gpu-sm90-only",
-        "-skip_rocprofiler_sdk",
-        "-no_oss",
-        "-oss_excluded",
-        "-oss_serial",
-    ],
+    base: ROCM_TAG_FILTERS_SH,
     configs: &[
         ("ci_single_gpu", &["requires-gpu-rocm", "requires-gpu-amd", "-multi_gpu"]),
         ("ci_multi_gpu", &["multi_gpu"]),
@@ -71,6 +84,23 @@ const XLA_ROCM: Preset = Preset {
         ("asan", &["-noasan"]),
         ("tsan", &["-notsan"]),
     ],
+    replacing: &[],
+};
+
+/// ROCm's XLA CI driver on the ROCm/xla branch `rocm-dev-infra` (tip
+/// 966c66f1, 2026-08-21): build_tools/rocm/execute_ci_build.sh, last
+/// changed in d17aa73a (2026-03-23, "Fix execute script order of args
+/// (#728)"). It runs from an XLA checkout's build_tools/rocm, so its base
+/// list is that checkout's rocm_tag_filters.sh (main's here);
+/// `--config=ci_single_gpu` appends `gpu,-multi_gpu,-no_oss`, and
+/// `--config=ci_multi_gpu` empties the filter (`TAG_FILTERS=""`: "in mgpu we
+/// have a standard set of tests from the xla_mgpu config").
+const XLA_ROCM_DEV_INFRA: Preset = Preset {
+    name: "rocm-dev-infra",
+    summary: "ROCm/xla rocm-dev-infra's execute_ci_build.sh",
+    base: ROCM_TAG_FILTERS_SH,
+    configs: &[("ci_single_gpu", &["gpu", "-multi_gpu", "-no_oss"]), ("ci_multi_gpu", &[])],
+    replacing: &["ci_multi_gpu"],
 };
 
 /// JAX's ROCm tests on RBE: the TAG_FILTERS of its test script and the tags
@@ -84,13 +114,14 @@ const JAX_ROCM: Preset = Preset {
     summary: "JAX's ROCm tests (jax-ml/jax ci/run_bazel_test_rocm_rbe.sh)",
     base: &["jax_test_gpu", "-config-cuda-only", "-manual"],
     configs: &[("single_gpu", &["gpu", "-multiaccelerator"]), ("multi_gpu", &["multiaccelerator"])],
+    replacing: &[],
 };
 
 /// XLA's compile-only ROCm build: `rocm_tag_filter`, which build.py uses as
-/// both the build and the test filter, with no configs. Source: openxla/xla,
-/// build_tools/ci/build.py, read at commit
-/// 756478bb8bf06ca8a0b8f989fc3ce49ef1d561a2 (2026-08-07; the file last
-/// changed in 17ba2c07aacf9600efeeb93b393822bc356945fb): the shell helper's
+/// both the build and the test filter, with no configs. Source: openxla/xla
+/// main, build_tools/ci/build.py (`rocm_tag_filter` came in 4faa4058,
+/// 2026-05-16, PR #41038; the file last changed in 64e21b84, 2026-08-19, and
+/// is the same at main's tip 183fa00c, 2026-08-22): the shell helper's
 /// base list without `-requires-gpu-cuda`, then `gpu`.
 const XLA_ROCM_COMPILE: Preset = Preset {
     name: "xla-rocm-compile",
@@ -120,6 +151,7 @@ const XLA_ROCM_COMPILE: Preset = Preset {
         "gpu",
     ],
     configs: &[],
+    replacing: &[],
 };
 
 impl Preset {
@@ -141,7 +173,11 @@ impl Preset {
             configs: self
                 .configs
                 .iter()
-                .map(|(name, tags)| Config { name: name.to_string(), tags: owned(tags) })
+                .map(|(name, tags)| Config {
+                    name: name.to_string(),
+                    tags: owned(tags),
+                    replaces: self.replacing.contains(name),
+                })
                 .collect(),
             origin: Origin::Preset { name: self.name, file: file.map(Path::to_path_buf) },
         }
@@ -168,6 +204,15 @@ pub const CONF_SUFFIX: &str = ".tag_filters.conf";
 pub struct Config {
     pub name: String,
     pub tags: Vec<String>,
+    /// Defined with `:=`: the filter composed so far is dropped first.
+    pub replaces: bool,
+}
+
+impl Config {
+    /// How a table file defines it: `=`, or `:=` when it replaces.
+    pub fn operator(&self) -> &'static str {
+        if self.replaces { ":=" } else { "=" }
+    }
 }
 
 /// Where the table in force came from.
@@ -225,6 +270,8 @@ impl Table {
     /// order); a line whose first non-blank character is `#` is a comment;
     /// blank lines are ignored; whitespace around `=`, the name and each tag
     /// is trimmed. An empty value defines a config that appends nothing.
+    /// `NAME := TAG,...` defines a config that replaces the filter composed
+    /// so far (an empty value: no filter at all).
     /// Instead of definitions, the file may hold one `preset = NAME` line:
     /// it then stands for that compiled-in table.
     pub fn parse(bytes: &[u8], file: &Path) -> Result<Table, Error> {
@@ -243,8 +290,14 @@ impl Table {
             let Some((name, value)) = text.split_once('=') else {
                 return Err(bad(format!("expected NAME = TAG,TAG,... but found {}", Quoted(text))));
             };
-            let name = name.trim();
+            let (name, replaces) = match name.trim_end().strip_suffix(':') {
+                Some(name) => (name.trim(), true),
+                None => (name.trim(), false),
+            };
             check_name(name).map_err(&bad)?;
+            if replaces && (name == BASE || name == PRESET) {
+                return Err(bad(format!("{} takes '=', not ':='", Quoted(name))));
+            }
             if preset.is_some() || (name == PRESET && (base.is_some() || !configs.is_empty())) {
                 return Err(bad("a 'preset' line must be the only definition in the file".to_string()));
             }
@@ -266,7 +319,7 @@ impl Table {
                 if configs.iter().any(|c| c.name == name) {
                     return Err(bad(format!("config {} is defined twice", Quoted(name))));
                 }
-                configs.push(Config { name: name.to_string(), tags });
+                configs.push(Config { name: name.to_string(), tags, replaces });
             }
         }
         if let Some(preset) = preset {
@@ -334,7 +387,7 @@ mod tests {
             let table = preset.table(None);
             let mut text = format!("base = {}\n", table.base.join(","));
             for config in &table.configs {
-                text.push_str(&format!("{} = {}\n", config.name, config.tags.join(",")));
+                text.push_str(&format!("{} {} {}\n", config.name, config.operator(), config.tags.join(",")));
             }
             let reparsed = parse(&text).unwrap_or_else(|e| panic!("{}: {e}", preset.name));
             assert_eq!(reparsed.base, table.base, "{}", preset.name);
@@ -342,7 +395,7 @@ mod tests {
             assert!(table.configs.iter().all(|c| c.name != PRESET), "{}", preset.name);
         }
         let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
-        assert_eq!(names, ["xla-rocm", "jax-rocm", "xla-rocm-compile"]);
+        assert_eq!(names, ["xla-rocm", "jax-rocm", "xla-rocm-compile", "rocm-dev-infra"]);
         assert_eq!(PRESETS[0].name, DEFAULT_PRESET);
         assert_eq!(Table::builtin().origin, Origin::Preset { name: DEFAULT_PRESET, file: None });
     }
@@ -360,7 +413,7 @@ mod tests {
         let table = parse("# JAX's table\n  preset =  jax-rocm \n\n").unwrap();
         assert_eq!(table.base, ["jax_test_gpu", "-config-cuda-only", "-manual"]);
         assert_eq!(table.origin, Origin::Preset { name: "jax-rocm", file: Some("t.conf".into()) });
-        let known = "(known presets: xla-rocm, jax-rocm, xla-rocm-compile)";
+        let known = "(known presets: xla-rocm, jax-rocm, xla-rocm-compile, rocm-dev-infra)";
         assert_eq!(parse("preset = jax\n").unwrap_err(), format!("t.conf:1: unknown preset 'jax' {known}"));
         let only = "a 'preset' line must be the only definition in the file";
         assert_eq!(parse("base = a\npreset = jax-rocm\n").unwrap_err(), format!("t.conf:2: {only}"));
@@ -373,7 +426,7 @@ mod tests {
         assert_eq!(preset_named("xla-rocm-compile").unwrap().name, "xla-rocm-compile");
         assert_eq!(
             preset_named("XLA-ROCM").unwrap_err().to_string(),
-            "--preset: unknown preset 'XLA-ROCM' (known presets: xla-rocm, jax-rocm, xla-rocm-compile)"
+            "--preset: unknown preset 'XLA-ROCM' (known presets: xla-rocm, jax-rocm, xla-rocm-compile, rocm-dev-infra)"
         );
         assert_eq!(XLA_ROCM_COMPILE.table(None).known_configs(), "none");
     }
@@ -388,9 +441,32 @@ mod tests {
         let table =
             parse("# ours\n\n  base =  -no_gpu , -no_oss\n\tci_x=a,-b  \n  # indented comment\nempty =\n").unwrap();
         assert_eq!(table.base, ["-no_gpu", "-no_oss"]);
-        assert_eq!(table.configs[0], Config { name: "ci_x".into(), tags: vec!["a".into(), "-b".into()] });
-        assert_eq!(table.configs[1], Config { name: "empty".into(), tags: vec![] });
+        assert_eq!(
+            table.configs[0],
+            Config { name: "ci_x".into(), tags: vec!["a".into(), "-b".into()], replaces: false }
+        );
+        assert_eq!(table.configs[1], Config { name: "empty".into(), tags: vec![], replaces: false });
         assert_eq!(table.origin, Origin::File("t.conf".into()));
+    }
+
+    #[test]
+    fn a_config_defined_with_colon_equals_replaces() {
+        let table = parse(
+            "base = a
+mgpu := \nnarrow:=b,-c
+",
+        )
+        .unwrap();
+        assert_eq!(table.configs[0], Config { name: "mgpu".into(), tags: vec![], replaces: true });
+        assert_eq!(
+            table.configs[1],
+            Config { name: "narrow".into(), tags: vec!["b".into(), "-c".into()], replaces: true }
+        );
+        assert_eq!(parse("base := a\n").unwrap_err(), "t.conf:1: 'base' takes '=', not ':='");
+        assert_eq!(parse("preset := xla-rocm\n").unwrap_err(), "t.conf:1: 'preset' takes '=', not ':='");
+        let dev_infra = XLA_ROCM_DEV_INFRA.table(None);
+        assert!(dev_infra.find_config("ci_multi_gpu").unwrap().replaces);
+        assert!(!dev_infra.find_config("ci_single_gpu").unwrap().replaces);
     }
 
     #[test]

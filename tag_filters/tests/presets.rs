@@ -26,7 +26,7 @@ const XLA_COMPILE: &str = "-no_gpu,-requires-gpu-intel,-requires-gpu-nvidia,-cud
     -requires-gpu-sm80-only,-requires-gpu-sm86,-requires-gpu-sm86-only,-requires-gpu-sm89,-requires-gpu-sm89-only,\
     -requires-gpu-sm90,-requires-gpu-sm90-only,-skip_rocprofiler_sdk,-no_oss,-oss_excluded,-oss_serial,gpu";
 
-const KNOWN_PRESETS: &str = "(known presets: xla-rocm, jax-rocm, xla-rocm-compile)";
+const KNOWN_PRESETS: &str = "(known presets: xla-rocm, jax-rocm, xla-rocm-compile, rocm-dev-infra)";
 
 #[test]
 fn jax_rocm_for_each_config() {
@@ -203,4 +203,73 @@ fn help_lists_the_presets_and_the_one_in_force() {
             .assert_stdout_contains("\n  --preset=NAME     use the compiled-in table NAME");
         assert_eq!(out.stderr, "", "{}", out.explain());
     }
+}
+
+/// ROCm/xla rocm-dev-infra's `build_tools/rocm/execute_ci_build.sh` (last
+/// changed in d17aa73a), modelled: the base list, then for each argument in
+/// order `--config=ci_multi_gpu` empties the filter and
+/// `--config=ci_single_gpu` appends `,gpu,-multi_gpu,-no_oss`.
+const DEV_INFRA_MODEL: &str = r#"
+filters=$BASE
+for arg in "$@"; do
+  [ "$arg" = --config=ci_multi_gpu ] && filters=""
+  [ "$arg" = --config=ci_single_gpu ] && filters="${filters},gpu,-multi_gpu,-no_oss"
+done
+printf '%s\n' "$filters"
+"#;
+
+/// A filter as Bazel reads it: the entries in order, empty ones and repeats
+/// dropped (`,gpu` and `-no_oss` twice mean what `gpu` and `-no_oss` once do).
+fn as_bazel_reads(filter: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for entry in filter.trim_end().split(',').filter(|e| !e.is_empty()) {
+        if !out.iter().any(|seen| seen == entry) {
+            out.push(entry.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn rocm_dev_infra_matches_its_execute_ci_build_sh() {
+    let cases: [&[&str]; 5] = [
+        &[],
+        &["--config=ci_single_gpu"],
+        &["--config=ci_multi_gpu"],
+        &["--config=ci_single_gpu", "--config=ci_multi_gpu"],
+        &["--config=ci_multi_gpu", "--config=ci_single_gpu", "//xla/..."],
+    ];
+    for args in cases {
+        let ours = run(&[&["--preset=rocm-dev-infra"][..], args].concat());
+        ours.assert_success();
+        let theirs =
+            Cmd::new("/bin/bash").env("BASE", XLA_BASE).args(["-c", DEV_INFRA_MODEL, "model"]).args(args).run();
+        theirs.assert_success();
+        assert_eq!(
+            as_bazel_reads(&ours.stdout),
+            as_bazel_reads(&theirs.stdout),
+            "{args:?}: ours (left) against the script (right)\nours:\n{}\nscript:\n{}",
+            ours.explain(),
+            theirs.explain()
+        );
+    }
+    assert_prints(&["--preset=rocm-dev-infra", "--config=ci_single_gpu"], &format!("{XLA_BASE},gpu,-multi_gpu\n"));
+    assert_prints(&["--preset=rocm-dev-infra", "--config=ci_multi_gpu"], "\n");
+    assert_prints(
+        &["--preset=rocm-dev-infra", "--config=ci_multi_gpu", "--format=flags"],
+        "--build_tag_filters= --test_tag_filters=\n",
+    );
+    assert_prints(
+        &["--preset=rocm-dev-infra", "--format=bazelrc"],
+        &format!(
+            "build:ci_single_gpu --build_tag_filters={XLA_BASE},gpu,-multi_gpu\n\
+             test:ci_single_gpu --test_tag_filters={XLA_BASE},gpu,-multi_gpu\n\
+             build:ci_multi_gpu --build_tag_filters=\n\
+             test:ci_multi_gpu --test_tag_filters=\n"
+        ),
+    );
+    let help = run(&["--preset=rocm-dev-infra", "--help"]);
+    help.assert_success()
+        .assert_stdout_contains("  rocm-dev-infra    ROCm/xla rocm-dev-infra's execute_ci_build.sh\n")
+        .assert_stdout_contains("  ci_multi_gpu   replaces the filter with (nothing: no tag filter)\n");
 }

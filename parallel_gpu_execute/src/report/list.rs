@@ -17,7 +17,7 @@ use crate::hardware::devnode::Access;
 use crate::hardware::gpu_count::Source;
 use crate::hardware::survey::{KfdGpu, NvidiaGpu, Survey};
 use crate::prelude::*;
-use crate::profile::{Profile, Vendor};
+use crate::profile::{Profile, Vendor, test_variables};
 use crate::report::json;
 use crate::settings::Settings;
 use crate::slots::lockfile::{DirState, dir_state};
@@ -214,16 +214,9 @@ fn text(plan: &Plan, settings: &Settings) -> String {
             );
         }
         (Some(v), Some(pool)) => {
-            let vars = match v {
-                Vendor::Rocm => "ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES",
-                Vendor::Cuda => "CUDA_VISIBLE_DEVICES",
-                Vendor::Classic => "CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES",
-            };
-            if settings.profile == Profile::Jax {
-                out.push_str("mode: jax (TPU_VISIBLE_CHIPS, CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, ONEAPI_VISIBLE_DEVICES)\n");
-            } else {
-                let _ = writeln!(out, "mode: {} ({vars})", vendor_name(v));
-            }
+            let vars = test_variables(settings.profile, v, settings.visible);
+            let name = if settings.profile == Profile::Jax { "jax" } else { vendor_name(v) };
+            let _ = writeln!(out, "mode: {name} ({vars})");
             let ids: Vec<String> = pool.ids.iter().map(|id| String::from_utf8_lossy(id).into_owned()).collect();
             let from = match pool.variable {
                 // Where the runtime stops reading the list, so does the pool.

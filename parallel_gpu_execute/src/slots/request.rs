@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::hardware::gpu_count::Source;
 use crate::hardware::{Probe, identity};
 use crate::prelude::*;
-use crate::profile::{CUDA_POOL_VARIABLE, Vendor};
+use crate::profile::{CUDA_POOL_VARIABLE, ROCR_POOL_VARIABLE, Vendor};
 use alloc::borrow::Cow;
 use wrapper_common::diag;
 use wrapper_common::env;
@@ -154,12 +154,11 @@ fn is_negative_index(token: &[u8]) -> bool {
 /// jax profile reads it deliberately unlike JAX's script, which overwrites
 /// it with a slot index: ROCm CI runners give each job a slice of a shared
 /// host that way (ROCm/jax#792 to #795), and a test must stay in its job's
-/// slice (openxla/xla#46534 made XLA's script draw from it for the same
-/// reason).
+/// slice (the closed openxla/xla#46534 proposed the same for XLA's script).
 fn pool_variable(vendor: Vendor) -> Option<&'static str> {
     match vendor {
         Vendor::Classic => None,
-        Vendor::Rocm => Some("ROCR_VISIBLE_DEVICES"),
+        Vendor::Rocm => Some(ROCR_POOL_VARIABLE),
         Vendor::Cuda => Some(CUDA_POOL_VARIABLE),
     }
 }

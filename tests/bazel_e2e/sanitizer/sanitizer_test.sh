@@ -106,12 +106,15 @@ if ((tsan_suppressions)); then
 fi
 
 if ((gpu)); then
-  [[ "${ROCR_VISIBLE_DEVICES:-}" =~ ^[01]$ ]] ||
-    fail "ROCR_VISIBLE_DEVICES is '${ROCR_VISIBLE_DEVICES:-}', want one of the two fake GPUs"
-  [[ "${HIP_VISIBLE_DEVICES:-}" == "0" ]] ||
-    fail "HIP_VISIBLE_DEVICES is '${HIP_VISIBLE_DEVICES:-}', want '0'"
-  echo "ok: runs on GPU ${ROCR_VISIBLE_DEVICES} through the chained parallel_gpu_execute"
-elif [[ -n "${ROCR_VISIBLE_DEVICES:-}" ]]; then
-  fail "ROCR_VISIBLE_DEVICES is set without a GPU wrapper"
+  # rocm mode: XLA main's variables.
+  [[ "${HIP_VISIBLE_DEVICES:-}" =~ ^[01]$ ]] ||
+    fail "HIP_VISIBLE_DEVICES is '${HIP_VISIBLE_DEVICES:-}', want one of the two fake GPUs"
+  [[ "${CUDA_VISIBLE_DEVICES:-}" == "${HIP_VISIBLE_DEVICES}" ]] ||
+    fail "CUDA_VISIBLE_DEVICES is '${CUDA_VISIBLE_DEVICES:-}', want '${HIP_VISIBLE_DEVICES}'"
+  [[ -z "${ROCR_VISIBLE_DEVICES+set}" ]] ||
+    fail "ROCR_VISIBLE_DEVICES is set ('${ROCR_VISIBLE_DEVICES}'); rocm mode leaves it unset"
+  echo "ok: runs on GPU ${HIP_VISIBLE_DEVICES} through the chained parallel_gpu_execute"
+elif [[ -n "${ROCR_VISIBLE_DEVICES:-}${HIP_VISIBLE_DEVICES:-}" ]]; then
+  fail "a GPU variable is set without a GPU wrapper (ROCR='${ROCR_VISIBLE_DEVICES:-}' HIP='${HIP_VISIBLE_DEVICES:-}')"
 fi
 echo "PASS"
