@@ -77,14 +77,12 @@ fn mount_of(path: &CStr) -> Option<(u64, bool)> {
 }
 
 /// The nearest of `dir` and its parents that exists (a lock directory not
-/// made yet will be made on that one's mount).
+/// made yet will be made on that one's mount). No allocation.
 fn nearest_existing(dir: &[u8]) -> Option<(u64, bool)> {
     let mut path = dir;
     loop {
-        if let Ok(c) = alloc::ffi::CString::new(path) {
-            if let Some(m) = mount_of(&c) {
-                return Some(m);
-            }
+        if let Some(found) = wrapper_common::with_joined(&[path], None, mount_of).flatten() {
+            return Some(found);
         }
         let cut = path.iter().rposition(|&b| b == b'/')?;
         path = if cut == 0 { b"/" } else { &path[..cut] };
@@ -117,18 +115,25 @@ fn action_root(srcdir: &[u8]) -> Option<&[u8]> {
 }
 
 /// Whether the lock directory `dir` (or, when missing, where it would be
-/// made) coordinates nothing beyond this action, and why.
+/// made) coordinates nothing beyond this action, and why. Without Bazel's
+/// `TEST_SRCDIR`, or with one that names no `bazel-out` and a lock
+/// directory outside `/tmp`, it makes no system call; else two or three
+/// `statx(2)`, and allocates only where a mount must be named.
 pub fn judge(dir: &CStr) -> Option<Private> {
     let srcdir = wrapper_common::env::var_nonempty(b"TEST_SRCDIR")?;
-    let (lock_mount, _) = nearest_existing(dir.to_bytes())?;
     let root = action_root(srcdir);
+    let under_tmp = dir.to_bytes().starts_with(b"/tmp/");
+    if root.is_none() && !under_tmp {
+        return None;
+    }
+    let (lock_mount, _) = nearest_existing(dir.to_bytes())?;
     if let Some(root) = root {
         let (slash, _) = mount_of(c"/")?;
         if lock_mount == slash {
             if root == b"/" {
                 return Some(Private::ActionRoot);
             }
-            let mounted = alloc::ffi::CString::new(root).ok().and_then(|r| mount_of(&r)).is_some_and(|(_, r)| r);
+            let mounted = wrapper_common::with_joined(&[root], None, mount_of).flatten().is_some_and(|(_, r)| r);
             if mounted && mount_info(slash).is_some_and(|(_, fs)| fs == b"overlay" || fs == b"tmpfs") {
                 return Some(Private::ContainerRoot);
             }
@@ -137,10 +142,8 @@ pub fn judge(dir: &CStr) -> Option<Private> {
     }
     // A per-action /tmp is a mount of its own: only a lock directory under
     // one needs mountinfo read.
-    if dir.to_bytes().starts_with(b"/tmp/") && mount_of(c"/tmp").is_some_and(|(id, r)| r && id == lock_mount) {
-        return mount_info(lock_mount)
-            .filter(|(root, _)| root.ends_with(b"/_hermetic_tmp"))
-            .map(|_| Private::ActionTmp);
+    if under_tmp && mount_of(c"/tmp").is_some_and(|(id, r)| r && id == lock_mount) {
+        return mount_info(lock_mount).filter(|(root, _)| root.ends_with(b"/_hermetic_tmp")).map(|_| Private::ActionTmp);
     }
     None
 }
