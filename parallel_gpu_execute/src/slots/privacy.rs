@@ -143,7 +143,9 @@ pub fn judge(dir: &CStr) -> Option<Private> {
     // A per-action /tmp is a mount of its own: only a lock directory under
     // one needs mountinfo read.
     if under_tmp && mount_of(c"/tmp").is_some_and(|(id, r)| r && id == lock_mount) {
-        return mount_info(lock_mount).filter(|(root, _)| root.ends_with(b"/_hermetic_tmp")).map(|_| Private::ActionTmp);
+        return mount_info(lock_mount)
+            .filter(|(root, _)| root.ends_with(b"/_hermetic_tmp"))
+            .map(|_| Private::ActionTmp);
     }
     None
 }

@@ -306,6 +306,9 @@ pub fn take(
             // up to an earlier one that takes part and runs.
             Ok(()) if !first_running(dir_fd) => {
                 let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Err(no_slot());
+                }
                 crate::sys::clock::sleep(YIELD_FOR);
             }
             Ok(()) => {
