@@ -109,7 +109,14 @@ outcome() {
   mkdir -p "${work}/ann" "${work}/locks"
   local holder=""
   if [[ -n "${HOLD:-}" ]]; then
-    flock "${work}/locks/${HOLD}" sh -c ": >'${work}/held'; exec sleep 60" &
+    # The holder keeps no descriptor of ours open (this runs inside a
+    # command substitution, which would otherwise wait for it).
+    (
+      exec 9>"${work}/locks/${HOLD}"
+      flock 9
+      : >"${work}/held"
+      exec sleep 60
+    ) </dev/null >/dev/null 2>&1 &
     holder=$!
     for _ in $(seq 100); do [[ -e "${work}/held" ]] && break; sleep 0.02; done
     [[ -e "${work}/held" ]] || { echo "musl_parity: could not hold ${work}/locks/${HOLD}" >&2; exit 2; }
@@ -178,13 +185,15 @@ for root in empty kfd8 kfd64 kfd_nodev nvidia4; do
   done
 done
 
-# Slots: GPU 0's lock held by another process; the test gets the next GPU,
-# or, with --wait=0 and one GPU, is refused.
+# Slots: GPU 0's first slot held by another process; the test gets the next
+# GPU, or with one GPU its second slot, or with one slot and --wait=0 is
+# refused.
 for root in kfd8 nvidia4; do
   e=(PARALLEL_GPU_EXECUTE_SYSROOT="${work}/${root}")
   HOLD=gpulock0_0 same parallel_gpu_execute "${e[@]}" -- ./pkg/env_test
   HOLD=gpulock0_0 same parallel_gpu_execute "${e[@]}" -- ./pkg/env_test --num_processes=2
   HOLD=gpulock0_0 same parallel_gpu_execute "${e[@]}" TF_GPU_COUNT=1 -- --wait=0 ./pkg/env_test
+  HOLD=gpulock0_0 same parallel_gpu_execute "${e[@]}" TF_GPU_COUNT=1 TF_TESTS_PER_GPU=1 -- --wait=0 ./pkg/env_test
 done
 
 # The rocminfo source (the later TEST_SRCDIR wins): a count, a failure.
