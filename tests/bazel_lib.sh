@@ -56,21 +56,24 @@ stop_bazel() {
   fi
 }
 
-# release_files [LINE...]: the release files of tools/release.sh in
-# ${out}/release, and the repository ${out}/release_info whose release.bzl
+# release_files [LINE...]: the x86_64 musl release files, as a user
+# downloads them (tools/release.sh, RELEASE_TARGETS=x86_64-unknown-linux-musl),
+# in ${out}/release, and the repository ${out}/release_info whose release.bzl
 # names them for gpu_ci_wrappers_binaries (BASE_URL, VERSION, TARGET,
 # SHA256S), followed by each LINE. Sets version, target and sums.
 release_files() {
-  say "release files (tools/release.sh)"
-  "${repo}/tools/release.sh" "${out}/release" >"${out}/logs/release.log" 2>&1 || {
+  target=x86_64-unknown-linux-musl
+  say "release files (RELEASE_TARGETS=${target} tools/release.sh ${out}/release)"
+  RELEASE_TARGETS="${target}" "${repo}/tools/release.sh" "${out}/release" >"${out}/logs/release.log" 2>&1 || {
     tail -n 30 "${out}/logs/release.log" >&2
-    die "tools/release.sh failed"
+    die "RELEASE_TARGETS=${target} tools/release.sh ${out}/release failed (log: ${out}/logs/release.log)"
   }
   sums="${out}/release/SHA256SUMS"
   local first b
   first="$(head -n 1 "${sums}" | awk '{print $2}')"
   version="$(sed -E 's/^parallel_gpu_execute-([^-]+)-.*/\1/' <<<"${first}")"
-  target="${first#parallel_gpu_execute-"${version}"-}"
+  [[ "${first}" == "parallel_gpu_execute-${version}-${target}" ]] ||
+    die "the first file of ${sums} is ${first}, not parallel_gpu_execute-${version}-${target}"
   mkdir -p "${out}/release_info"
   {
     echo "BASE_URL = \"file://${out}/release\""

@@ -21,9 +21,8 @@ pub(crate) struct Bins {
     /// `benches/floor/slot_exec.c`: the TF_GPU_COUNT and KFD floors.
     pub(crate) slot_floor: PathBuf,
     pub(crate) test: PathBuf,
-    /// A directory with musl builds of the wrappers
-    /// (`WRAPPER_BENCH_MUSL_BINS`), when given.
-    pub(crate) musl_wrappers: Option<PathBuf>,
+    /// The x86_64 musl release files (`WRAPPER_BENCH_MUSL_BINS`), when given.
+    pub(crate) musl_wrappers: Option<MuslWrappers>,
     /// The musl floor and test (`musl-gcc -static`), when musl-gcc exists.
     pub(crate) musl: Option<(PathBuf, PathBuf)>,
     pub(crate) hold: PathBuf,
@@ -44,12 +43,43 @@ impl Bins {
         if let Some((floor, test)) = &self.musl {
             all.extend([floor.clone(), test.clone()]);
         }
-        if let Some(dir) = &self.musl_wrappers {
-            all.extend(
-                ["parallel_gpu_execute", "sanitizer_wrapper"].map(|b| dir.join(b)).into_iter().filter(|p| p.is_file()),
-            );
+        if let Some(musl) = &self.musl_wrappers {
+            all.extend([musl.pge.clone(), musl.san.clone()]);
         }
         all
+    }
+}
+
+/// The three x86_64 musl release files of `WRAPPER_BENCH_MUSL_BINS`.
+pub(crate) struct MuslWrappers {
+    pub(crate) pge: PathBuf,
+    pub(crate) san: PathBuf,
+    pub(crate) tag: PathBuf,
+}
+
+impl MuslWrappers {
+    /// Each binary in `dir` as `<name>`, or as the one release file
+    /// `<name>-<version>-x86_64-unknown-linux-musl`.
+    pub(crate) fn find(dir: &Path) -> MuslWrappers {
+        let find = |name: &str| {
+            let plain = dir.join(name);
+            if plain.is_file() {
+                return plain;
+            }
+            let release = dir.join(format!("{name}-{}-x86_64-unknown-linux-musl", env!("CARGO_PKG_VERSION")));
+            assert!(
+                release.is_file(),
+                "WRAPPER_BENCH_MUSL_BINS={}: neither {name} nor {} is in it (tools/release.sh writes the latter)",
+                dir.display(),
+                release.file_name().unwrap().to_string_lossy()
+            );
+            release
+        };
+        MuslWrappers { pge: find("parallel_gpu_execute"), san: find("sanitizer_wrapper"), tag: find("tag_filters") }
+    }
+
+    pub(crate) fn all(&self) -> [(&'static str, &PathBuf); 3] {
+        [("parallel_gpu_execute", &self.pge), ("sanitizer_wrapper", &self.san), ("tag_filters", &self.tag)]
     }
 }
 
@@ -79,10 +109,7 @@ pub(crate) fn compile_musl(source: &Path, out: &Path) -> bool {
 }
 
 pub(crate) fn build(root: &Path, work: &Path, musl_wrappers: Option<PathBuf>) -> Bins {
-    if let Some(dir) = &musl_wrappers {
-        let pge = dir.join("parallel_gpu_execute");
-        assert!(pge.is_file(), "WRAPPER_BENCH_MUSL_BINS: {} is missing", pge.display());
-    }
+    let musl_wrappers = musl_wrappers.as_deref().map(MuslWrappers::find);
     let target = target_dir(root);
     eprintln!("wrapper_cost: cargo build --release (parallel_gpu_execute, sanitizer_wrapper, tag_filters)");
     let all = ["parallel_gpu_execute", "sanitizer_wrapper", "tag_filters"];

@@ -30,10 +30,16 @@ pub(crate) enum Key {
     PgePassThrough,
     PgeTfGpuCount,
     PgeKfd,
-    /// The same three, run by a musl build of parallel_gpu_execute.
+    /// The same three, run by the x86_64 musl release file of
+    /// parallel_gpu_execute, with the (glibc) test.
     MuslPgePassThrough,
     MuslPgeTfGpuCount,
     MuslPgeKfd,
+    /// The same three again with the static musl test: set against the
+    /// musl floor (`MuslFloor`) and the musl direct exec, its own cost.
+    MuslPgePassThroughMuslTest,
+    MuslPgeTfGpuCountMuslTest,
+    MuslPgeKfdMuslTest,
     PgeRocminfoManifest,
     PgeRocminfoWalk,
     SanPassThrough,
@@ -53,6 +59,8 @@ impl Key {
                 | Key::PgeKfd
                 | Key::MuslPgeTfGpuCount
                 | Key::MuslPgeKfd
+                | Key::MuslPgeTfGpuCountMuslTest
+                | Key::MuslPgeKfdMuslTest
                 | Key::PgeRocminfoManifest
                 | Key::PgeRocminfoWalk
         )
@@ -72,8 +80,23 @@ impl Key {
         )
     }
 
-    /// The most this case may cost, as a multiple of the floor (the
-    /// targets of the start-up cost issue, on either CPU kind).
+    /// The floor and the direct exec this case's ratios are taken to: the
+    /// musl ones for what runs the static musl test, else the glibc ones.
+    pub(crate) fn reference(self) -> (Key, Key) {
+        match self {
+            Key::MuslDirect
+            | Key::MuslFloor
+            | Key::MuslPgePassThroughMuslTest
+            | Key::MuslPgeTfGpuCountMuslTest
+            | Key::MuslPgeKfdMuslTest => (Key::MuslFloor, Key::MuslDirect),
+            _ => (Key::Floor, Key::Direct),
+        }
+    }
+
+    /// The most this case may cost, as a multiple of the glibc floor (the
+    /// targets of the start-up cost issue, on either CPU kind). The rows
+    /// set against the musl floor have none: they say what our own code
+    /// costs, which no target was set for.
     pub(crate) fn floor_target(self) -> Option<f64> {
         match self {
             Key::PgePassThrough | Key::MuslPgePassThrough => Some(1.05),
@@ -173,22 +196,35 @@ impl Context<'_> {
         self.case(Key::Floor, label, tree.srcdir(), &tree.cwd(), vec![lit(&self.bins.floor), test_abs(tree)])
     }
 
-    /// The pass-through, `TF_GPU_COUNT` and KFD cases again, run by the musl
-    /// build in `bins.musl_wrappers` (`WRAPPER_BENCH_MUSL_BINS`), when given.
+    /// The pass-through, `TF_GPU_COUNT` and KFD cases again, run by the x86_64
+    /// musl release file of parallel_gpu_execute (`WRAPPER_BENCH_MUSL_BINS`),
+    /// when given: once with the (glibc) test, once with the static musl
+    /// test when musl-gcc built it.
     pub(crate) fn musl_pge(&self, tree: &Tree) -> Vec<Case> {
-        let Some(dir) = &self.bins.musl_wrappers else { return Vec::new() };
-        let musl = lit(dir.join("parallel_gpu_execute"));
-        let cases = [
-            (Key::MuslPgePassThrough, self.pge_pass_through(tree)),
-            (Key::MuslPgeTfGpuCount, self.pge_tf_gpu_count(tree)),
-            (Key::MuslPgeKfd, self.pge_kfd(tree, "kfd-small-musl")),
+        let Some(wrappers) = &self.bins.musl_wrappers else { return Vec::new() };
+        let musl = lit(&wrappers.pge);
+        let mut cases = vec![
+            (Key::MuslPgePassThrough, self.pge_pass_through(tree), false),
+            (Key::MuslPgeTfGpuCount, self.pge_tf_gpu_count(tree), false),
+            (Key::MuslPgeKfd, self.pge_kfd(tree, "kfd-small-musl"), false),
         ];
+        if self.bins.musl.is_some() {
+            cases.extend([
+                (Key::MuslPgePassThroughMuslTest, self.pge_pass_through(tree), true),
+                (Key::MuslPgeTfGpuCountMuslTest, self.pge_tf_gpu_count(tree), true),
+                (Key::MuslPgeKfdMuslTest, self.pge_kfd(tree, "kfd-small-musl-test"), true),
+            ]);
+        }
         cases
             .into_iter()
-            .map(|(key, mut c)| {
+            .map(|(key, mut c, musl_test)| {
                 c.key = key;
-                c.label = c.label.replacen("parallel_gpu_execute", "parallel_gpu_execute (musl build)", 1);
+                c.label = c.label.replacen("parallel_gpu_execute", "parallel_gpu_execute (musl release)", 1);
                 c.cmd[0] = musl.clone();
+                if musl_test {
+                    c.label.push_str(", static musl test (x musl floor)");
+                    c.cmd[1] = Arg::Test { timed: MUSL_TEST_WORD.into(), probe: PROBE_WORD.into() };
+                }
                 c
             })
             .collect()
@@ -228,19 +264,19 @@ impl Context<'_> {
 
     /// The musl direct exec and the musl floor, when musl-gcc built them.
     pub(crate) fn musl(&self, tree: &Tree) -> Vec<Case> {
-        let Some((floor, test)) = &self.bins.musl else { return Vec::new() };
-        let test = Arg::Test { timed: test.into(), probe: tree.path("ws/pkg/env_probe").into() };
+        let Some((floor, _)) = &self.bins.musl else { return Vec::new() };
+        let test = Arg::Test { timed: tree.path(MUSL_TEST_PATH).into(), probe: tree.path("ws/pkg/env_probe").into() };
         vec![
             self.case(
                 Key::MuslDirect,
-                "musl direct exec of a static musl test",
+                "musl direct exec of a static musl test (x musl floor)",
                 tree.srcdir(),
                 &tree.cwd(),
                 vec![test.clone()],
             ),
             self.case(
                 Key::MuslFloor,
-                "musl floor: static musl C execv, then that test",
+                "musl floor: static musl C execv, then that test (x musl floor)",
                 tree.srcdir(),
                 &tree.cwd(),
                 vec![lit(floor), test],

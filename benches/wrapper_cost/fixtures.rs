@@ -91,6 +91,9 @@ pub(crate) fn common_entries(bins: &Bins, rocminfo: bool) -> Vec<(String, Conten
         ("ws/tools/sanitizers/tsan.supp".to_string(), Content::Text("race:libamdhip64.so\n".into())),
         ("llvm-project/llvm/bin/llvm-symbolizer".to_string(), Content::Script("#!/bin/sh\nexit 0\n".to_string())),
     ];
+    if let Some((_, musl_test)) = &bins.musl {
+        e.push((MUSL_TEST_PATH.to_string(), Content::Copy(musl_test.clone())));
+    }
     if let Some(san) = &bins.san {
         e.push((SANITIZER_LINK.to_string(), Content::Link(san.clone())));
         let conf: String = SANITIZER_OPTIONS.iter().map(|o| format!("{o}\n")).collect();

@@ -52,10 +52,12 @@
 //! - `WRAPPER_BENCH_CONTENTION=N`: contention rounds (default 5, quick 1);
 //! - `WRAPPER_BENCH_FILES=N`: files in the large tree (default 50000);
 //! - `WRAPPER_BENCH_MARKDOWN=1`: the results as Markdown tables too;
-//! - `WRAPPER_BENCH_MUSL_BINS=DIR`: a directory with musl builds of the
-//!   wrappers (a release's, or `tools/musl_build_std.sh`'s): the
-//!   pass-through, `TF_GPU_COUNT` and KFD cases are run by that
-//!   parallel_gpu_execute too, and the sizes table lists them.
+//! - `WRAPPER_BENCH_MUSL_BINS=DIR`: the release files of `tools/release.sh`
+//!   (`<binary>-<version>-x86_64-unknown-linux-musl`, or the three under
+//!   their plain names): the pass-through, `TF_GPU_COUNT` and KFD cases are
+//!   run by that parallel_gpu_execute too, with the glibc test and with a
+//!   static musl test (set against the musl floor), and the sizes table
+//!   lists the three.
 //!
 //! Run as a test (`cargo test --benches`, which passes no `--bench`), it runs
 //! the quick mode.
@@ -95,6 +97,10 @@ const TEST_WORD: &str = "./pkg/gpu_test";
 /// The same place, holding a script that prints its environment.
 const PROBE_WORD: &str = "./pkg/env_probe";
 const HOLD_WORD: &str = "./pkg/hold";
+/// The static musl test (`musl-gcc -static`), in every tree when musl-gcc
+/// built it: as the wrappers get it, and its place in the tree.
+const MUSL_TEST_WORD: &str = "./pkg/musl_test";
+const MUSL_TEST_PATH: &str = "ws/pkg/musl_test";
 const GPUS: u32 = 8;
 const SIZE_LIMIT: u64 = 1_000_000;
 const RSS_LIMIT_KIB: i64 = 2048;
@@ -309,21 +315,33 @@ fn main() {
     let musl_note = match (small.median(Key::MuslFloor), small.median(Key::MuslDirect)) {
         (Some(floor), Some(direct)) => Some(format!(
             "a static musl execv wrapper costs {:.2}x a direct exec of a static musl test here, where the glibc floor costs {:.2}x a direct exec: \
-             what a musl build of the wrappers would approach",
+             what a musl build of the wrappers approaches",
             floor / direct,
             small.median(Key::Floor).unwrap() / small.median(Key::Direct).unwrap()
         )),
         _ => None,
     };
-    let musl_own = match (small.median(Key::MuslFloorGlibcTest), small.median(Key::MuslPgePassThrough)) {
-        (Some(at_least), Some(pass)) => {
-            let of = |key| small.median(key).map_or("-".to_string(), |t| format!("{:.2}x", t / at_least));
+    let musl_own = match (small.median(Key::MuslFloor), small.median(Key::MuslDirect)) {
+        (Some(musl_floor), Some(musl_direct)) if small.median(Key::MuslPgePassThroughMuslTest).is_some() => {
+            let of = |key, base: f64| small.median(key).map_or("-".to_string(), |t| format!("{:.2}x", t / base));
+            let over = |key| small.median(key).map_or("-".to_string(), |t| ms(t - musl_floor));
+            let glibc_test = small.median(Key::MuslFloorGlibcTest).unwrap_or(f64::NAN);
             Some(format!(
-                "the musl build of parallel_gpu_execute costs {:.2}x (pass-through), {} (TF_GPU_COUNT) and {} (KFD) \
-                 the musl floor that runs the same test",
-                pass / at_least,
-                of(Key::MuslPgeTfGpuCount),
-                of(Key::MuslPgeKfd)
+                "our own cost: the musl release of parallel_gpu_execute running the static musl test costs {} (pass-through), \
+                 {} (TF_GPU_COUNT) and {} (KFD) the musl floor that runs it ({}, {} and {} more), and {}, {} and {} a direct exec \
+                 of that test; running the glibc test, it costs {}, {} and {} the musl floor that runs that test",
+                of(Key::MuslPgePassThroughMuslTest, musl_floor),
+                of(Key::MuslPgeTfGpuCountMuslTest, musl_floor),
+                of(Key::MuslPgeKfdMuslTest, musl_floor),
+                over(Key::MuslPgePassThroughMuslTest),
+                over(Key::MuslPgeTfGpuCountMuslTest),
+                over(Key::MuslPgeKfdMuslTest),
+                of(Key::MuslPgePassThroughMuslTest, musl_direct),
+                of(Key::MuslPgeTfGpuCountMuslTest, musl_direct),
+                of(Key::MuslPgeKfdMuslTest, musl_direct),
+                of(Key::MuslPgePassThrough, glibc_test),
+                of(Key::MuslPgeTfGpuCount, glibc_test),
+                of(Key::MuslPgeKfd, glibc_test)
             ))
         }
         _ => None,

@@ -103,9 +103,10 @@ pub(crate) fn case_table(groups: &[&Group]) -> Table {
     let mut t = Table::new(&["case", "x floor", "x direct", "median", "p90", "CPU", "peak RSS", "target"]);
     for g in groups {
         t.heading(g.title.clone());
-        let floor = g.median(Key::Floor).unwrap();
-        let direct = g.median(Key::Direct).unwrap();
         for c in &g.cases {
+            let (floor_key, direct_key) = c.key.reference();
+            let floor = g.median(floor_key).unwrap();
+            let direct = g.median(direct_key).unwrap();
             let s = stats(&c.samples);
             let (xf, xd) = (s.median_ms / floor, s.median_ms / direct);
             let mut target = Vec::new();
@@ -222,10 +223,9 @@ pub(crate) fn size_table(bins: &Bins) -> Table {
         ("sanitizer_wrapper".to_string(), bins.san.clone(), true),
         ("tag_filters".to_string(), Some(bins.tag.clone()), true),
     ];
-    if let Some(dir) = &bins.musl_wrappers {
-        for name in ["parallel_gpu_execute", "sanitizer_wrapper", "tag_filters"] {
-            let path = dir.join(name);
-            rows.push((format!("{name} (musl build)"), path.is_file().then_some(path), true));
+    if let Some(musl) = &bins.musl_wrappers {
+        for (name, path) in musl.all() {
+            rows.push((format!("{name} (x86_64 musl release)"), Some(path.clone()), true));
         }
     }
     rows.push(("floor (C, gcc -static)".to_string(), Some(bins.floor.clone()), false));

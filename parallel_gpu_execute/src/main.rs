@@ -68,6 +68,22 @@ static ALLOCATOR: heap::Malloc = heap::Malloc;
 #[unsafe(no_mangle)]
 extern "C" fn rust_eh_personality() {}
 
+/// rustup's prebuilt `alloc` is compiled with `panic = "unwind"`, so some of
+/// its functions (`fmt::format`, `dealloc` inlined into a drop) keep landing
+/// pads that end in a call to `_Unwind_Resume`, and the linker needs the
+/// symbol. Nothing can start an unwind here: the panic handler aborts, and
+/// neither musl's C code nor ours raises an exception, so no landing pad is
+/// ever entered and this is never called. On glibc, libgcc's unwinder
+/// (linked below for glibc's own C code) defines it; on musl, std would link
+/// the target's libunwind.a for this one symbol (74 KB more here). If it were
+/// ever reached, it would end the process as the panic handler does.
+#[cfg(target_env = "musl")]
+#[unsafe(no_mangle)]
+extern "C" fn _Unwind_Resume() -> ! {
+    // SAFETY: abort has no preconditions; it does not return.
+    unsafe { libc::abort() }
+}
+
 // What std would have linked. A static glibc has C code that unwinds
 // (`pthread_cancel` clean-ups) and needs libgcc's unwinder; on musl, the libc
 // crate leaves linking the C library itself to std.

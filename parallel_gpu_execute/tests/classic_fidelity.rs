@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{BIN, Fixture, NOBODY, Record, shared_fixture};
+use common::{Fixture, NOBODY, Record, bin, shared_fixture};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
 use test_support::{Cmd, hold_lock, is_root, lock_is_free, wait_until, write_file};
@@ -28,7 +28,7 @@ fn a_lock_file_we_create_can_be_locked_by_another_users_classic_script() {
     c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root)
         .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir)
         .env("TF_GPU_COUNT", "1")
-        .args(["-c", "umask 000; exec \"$0\" ./pkg/gpu_test", BIN]);
+        .args(["-c", "umask 000; exec \"$0\" ./pkg/gpu_test", bin()]);
     let out = c.run();
     Record::of(out.assert_success());
     let mode = std::fs::metadata(f.lock("0", 0)).unwrap().mode() & 0o777;
@@ -50,7 +50,7 @@ fn a_lock_file_we_create_can_be_locked_by_another_users_classic_script() {
     c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &g.sysroot.root)
         .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &g.lock_dir)
         .env("TF_GPU_COUNT", "1")
-        .args(["-c", "umask 022; exec \"$0\" ./pkg/gpu_test", BIN]);
+        .args(["-c", "umask 022; exec \"$0\" ./pkg/gpu_test", bin()]);
     c.run().assert_success();
     assert_eq!(std::fs::metadata(g.lock("0", 0)).unwrap().mode() & 0o777, 0o644);
 }

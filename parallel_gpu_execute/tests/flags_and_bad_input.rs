@@ -4,20 +4,20 @@
 
 mod common;
 
-use common::{BIN, Fixture, NOBODY, Record, shared_fixture};
+use common::{Fixture, NOBODY, Record, bin, shared_fixture};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use test_support::{Cmd, is_root, write_executable, write_file};
 
 #[test]
 fn help_and_version() {
-    let out = Cmd::new(BIN).arg("--help").run();
+    let out = Cmd::new(bin()).arg("--help").run();
     out.assert_success().assert_stdout_contains("usage: parallel_gpu_execute [OPTIONS] [--] TEST [ARGS...]");
     for flag in ["--lock-dir", "--vendor", "--wait", "TF_GPU_COUNT", "TF_TESTS_PER_GPU", "PARALLEL_GPU_EXECUTE_SYSROOT"]
     {
         out.assert_stdout_contains(flag);
     }
     assert_eq!(out.stderr, "");
-    let out = Cmd::new(BIN).arg("--version").run();
+    let out = Cmd::new(bin()).arg("--version").run();
     out.assert_success().assert_stdout_eq(&format!("parallel_gpu_execute {}\n", env!("CARGO_PKG_VERSION")));
 }
 

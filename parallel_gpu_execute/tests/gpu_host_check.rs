@@ -8,7 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 use test_support::{Cmd, Output, Sysroot, TempDir, write_executable};
 
-const BIN: &str = env!("CARGO_BIN_EXE_parallel_gpu_execute");
+fn bin() -> String {
+    test_support::bin_under_test("parallel_gpu_execute", env!("CARGO_BIN_EXE_parallel_gpu_execute"))
+}
 
 /// What HIP on a host of `host` GPUs would count: the entries of
 /// `HIP_VISIBLE_DEVICES` when it is set, else of `CUDA_VISIBLE_DEVICES`
@@ -26,7 +28,7 @@ fn fake_query(host: u32) -> String {
 }
 
 fn check(sysroot: &Sysroot, query: &str, tests: Option<&str>) -> Output {
-    check_binary(Path::new(BIN), sysroot, query, tests)
+    check_binary(Path::new(&bin()), sysroot, query, tests)
 }
 
 fn check_binary(bin: &Path, sysroot: &Sysroot, query: &str, tests: Option<&str>) -> Output {

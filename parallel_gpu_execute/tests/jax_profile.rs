@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{BIN, Fixture, Record};
+use common::{Fixture, Record, bin};
 use std::os::unix::fs::symlink;
 use test_support::hardware::{KfdNode, TpuNode};
 use test_support::{Cmd, hold_lock};
@@ -15,7 +15,7 @@ fn jax_cmd(f: &Fixture) -> Cmd {
     let exe = f.dir.join("bin/parallel_accelerator_execute");
     if !exe.exists() {
         std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
-        symlink(BIN, &exe).unwrap();
+        symlink(bin(), &exe).unwrap();
     }
     let mut c = Cmd::new(&exe);
     f.runfiles.apply(&mut c);

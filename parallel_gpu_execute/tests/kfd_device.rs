@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{BIN, Fixture, NOBODY, Record, shared_fixture};
+use common::{Fixture, NOBODY, Record, bin, shared_fixture};
 use std::path::PathBuf;
 use test_support::hardware::{KfdNode, hosts};
 use test_support::{Cmd, fake_rocminfo_script};
@@ -153,7 +153,7 @@ fn under_device_cgroup(f: &Fixture, withheld: &[PathBuf]) -> Option<Cmd> {
     for path in withheld {
         c.arg("-P").arg(path);
     }
-    c.args(["-e", "inject=read:error=EPERM", BIN]);
+    c.args(["-e", "inject=read:error=EPERM", bin()]);
     f.runfiles.apply(&mut c);
     c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
     Some(c)

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{BIN, Fixture, Record};
+use common::{Fixture, Record, bin};
 use std::time::Duration;
 use test_support::hardware::{KfdNode, hosts};
 use test_support::{Cmd, hold_lock, wait_until, write_file};
@@ -96,7 +96,7 @@ fn status_shows_a_holder_it_cannot_see_as_hidden() {
          kill $w",
         lock = f.lock("0", 0).display(),
         flock = libc::SYS_flock,
-        bin = BIN,
+        bin = bin(),
         dir = f.lock_dir.display(),
     );
     let out = Cmd::new("/usr/bin/unshare")

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{BIN, Fixture};
+use common::{Fixture, bin};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use test_support::{Cmd, Output, Running, hold_lock, wait_until};
@@ -510,7 +510,7 @@ fn waiters_behind_a_head_outside_the_pid_namespace_are_counted() {
          {bin} --status=json >{dir}/status.json; {bin} --status >{dir}/status.txt; : >{dir}/done\n\
          wait",
         nr = libc::SYS_flock,
-        bin = BIN,
+        bin = bin(),
     );
     let mut inside = Cmd::new("/usr/bin/unshare");
     inside

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{BIN, ManifestOnly, TEST, Tree, assert_test_not_run};
+use common::{ManifestOnly, TEST, Tree, assert_test_not_run, bin};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{PermissionsExt, symlink};
@@ -67,7 +67,7 @@ fn manifest_entry_naming_a_missing_file() {
 fn no_runfiles_at_all() {
     // Started through PATH, argv[0] names no place for runfiles either.
     let dir = TempDir::new("sw-err-none");
-    let bin_dir = std::path::Path::new(BIN).parent().unwrap();
+    let bin_dir = std::path::Path::new(bin()).parent().unwrap();
     let test = dir.join("t");
     test_support::write_executable(&test, test_support::RECORDING_TEST);
     let out = Cmd::new("sanitizer_wrapper")

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{BIN, ManifestOnly, Seen, TEST, Tree, link_binary, suppressions, symbolizer};
+use common::{ManifestOnly, Seen, TEST, Tree, bin, link_binary, suppressions, symbolizer};
 use test_support::{Cmd, RECORDING_TEST, TempDir, write_executable, write_file};
 
 /// (option, variable, the two variables it must not touch)
@@ -123,7 +123,7 @@ fn absolute_suppression_paths() {
         Seen::from(&out).expect(variable, Some(&suppressions(&file)));
     }
     // No runfiles at all: an absolute path needs none.
-    let out = Cmd::new(BIN)
+    let out = Cmd::new(bin())
         .arg(format!("--asan-suppressions={}", file.display()))
         .arg(tree.rf.cwd().join("pkg/foo_test"))
         .run();
@@ -261,7 +261,7 @@ fn paths_with_separators_are_quoted() {
 
 #[test]
 fn help_and_version() {
-    let out = Cmd::new(BIN).arg("--help").run();
+    let out = Cmd::new(bin()).arg("--help").run();
     out.assert_success().assert_stdout_contains("usage: sanitizer_wrapper [OPTIONS] [--] TEST [ARGS...]");
     for option in [
         "--asan-options",
@@ -276,7 +276,7 @@ fn help_and_version() {
         out.assert_stdout_contains(option);
     }
     assert!(out.stderr.is_empty(), "{}", out.explain());
-    Cmd::new(BIN).args(["--asan-options=x", "-h"]).run().assert_success().assert_stdout_contains("usage:");
-    let out = Cmd::new(BIN).arg("--version").run();
+    Cmd::new(bin()).args(["--asan-options=x", "-h"]).run().assert_success().assert_stdout_contains("usage:");
+    let out = Cmd::new(bin()).arg("--version").run();
     out.assert_success().assert_stdout_eq(&format!("sanitizer_wrapper {}\n", env!("CARGO_PKG_VERSION")));
 }

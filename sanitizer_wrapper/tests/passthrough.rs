@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{BIN, Seen, TEST, Tree};
+use common::{Seen, TEST, Tree, bin};
 use std::time::Duration;
 use test_support::{Cmd, write_executable};
 
@@ -100,6 +100,6 @@ fn runs_outside_bazel_too() {
     let dir = test_support::TempDir::new("sw-pass-plain");
     let test = dir.join("t");
     write_executable(&test, test_support::RECORDING_TEST);
-    let out = Cmd::new(BIN).arg(&test).arg("x").run();
+    let out = Cmd::new(bin()).arg(&test).arg("x").run();
     Seen::from(&out).expect_args(&["x"]).expect("ASAN_OPTIONS", None);
 }

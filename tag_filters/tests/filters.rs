@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 
 mod common;
 
-use common::{BIN, assert_prints, assert_usage_error, run};
+use common::{assert_prints, assert_usage_error, bin, run};
 use test_support::{Cmd, Output, TempDir};
 
 /// The base list, written out: the bytes the shell helper printed.
@@ -278,22 +278,22 @@ fn help_after_the_end_of_options_is_a_target_pattern() {
 
 #[test]
 fn non_utf8_arguments_do_not_panic() {
-    let out = Cmd::new(BIN)
+    let out = Cmd::new(bin())
         .arg(OsStr::from_bytes(b"\xff\xfe"))
         .arg("--config=asan")
         .arg(OsStr::from_bytes(b"--config=\xff"))
         .run();
     out.assert_success().assert_stdout_eq(concat!(base!(), ",-noasan\n"));
 
-    let out = Cmd::new(BIN).arg("--strict").arg(OsStr::from_bytes(b"--config=as\xffan")).run();
+    let out = Cmd::new(bin()).arg("--strict").arg(OsStr::from_bytes(b"--config=as\xffan")).run();
     out.assert_code(2)
         .assert_stdout_eq("")
         .assert_one_error_line(&format!("tag_filters: --config: unknown config 'as\u{fffd}an' under --strict {KNOWN}"));
 
-    let out = Cmd::new(BIN).arg("--strict").arg(OsStr::from_bytes(b"\xff")).run();
+    let out = Cmd::new(bin()).arg("--strict").arg(OsStr::from_bytes(b"\xff")).run();
     out.assert_code(2).assert_one_error_line(&format!("tag_filters: --strict: unexpected argument '\u{fffd}' {KNOWN}"));
 
-    let out = Cmd::new(BIN).arg(OsStr::from_bytes(b"--format=\xff")).run();
+    let out = Cmd::new(bin()).arg(OsStr::from_bytes(b"--format=\xff")).run();
     out.assert_code(2)
         .assert_one_error_line("tag_filters: --format: unknown value '\u{fffd}' (expected list, flags or bazelrc)");
 }
@@ -309,7 +309,7 @@ fn run_with_closed_pipe(args: &[&str]) -> Output {
     let script = r#"gone=$1; shift
 { while [ ! -e "$gone" ]; do sleep 0.01; done; sleep 0.1; "$@"; echo "rc=$?" >&2; } \
   | { exec <&-; : > "$gone"; }"#;
-    Cmd::new("/bin/sh").args(["-c", script, "sh"]).arg(dir.join("reader-gone")).arg(BIN).args(args).run()
+    Cmd::new("/bin/sh").args(["-c", script, "sh"]).arg(dir.join("reader-gone")).arg(bin()).args(args).run()
 }
 
 #[test]
@@ -326,7 +326,7 @@ fn a_closed_stdout_exits_3_without_a_message() {
 #[test]
 fn a_stdout_that_is_not_open_exits_3_with_one_line() {
     for args in [&[][..], &["--format=bazelrc"], &["--help"]] {
-        let out = Cmd::new(BIN).args(args).close_standard(&[1]).run();
+        let out = Cmd::new(bin()).args(args).close_standard(&[1]).run();
         out.assert_code(3)
             .assert_one_error_line("tag_filters: cannot write to stdout: Bad file descriptor (os error 9)");
     }

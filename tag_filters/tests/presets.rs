@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{BIN, assert_prints, assert_usage_error, run};
+use common::{assert_prints, assert_usage_error, bin, run};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
@@ -126,7 +126,7 @@ fn an_unknown_preset_is_a_usage_error() {
     assert_usage_error(&["--help", "--preset=jax"], &line);
     assert_usage_error(&["--preset="], "tag_filters: --preset: missing value");
     assert_usage_error(&["--preset"], "tag_filters: --preset: missing value");
-    let out = Cmd::new(BIN).arg(OsStr::from_bytes(b"--preset=jax\xff")).run();
+    let out = Cmd::new(bin()).arg(OsStr::from_bytes(b"--preset=jax\xff")).run();
     out.assert_code(2)
         .assert_stdout_eq("")
         .assert_one_error_line(&format!("tag_filters: --preset: unknown preset 'jax\u{fffd}' {KNOWN_PRESETS}"));
@@ -149,7 +149,7 @@ fn a_table_file_wins_over_a_preset() {
 fn a_preset_wins_over_the_table_beside_the_executable() {
     let dir = TempDir::new("tf-preset-beside");
     let exe = dir.join("tags");
-    symlink(BIN, &exe).unwrap();
+    symlink(bin(), &exe).unwrap();
     write_file(dir.join("tags.tag_filters.conf"), "base = -x\nsingle_gpu = y\n");
     let out = Cmd::new(&exe).arg("--config=single_gpu").run();
     out.assert_success().assert_stdout_eq("-x,y\n");
@@ -162,7 +162,7 @@ fn a_preset_wins_over_the_table_beside_the_executable() {
 fn a_table_file_that_names_a_preset() {
     let dir = TempDir::new("tf-preset-file");
     let exe = dir.join("jax_tags");
-    symlink(BIN, &exe).unwrap();
+    symlink(bin(), &exe).unwrap();
     let conf = dir.join("jax_tags.tag_filters.conf");
     write_file(&conf, "# tag_filters table for //:jax_tags\npreset = jax-rocm\n");
     let out = Cmd::new(&exe).arg("--config=multi_gpu").run();

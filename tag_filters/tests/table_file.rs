@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{BIN, run};
+use common::{bin, run};
 use std::os::unix::fs::symlink;
 use test_support::{Cmd, TempDir, write_file};
 
@@ -68,7 +68,7 @@ fn bazelrc_and_help_use_the_table_in_force() {
 fn the_file_beside_the_executable_is_used_and_the_flag_wins_over_it() {
     let dir = TempDir::new("tf-beside");
     let exe = dir.join("rocm_tags");
-    symlink(BIN, &exe).unwrap();
+    symlink(bin(), &exe).unwrap();
     write_file(dir.join("rocm_tags.tag_filters.conf"), TABLE);
     let out = Cmd::new(&exe).arg("--config=nightly").run();
     out.assert_success().assert_stdout_eq("-no_gpu,-requires-gpu-nvidia,-flaky\n");
@@ -80,7 +80,7 @@ fn the_file_beside_the_executable_is_used_and_the_flag_wins_over_it() {
 
     // The same binary under a name with no table beside it: compiled in.
     let plain = dir.join("plain_tags");
-    symlink(BIN, &plain).unwrap();
+    symlink(bin(), &plain).unwrap();
     let out = Cmd::new(&plain).arg("--config=ci_multi_gpu").run();
     out.assert_success().assert_stdout_contains(",-oss_serial,multi_gpu\n");
 }
@@ -122,7 +122,7 @@ fn a_bad_table_is_one_line_naming_file_and_line() {
 fn a_bad_table_beside_the_executable_is_reported_too() {
     let dir = TempDir::new("tf-beside-bad");
     let exe = dir.join("t");
-    symlink(BIN, &exe).unwrap();
+    symlink(bin(), &exe).unwrap();
     let conf = dir.join("t.tag_filters.conf");
     write_file(&conf, "base = ok\nbad line\n");
     let out = Cmd::new(&exe).run();

@@ -15,58 +15,12 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+pub mod bins;
 pub mod cmd;
 pub mod hardware;
+pub use bins::{TEST_BINS_ENV, bin_from_env, bin_under_test, workspace_bin};
 pub use cmd::{Cmd, Output, Running};
 pub use hardware::Sysroot;
-
-/// Locates a binary of this workspace for tests outside its own crate: cargo
-/// puts test executables in `<target>/<profile>/deps/` and binaries one level
-/// up. Crate-local tests should prefer `env!("CARGO_BIN_EXE_<name>")`.
-///
-/// The first call in a test process also runs `cargo build --bins` for the
-/// same target directory, target and profile, so that `cargo test --test
-/// <name>` (which builds only its own package) neither misses the binaries
-/// nor runs stale ones.
-pub fn workspace_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("test executable has a directory");
-    static BUILT: std::sync::Once = std::sync::Once::new();
-    BUILT.call_once(|| build_workspace_bins(deps));
-    let path = deps.parent().expect("deps has a parent").join(name);
-    assert!(
-        path.is_file(),
-        "{} is missing: run the tests with `cargo test --workspace`, which builds every binary first",
-        path.display()
-    );
-    path
-}
-
-/// `cargo build --workspace --bins` into the directories the running test
-/// executable came from (`<target dir>/<triple>/<profile>/deps/`).
-fn build_workspace_bins(deps: &Path) {
-    let Some(profile_dir) = deps.parent() else { return };
-    let Some(parent) = profile_dir.parent() else { return };
-    let profile = match profile_dir.file_name().and_then(|p| p.to_str()) {
-        Some("debug") => "dev",
-        Some(other) => other,
-        None => return,
-    };
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let mut build = Command::new(cargo);
-    build.args(["build", "--quiet", "--workspace", "--bins", "--profile", profile]);
-    build.arg("--manifest-path").arg(&manifest);
-    // `<target dir>/<triple>/<profile>` with an explicit target (as this
-    // workspace's config has), else `<target dir>/<profile>`.
-    match parent.file_name().and_then(|t| t.to_str()).filter(|t| t.contains('-')) {
-        Some(triple) => build.args(["--target", triple]).arg("--target-dir").arg(parent.parent().unwrap_or(parent)),
-        None => build.arg("--target-dir").arg(parent),
-    };
-    // Running stale binaries would test the wrong code: a failed build fails.
-    let status = build.status();
-    assert!(matches!(status, Ok(s) if s.success()), "building the workspace binaries failed: {status:?}");
-}
 
 /// A directory removed when the test passes and kept (and named on stderr)
 /// when it fails, so that the tree a failing test built can be inspected.

@@ -8,7 +8,14 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use test_support::{Cmd, Output, RECORDING_TEST, Runfiles, Sysroot, TempDir, parse_record, record_value};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_parallel_gpu_execute");
+/// The binary under test: this build's, or the one in
+/// `GPU_CI_WRAPPERS_TEST_BINS` (`test_support::bin_under_test`).
+pub fn bin() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        test_support::bin_under_test("parallel_gpu_execute", env!("CARGO_BIN_EXE_parallel_gpu_execute"))
+    })
+}
 
 pub struct Fixture {
     pub dir: TempDir,
@@ -30,7 +37,7 @@ impl Fixture {
     /// The wrapper as Bazel runs it: from the runfiles workspace directory,
     /// with the test variables set, on the fake sysroot and lock directory.
     pub fn cmd(&self) -> Cmd {
-        let mut c = Cmd::new(BIN);
+        let mut c = Cmd::new(bin());
         self.runfiles.apply(&mut c);
         c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &self.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &self.lock_dir);
         c

@@ -8,7 +8,12 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use test_support::{Cmd, Output, RECORDING_TEST, Runfiles, TempDir, parse_record, record_value};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_sanitizer_wrapper");
+/// The binary under test: this build's, or the one in
+/// `GPU_CI_WRAPPERS_TEST_BINS` (`test_support::bin_under_test`).
+pub fn bin() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| test_support::bin_under_test("sanitizer_wrapper", env!("CARGO_BIN_EXE_sanitizer_wrapper")))
+}
 
 pub const WS: &str = "ws";
 
@@ -53,7 +58,7 @@ impl Tree {
 
     /// The wrapper, run as Bazel runs a `--run_under` wrapper in this tree.
     pub fn cmd(&self) -> Cmd {
-        let mut cmd = Cmd::new(BIN);
+        let mut cmd = Cmd::new(bin());
         self.rf.apply(&mut cmd);
         cmd
     }
@@ -74,7 +79,7 @@ impl Tree {
 /// A symlink to the wrapper binary at `path`.
 pub fn link_binary(path: &Path) -> PathBuf {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    symlink(BIN, path).expect("symlink the wrapper");
+    symlink(bin(), path).expect("symlink the wrapper");
     path.to_path_buf()
 }
 
@@ -148,7 +153,7 @@ impl ManifestOnly {
     }
 
     pub fn cmd(&self) -> Cmd {
-        self.cmd_for(BIN)
+        self.cmd_for(bin())
     }
 }
 

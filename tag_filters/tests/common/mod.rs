@@ -5,10 +5,15 @@
 
 use test_support::{Cmd, Output};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_tag_filters");
+/// The binary under test: this build's, or the one in
+/// `GPU_CI_WRAPPERS_TEST_BINS` (`test_support::bin_under_test`).
+pub fn bin() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| test_support::bin_under_test("tag_filters", env!("CARGO_BIN_EXE_tag_filters")))
+}
 
 pub fn run(args: &[&str]) -> Output {
-    Cmd::new(BIN).args(args).run()
+    Cmd::new(bin()).args(args).run()
 }
 
 /// Exit 2, nothing on stdout, exactly `line` on stderr.
