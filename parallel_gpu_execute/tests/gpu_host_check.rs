@@ -67,7 +67,7 @@ fn passes_where_each_test_gets_one_gpu_of_its_own() {
         ));
     }
     // --visible=rocr: ROCR names the GPU, HIP counts from 0.
-    let out = check_with(Path::new(BIN), &sysroot, &fake_query(3), None, Some("rocr"));
+    let out = check_with(Path::new(&bin()), &sysroot, &fake_query(3), None, Some("rocr"));
     out.assert_success();
     for id in 0..3 {
         out.assert_stdout_contains(&format!(

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{BIN, Fixture, Record};
+use common::{Fixture, Record, bin};
 use std::path::Path;
 use std::process::Command;
 use test_support::{Cmd, Output, is_root};
@@ -37,7 +37,7 @@ fn sandboxed(f: &Fixture, root_args: &[&str], input_root: &str, extra: &[&str], 
     c.args(root_args);
     c.args(["--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib"]);
     c.args(["--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev"]);
-    c.args(["--ro-bind", BIN, "/wrapper"]);
+    c.args(["--ro-bind", bin(), "/wrapper"]);
     c.args(extra);
     c.arg("--ro-bind").arg(&f.runfiles.srcdir).arg(&srcdir);
     // The runfiles are links to the files where the fixture keeps them.
@@ -98,7 +98,19 @@ fn an_action_root_lock_directory_is_refused_whether_the_image_ships_it_or_the_wr
     assert!(host.join("gpulock0_0").exists(), "the lock file is not in the host's directory");
     // --list says what a test would meet.
     let mut list = Cmd::new("bwrap");
-    list.args(["--tmpfs", "/", "--dir", "/var/lock", "--ro-bind", BIN, "/wrapper", "--proc", "/proc", "--dev", "/dev"]);
+    list.args([
+        "--tmpfs",
+        "/",
+        "--dir",
+        "/var/lock",
+        "--ro-bind",
+        bin(),
+        "/wrapper",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+    ]);
     list.args(["--setenv", "TEST_SRCDIR", &format!("/{SRCDIR}"), "--setenv", "TF_GPU_COUNT", "2"]);
     list.args(["--", "/wrapper", "--list=json"]);
     let out = list.run();
@@ -164,7 +176,7 @@ fn a_per_action_tmp_does_not_hold_the_jax_locks_silently() {
         u.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_PROFILE", "jax");
         u.env("USER", &user).env("JAX_ACCELERATOR_COUNT", gpus);
         u.args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"]);
-        u.arg(f.dir.path()).arg(&hermetic).arg(BIN).arg("./pkg/gpu_test");
+        u.arg(f.dir.path()).arg(&hermetic).arg(bin()).arg("./pkg/gpu_test");
         u.run()
     };
     // --rbind: the fixture's own bind inside it comes along.
@@ -206,7 +218,7 @@ fn a_lock_directory_made_on_an_ordinary_host_is_no_alarm_even_at_the_top_or_rela
     for round in 0..2 {
         let mut c = Cmd::new("bwrap");
         c.args(["--bind", hostroot.to_str().unwrap(), "/", "--ro-bind", "/usr", "/usr"]);
-        c.args(["--proc", "/proc", "--dev", "/dev", "--ro-bind", BIN, "/wrapper"]);
+        c.args(["--proc", "/proc", "--dev", "/dev", "--ro-bind", bin(), "/wrapper"]);
         c.arg("--ro-bind").arg(&f.runfiles.srcdir).arg("/home/u/execroot/ws/bazel-out/k8/bin/pkg/t.runfiles");
         let real = f.dir.join("execroot");
         c.arg("--ro-bind").arg(&real).arg(&real);

@@ -18,7 +18,7 @@
 
 mod common;
 
-use common::{BIN, Fixture, Record};
+use common::{Fixture, Record, bin};
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::time::Duration;
@@ -115,7 +115,7 @@ fn ours_as_jax(f: &Fixture) -> Cmd {
     let exe = f.dir.join("bin/parallel_accelerator_execute");
     if !exe.exists() {
         std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
-        symlink(BIN, &exe).unwrap();
+        symlink(bin(), &exe).unwrap();
     }
     let mut c = Cmd::new(&exe);
     f.runfiles.apply(&mut c);
