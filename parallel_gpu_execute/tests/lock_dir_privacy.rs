@@ -157,6 +157,10 @@ fn a_per_action_tmp_does_not_hold_the_jax_locks_silently() {
         return;
     };
     std::fs::create_dir_all(hermetic.join(&here)).unwrap();
+    // The wrapper from inside the fixture, which stays in sight under the
+    // new /tmp wherever the binary under test lives.
+    let wrapper = f.dir.join("wrapper");
+    std::fs::copy(bin(), &wrapper).unwrap();
     // The host's /tmp gets /tmp/jax_accelerator_locks_<user> in the last
     // case: a name of this run's own, removed at the end.
     let user = format!("gpuci-{}", std::process::id());
@@ -176,7 +180,7 @@ fn a_per_action_tmp_does_not_hold_the_jax_locks_silently() {
         u.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_PROFILE", "jax");
         u.env("USER", &user).env("JAX_ACCELERATOR_COUNT", gpus);
         u.args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"]);
-        u.arg(f.dir.path()).arg(&hermetic).arg(bin()).arg("./pkg/gpu_test");
+        u.arg(f.dir.path()).arg(&hermetic).arg(&wrapper).arg("./pkg/gpu_test");
         u.run()
     };
     // --rbind: the fixture's own bind inside it comes along.
