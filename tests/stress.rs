@@ -29,8 +29,8 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use test_support::hardware::KfdNode;
 use test_support::{
-    Cmd, RECORDING_TEST, Runfiles, Running, Sysroot, TempDir, XorShift64, parse_record, read_to_string, record_value,
-    workspace_bin,
+    Cmd, RECORDING_TEST, Runfiles, Running, Sysroot, TempDir, XorShift64, check_gpus_match_locks, parse_record,
+    read_to_string, record_value, workspace_bin,
 };
 
 const GPUS: u32 = 8;
@@ -226,6 +226,9 @@ fn load_with_faults(label: &str, wrappers: usize, sleep: &str, seed: u64, stop_e
         out.assert_success();
         assert!(record.exists(), "the test did not run\n{}", out.explain());
         let rec = parse_record(&read_to_string(&record));
+        if let Err(e) = check_gpus_match_locks(&rec, "ROCR_VISIBLE_DEVICES", str::to_string) {
+            panic!("{e}\nrecord: {rec:?}\n{}", out.explain());
+        }
         let get = |k: &str| record_value(&rec, k).unwrap_or_else(|| panic!("no {k} in {rec:?}")).to_string();
         let ids: Vec<u32> = get("ROCR_VISIBLE_DEVICES").split(',').map(|i| i.parse().unwrap()).collect();
         let hip: Vec<String> = (0..ids.len()).map(|i| i.to_string()).collect();
@@ -398,10 +401,17 @@ fn containers_sharing_a_lock_directory_never_book_a_physical_gpu_twice() {
     // (physical GPU, slot) per run, with its start and end.
     type PhysicalRun = (Vec<(u64, u32)>, u128, u128);
     let mut runs: Vec<PhysicalRun> = Vec::new();
-    for (needed, record, running) in started {
+    for (i, (needed, record, running)) in started.into_iter().enumerate() {
         let out = running.wait();
         out.assert_success();
         let rec = parse_record(&read_to_string(&record));
+        // The ids the test sees are its container's indices of the physical
+        // GPUs whose locks it holds: A's index i is GPU 500+i, B's 501+i.
+        let first = 500 + (i % 2) as u64;
+        let physical = |id: &str| format!("uid-{}", first + id.parse::<u64>().expect("a numeric id"));
+        if let Err(e) = check_gpus_match_locks(&rec, "ROCR_VISIBLE_DEVICES", physical) {
+            panic!("{e}\nrecord: {rec:?}\n{}", out.explain());
+        }
         let get = |k: &str| {
             record_value(&rec, k).unwrap_or_else(|| panic!("no {k} in {rec:?}\n{}", out.explain())).to_string()
         };

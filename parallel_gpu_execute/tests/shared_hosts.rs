@@ -263,14 +263,19 @@ fn physical_lock_names_keep_containers_that_share_a_lock_directory_apart() {
     let r = Record::of(out.assert_success());
     assert_eq!(r.locks(), ["gpulockuid-1002_0"], "B's own first GPU\n{}", out.explain());
     assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0"), "the index as B's ROCR sees it");
-    // By index, B would wait for A's GPUs 0 and 1 (here: fail at once).
+    // By index, B's GPUs 0 and 1 are the lock names of A's GPUs 0 and 1,
+    // which A would hold under index names too: B would wait for GPUs it
+    // does not share (here, with --wait=0, fail at once).
+    let by_index = [hold_lock(shared.join("gpulock0_0")), hold_lock(shared.join("gpulock1_0"))];
     let out = b
         .cmd()
         .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &shared)
         .env("TF_TESTS_PER_GPU", "1")
         .args(["--wait=0", "--lock-names=index", "./pkg/gpu_test"])
         .run();
-    out.assert_success();
+    assert_eq!(out.status.code(), Some(1), "B took an index lock that A holds\n{}", out.explain());
+    assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
+    drop(by_index);
     let out2 = b
         .cmd()
         .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &shared)
@@ -284,6 +289,38 @@ fn physical_lock_names_keep_containers_that_share_a_lock_directory_apart() {
         p.signal_group(libc::SIGKILL);
         let _ = p.has_exited();
         p.wait();
+    }
+}
+
+/// MI300A: four APUs, each its own PCI domain, all at bus 2 device 0
+/// (`location_id` 512). With unique ids they are `uid-<id>`; a kernel that
+/// reports `unique_id` 0 leaves the PCI address, where only the domain
+/// tells them apart: without it, four APUs would share one lock name.
+#[test]
+fn mi300a_apus_get_a_lock_name_each_with_and_without_unique_ids() {
+    type Host = fn(&mut test_support::Sysroot) -> u32;
+    let uid = |apu: u64| format!("uid-{}", 0x5a00_0000_0000_0000u64 + apu * 0x1_0001);
+    let pci = |apu: u64| format!("pci-{apu:04x}.02.00.0");
+    let cases: [(&str, Host, &dyn Fn(u64) -> String); 2] = [
+        ("mi300a-uid", hosts::mi300a_four_apus, &uid),
+        ("mi300a-pci", hosts::mi300a_four_apus_without_unique_id, &pci),
+    ];
+    for (label, host, name) in cases {
+        let mut f = Fixture::new(label);
+        assert_eq!(host(&mut f.sysroot), 4);
+        let out = f.run_test(
+            |c| {
+                c.env("TF_TESTS_PER_GPU", "1").arg("--lock-names=physical");
+            },
+            &["--num_processes=4"],
+        );
+        let r = Record::of(out.assert_success().assert_at_most_one_stderr_line());
+        let want: Vec<String> = (0..4).map(|apu| format!("gpulock{}_0", name(apu))).collect();
+        assert_eq!(r.locks(), want, "{}", out.explain());
+        let by_id = |id: &str| name(id.parse().expect("a numeric id"));
+        if let Err(e) = test_support::check_gpus_match_locks(&r.0, "ROCR_VISIBLE_DEVICES", by_id) {
+            panic!("{e}\n{}", out.explain());
+        }
     }
 }
 

@@ -5,7 +5,10 @@ mod common;
 
 use common::{Fixture, Record};
 use std::time::{Duration, Instant};
-use test_support::{Cmd, cpu_time, hold_lock, lock_is_free, parse_record, read_to_string, record_value, wait_until};
+use test_support::{
+    Cmd, check_gpus_match_locks, cpu_time, hold_lock, lock_is_free, parse_record, read_to_string, record_value,
+    wait_until,
+};
 
 /// A fixture with `gpus` GPUs from TF_GPU_COUNT, `slots` tests per GPU and
 /// rocm-mode variables.
@@ -408,8 +411,13 @@ fn concurrent_wrappers_never_share_a_slot() {
     }
     let mut spans = Vec::new();
     for (record, double, r) in running {
-        r.wait().assert_success();
+        let out = r.wait();
+        out.assert_success();
         let rec = parse_record(&read_to_string(&record));
+        // The GPUs the test was given are the ones whose locks it holds.
+        if let Err(e) = check_gpus_match_locks(&rec, "ROCR_VISIBLE_DEVICES", str::to_string) {
+            panic!("{e}\nrecord: {rec:?}\n{}", out.explain());
+        }
         let locks: Vec<String> = record_value(&rec, "locks").unwrap().split_whitespace().map(str::to_string).collect();
         assert_eq!(locks.len(), if double { 2 } else { 1 }, "{rec:?}");
         let ids: Vec<u32> =
