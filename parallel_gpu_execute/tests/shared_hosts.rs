@@ -299,12 +299,11 @@ fn physical_lock_names_keep_containers_that_share_a_lock_directory_apart() {
 #[test]
 fn mi300a_apus_get_a_lock_name_each_with_and_without_unique_ids() {
     type Host = fn(&mut test_support::Sysroot) -> u32;
-    let uid = |apu: u64| format!("uid-{}", 0x5a00_0000_0000_0000u64 + apu * 0x1_0001);
-    let pci = |apu: u64| format!("pci-{apu:04x}.02.00.0");
-    let cases: [(&str, Host, &dyn Fn(u64) -> String); 2] = [
-        ("mi300a-uid", hosts::mi300a_four_apus, &uid),
-        ("mi300a-pci", hosts::mi300a_four_apus_without_unique_id, &pci),
-    ];
+    type Name = fn(u64) -> String;
+    let uid: Name = |apu| format!("uid-{}", 0x5a00_0000_0000_0000u64 + apu * 0x1_0001);
+    let pci: Name = |apu| format!("pci-{apu:04x}.02.00.0");
+    let cases: [(&str, Host, Name); 2] =
+        [("mi300a-uid", hosts::mi300a_four_apus, uid), ("mi300a-pci", hosts::mi300a_four_apus_without_unique_id, pci)];
     for (label, host, name) in cases {
         let mut f = Fixture::new(label);
         assert_eq!(host(&mut f.sysroot), 4);
