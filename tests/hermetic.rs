@@ -92,8 +92,7 @@ fn expect(run: (i32, String, String), stdout_has: &[&str], stderr: &str) {
 
 #[test]
 fn each_static_binary_runs_in_an_empty_root() {
-    if !is_root() {
-        eprintln!("skipped: needs root for chroot");
+    if !test_support::prerequisite(is_root(), "root", "the static binaries in an empty root (chroot)") {
         return;
     }
     let dir = TempDir::new("hermetic");

@@ -6,7 +6,7 @@ mod common;
 
 use common::{BIN, Fixture, NOBODY, Record, shared_fixture};
 use std::os::unix::fs::{PermissionsExt, symlink};
-use test_support::{Cmd, is_root, write_executable, write_file};
+use test_support::{Cmd, is_root, prerequisite, write_executable, write_file};
 
 #[test]
 fn help_and_version() {
@@ -189,8 +189,7 @@ fn a_lock_directory_that_cannot_be_created_names_the_sandbox_flag() {
 
 #[test]
 fn an_unwritable_lock_directory_is_a_clear_error() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run the wrapper as another user");
+    if !prerequisite(is_root(), "root", "running the wrapper as another user") {
         return;
     }
     // No lock file exists yet, and nobody cannot create one.
@@ -206,8 +205,7 @@ fn an_unwritable_lock_directory_is_a_clear_error() {
 
 #[test]
 fn lock_files_precreated_by_another_user_still_work() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run the wrapper as another user");
+    if !prerequisite(is_root(), "root", "running the wrapper as another user") {
         return;
     }
     let f = shared_fixture("otheruser");

@@ -76,8 +76,8 @@ fn status_shows_holders_free_slots_and_waiters() {
 
 #[test]
 fn status_shows_a_holder_it_cannot_see_as_hidden() {
-    if !test_support::is_root() || !std::path::Path::new("/usr/bin/unshare").exists() {
-        eprintln!("skipped: needs root and unshare(1) for a PID namespace");
+    let pid_namespace = test_support::is_root() && std::path::Path::new("/usr/bin/unshare").exists();
+    if !test_support::prerequisite(pid_namespace, "root and unshare(1)", "a holder hidden by a PID namespace") {
         return;
     }
     let f = Fixture::new("status-hidden");
@@ -104,7 +104,8 @@ fn status_shows_a_holder_it_cannot_see_as_hidden() {
         .arg(&script)
         .run();
     if out.code() != 0 && out.stderr.contains("unshare") {
-        eprintln!("skipped: unshare failed here: {}", out.stderr.trim());
+        let why = format!("PID namespace (unshare failed: {})", out.stderr.trim());
+        test_support::prerequisite(false, &why, "a holder hidden by a PID namespace");
         return;
     }
     out.assert_success().assert_stdout_contains(
