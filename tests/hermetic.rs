@@ -6,8 +6,9 @@
 //! none, sanitizer_wrapper with options and a suppression file, and
 //! tag_filters.
 //!
-//! `chroot` needs root; run as another user, the test says it is skipped
-//! and passes. It also needs a C compiler with a static libc (`cc -static`).
+//! `chroot` needs root; run as another user, the test fails under `CI=true`
+//! and says what it did not check elsewhere (`test_support::prerequisite`).
+//! It also needs a C compiler with a static libc (`cc -static`).
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

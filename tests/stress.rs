@@ -190,33 +190,6 @@ struct Stops {
     head_stopped: bool,
 }
 
-/// The pids that hold or wait for a lock on one of the queue's lane files
-/// (`gpulock.queue`, `gpulock.queue.N`), from `/proc/locks`: the wrappers
-/// that are waiting right now; the first list holds the heads.
-fn queued_pids(lock_dir: &std::path::Path) -> (Vec<i32>, Vec<i32>) {
-    use std::os::unix::fs::MetadataExt;
-    let lanes: Vec<u64> = std::fs::read_dir(lock_dir)
-        .map(|d| {
-            d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("gpulock.queue"))
-                .filter_map(|e| e.metadata().ok().map(|m| m.ino()))
-                .collect()
-        })
-        .unwrap_or_default();
-    let (mut heads, mut blocked) = (Vec::new(), Vec::new());
-    for line in std::fs::read_to_string("/proc/locks").unwrap_or_default().lines() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let (is_blocked, rest) = if words.get(1) == Some(&"->") { (true, &words[2..]) } else { (false, &words[1..]) };
-        // FLOCK ADVISORY WRITE <pid> <maj:min:inode> 0 EOF
-        let (Some(pid), Some(inode)) = (rest.get(3).and_then(|p| p.parse().ok()), rest.get(4)) else { continue };
-        let ino: Option<u64> = inode.rsplit(':').next().and_then(|i| i.parse().ok());
-        if rest.first() == Some(&"FLOCK") && ino.is_some_and(|i| lanes.contains(&i)) {
-            if is_blocked { blocked.push(pid) } else { heads.push(pid) }
-        }
-    }
-    (heads, blocked)
-}
-
 /// [`load`]; with `stop` set, once the queue has formed, up to 8 of the
 /// wrappers that wait in it (the head first) are stopped with SIGSTOP for
 /// that long and continued, as a `docker pause` or a Ctrl-Z would.
@@ -265,7 +238,7 @@ fn load_with_stops(
         let ours: Vec<i32> = started.iter().map(|s| s.3.pid()).collect();
         let mut waiting = (Vec::new(), Vec::new());
         let formed = test_support::wait_until(Duration::from_secs(10), || {
-            waiting = queued_pids(&lock_dir);
+            waiting = test_support::queued_pids(&lock_dir);
             waiting.0.iter().any(|p| ours.contains(p)) && waiting.1.iter().filter(|p| ours.contains(p)).count() >= 4
         });
         assert!(formed, "no queue formed (heads {:?}, blocked {:?})", waiting.0, waiting.1);
@@ -514,13 +487,8 @@ fn the_fairness_and_stall_measures_catch_starvation_and_a_stalled_queue() {
     };
     let in_order: Vec<Run> = (0..32u128).map(|i| run(classes(i), 0, i * S / 16)).collect();
     assert_eq!(starvation(&fairness(&in_order)), Ok(()));
-    let mut starved: Vec<Run> = (0..32u128)
-        .filter(|i| classes(*i) != 4)
-        .collect::<Vec<_>>()
-        .iter()
-        .enumerate()
-        .map(|(k, &i)| run(classes(i), 0, k as u128 * S / 16))
-        .collect();
+    let others = (0..32u128).filter(|i| classes(*i) != 4);
+    let mut starved: Vec<Run> = others.enumerate().map(|(k, i)| run(classes(i), 0, k as u128 * S / 16)).collect();
     let after = starved.iter().map(|r| r.end).max().unwrap();
     starved.extend((0..8u128).map(|k| run(4, 0, after + k * S / 16)));
     assert!(starvation(&fairness(&starved)).unwrap_err().contains("4-GPU requests waited"));

@@ -394,11 +394,11 @@ fn btrfs_or_skip(dir: &Path) -> Option<Btrfs> {
         None
     };
     if !test_support::is_root() {
-        return unavailable("mounting a btrfs image needs root");
+        return unavailable("root (to mount a btrfs image)");
     }
     let found = |tool: &str| SBIN_PATH.split(':').any(|d| Path::new(d).join(tool).is_file());
     if !found("mkfs.btrfs") || !found("btrfs") {
-        return unavailable("mkfs.btrfs or btrfs is missing (apt-get install btrfs-progs)");
+        return unavailable("mkfs.btrfs and btrfs (apt-get install btrfs-progs)");
     }
     let image = dir.join("btrfs.img");
     std::fs::File::create(&image).unwrap().set_len(200 << 20).unwrap();
@@ -407,7 +407,7 @@ fn btrfs_or_skip(dir: &Path) -> Option<Btrfs> {
     std::fs::create_dir_all(&mount).unwrap();
     let out = system(&["mount", "-o", "loop", image.to_str().unwrap(), mount.to_str().unwrap()]);
     if out.code() != 0 {
-        return unavailable(&format!("cannot mount a btrfs image here:\n{}", out.explain()));
+        return unavailable(&format!("btrfs image mountable here:\n{}", out.explain()));
     }
     let fs = Btrfs { mount };
     system(&["btrfs", "subvolume", "create", fs.mount.join("sub").to_str().unwrap()]).assert_success();

@@ -18,10 +18,12 @@ use std::time::{Duration, Instant};
 pub mod cmd;
 pub mod hardware;
 pub mod prerequisite;
+pub mod proc_locks;
 pub mod record;
 pub use cmd::{Cmd, Output, Running};
 pub use hardware::Sysroot;
 pub use prerequisite::{have_program, in_ci, prerequisite};
+pub use proc_locks::queued_pids;
 pub use record::{RECORDING_TEST, check_gpus_match_locks, parse_record, record_value};
 
 /// Locates a binary of this workspace for tests outside its own crate: cargo
