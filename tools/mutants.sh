@@ -86,7 +86,7 @@ files=("$@")
 
 timeout="${MUTANTS_TIMEOUT:-150}"
 build_timeout="${MUTANTS_BUILD_TIMEOUT:-300}"
-common=(--jobs 1 --timeout "${timeout}" --build-timeout "${build_timeout}" --copy-target=true --no-shuffle --cap-lints=true)
+common=(--jobs 1 --timeout "${timeout}" --build-timeout "${build_timeout}" --copy-target=false --no-shuffle --cap-lints=true)
 
 summary() { # <file> <outcomes.json>
   python3 - "$1" "$2" <<'EOF'
