@@ -390,6 +390,9 @@ fn a_multi_gpu_request_is_not_overtaken_by_later_single_gpu_requests() {
     a.wait().assert_success();
     b.wait().assert_success();
     let (ra, rb) = (parse_record(&read_to_string(&rec_a)), parse_record(&read_to_string(&rec_b)));
+    for r in [&ra, &rb] {
+        check_gpus_match_locks(r, "ROCR_VISIBLE_DEVICES", str::to_string).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    }
     assert_eq!(record_value(&ra, "ROCR_VISIBLE_DEVICES"), Some("0,1"));
     let a_end: u128 = record_value(&ra, "end").unwrap().parse().unwrap();
     let b_start: u128 = record_value(&rb, "start").unwrap().parse().unwrap();
