@@ -90,6 +90,19 @@ fn list_says_that_dev_kfd_is_what_is_missing() {
     f.cmd().arg("--list=json").run().assert_success().assert_stdout_contains(r#""kfd_device": null"#);
 }
 
+/// The warning counts the GPUs whose render node opened: a node with no
+/// render node to check (the Fiji's minor 0) is not one of them.
+#[test]
+fn without_dev_kfd_the_warning_counts_only_opened_render_nodes() {
+    let mut f = Fixture::new("kfd-unchecked");
+    hosts::raven_apu_and_fiji(&mut f.sysroot);
+    f.sysroot.remove_dev_entry("kfd");
+    let out = f.run_test(|_| {}, &[]);
+    out.assert_success()
+        .assert_stderr_contains("/dev/kfd does not exist here")
+        .assert_stderr_contains("none of the 1 GPU(s) whose render node opened is counted");
+}
+
 #[test]
 fn a_mixed_desktop_without_dev_kfd_still_gives_the_nvidia_card() {
     // The desktop's AMD iGPU is not usable without /dev/kfd; NVIDIA wins as
