@@ -132,6 +132,18 @@ fn missing_and_non_executable_tests() {
         let out = f.cmd().env("TF_GPU_COUNT", gpus).arg("./pkg/plain_file").run();
         out.assert_code(126).assert_stderr_contains("cannot execute: ").assert_stderr_contains("plain_file");
     }
+    // A test the runfiles tree has but cannot run is that tree's 126, even
+    // where the manifest names a runnable file for it: the tree is looked
+    // in first, and only a test missing there is looked up in the manifest.
+    let mut f2 = Fixture::new("badtest-manifest");
+    let plain = f2.runfiles.cwd().join("pkg/plain_file");
+    write_file(&plain, "not a program");
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    f2.runfiles.add_manifest_only("ws/pkg/plain_file", &f2.test_path());
+    f2.runfiles.write_manifest();
+    let out = f2.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/plain_file").run();
+    out.assert_code(126).assert_stderr_contains("cannot execute: ").assert_stderr_contains("plain_file");
+    assert!(!out.stdout.contains("argc="), "the manifest's test ran\n{}", out.explain());
     // With a GPU, a missing test fails before any lock is taken.
     let out = f.cmd().env("TF_GPU_COUNT", "1").arg("no-such-program-on-path").run();
     out.assert_code(127).assert_one_error_line("not found: no-such-program-on-path");
