@@ -53,7 +53,7 @@ tests_for() {
     parallel_gpu_execute/src/hardware/*)
       echo "--lib --test gpu_count --test real_hosts --test published_samples --test kfd_device --test shared_hosts --test gpu_host_check" ;;
     parallel_gpu_execute/src/launch.rs)
-      echo "--lib --test test_and_environment --test slots --test jax_profile --test flags_and_bad_input --test classic_fidelity" ;;
+      echo "--lib --test test_and_environment --test slots --test jax_profile --test flags_and_bad_input --test classic_fidelity --test shared_hosts" ;;
     parallel_gpu_execute/src/slots/*)
       echo "--lib --test slots --test slot_contract --test shared_hosts --test status --test classic_fidelity --test flags_and_bad_input" ;;
     *) echo "--lib --tests" ;;

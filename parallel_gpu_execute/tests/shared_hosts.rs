@@ -185,6 +185,22 @@ fn annotations_reach_bazel_and_a_failure_to_write_them_is_a_warning() {
     assert_eq!(lines.len(), 2, "{}", out.explain());
     assert!(lines[0].starts_with("parallel_gpu_execute: warning: cannot write the annotation "), "{}", out.explain());
     assert!(lines[0].ends_with("No such file or directory (os error 2); running the test anyway"), "{}", out.explain());
+    // A symlink where the annotation goes is not followed: one warning, and
+    // the file it points to is left as it was.
+    let canary = f.dir.join("canary");
+    std::fs::write(&canary, "untouched").unwrap();
+    std::fs::remove_file(&part).unwrap();
+    std::os::unix::fs::symlink(&canary, &part).unwrap();
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "1").env("TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR", &dir);
+        },
+        &[],
+    );
+    Record::of(out.assert_success());
+    out.assert_stderr_contains("warning: cannot write the annotation ")
+        .assert_stderr_contains("Too many levels of symbolic links");
+    assert_eq!(std::fs::read_to_string(&canary).unwrap(), "untouched", "{}", out.explain());
 }
 
 #[test]
