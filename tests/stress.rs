@@ -360,7 +360,7 @@ fn starvation(f: &Fairness) -> Result<(), String> {
             "4-GPU requests waited {mean4:.2} s on average, over 1.5 x the 1-GPU requests' {mean1:.2} s + 0.3 s"
         ));
     }
-    if f.four_gpu_rank > 0.7 {
+    if f.four_gpu_rank > 0.75 {
         return Err(format!("4-GPU requests were served last (mean start rank {:.2})", f.four_gpu_rank));
     }
     Ok(())

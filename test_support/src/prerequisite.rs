@@ -27,7 +27,7 @@ pub fn prerequisite(available: bool, what: &str, checks: &str) -> bool {
         return true;
     }
     let line = skip_line(what, checks);
-    assert!(!in_ci(), "{line}: a missing prerequisite fails under CI=true (.ci/run installs it)");
+    assert!(!in_ci(), "{line}: a missing prerequisite fails under CI=true (.ci/run makes sure each one is there)");
     eprintln!("{line}");
     false
 }
