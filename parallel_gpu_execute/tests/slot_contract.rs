@@ -305,6 +305,11 @@ fn a_lock_directory_created_inside_a_fresh_action_root_is_never_silent() {
     assert_eq!(said(&out), 1, "{}", out.explain());
     let out = run("1", Some("refuse"));
     assert_eq!(out.status.code(), Some(2), "{}", out.explain());
+    assert_eq!(said(&out), 1, "refused, saying why\n{}", out.explain());
+    // `auto`, spelled out, is the default.
+    let out = run("2", Some("auto"));
+    assert_eq!(out.status.code(), Some(2), "{}", out.explain());
+    assert_eq!(said(&out), 1, "{}", out.explain());
     let out = run("1", Some("sometimes"));
     out.assert_one_error_line(
         "PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR: invalid value 'sometimes' (expected auto, run or refuse)",

@@ -108,11 +108,18 @@ fn a_multi_gpu_request_gets_a_contiguous_block() {
 #[test]
 fn the_lock_directory_is_created_when_missing() {
     let f = Fixture::new("mkdir");
-    let nested = f.dir.join("a/b/c");
+    let nested = f.dir.join("outer/inner/locks");
+    let before = test_support::snapshot_tree(f.dir.path(), &[]);
     let out =
         f.cmd().env("TF_GPU_COUNT", "1").arg(format!("--lock-dir={}", nested.display())).arg("./pkg/gpu_test").run();
     out.assert_success();
     assert!(nested.join("gpulock0_0").is_file(), "{}", out.explain());
+    // Exactly the missing components, `mkdir -p` style, and nothing beside them.
+    let after = test_support::snapshot_tree(f.dir.path(), &[]);
+    let created: Vec<String> =
+        after.keys().filter(|p| !before.contains_key(*p)).map(|p| p.display().to_string()).collect();
+    let want = ["outer", "outer/inner", "outer/inner/locks", "outer/inner/locks/gpulock0_0"];
+    assert_eq!(created, want, "{}", out.explain());
 }
 
 #[test]
