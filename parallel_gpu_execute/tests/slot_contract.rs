@@ -264,6 +264,19 @@ fn lock_files_are_opened_for_writing_where_possible_and_never_truncated() {
     }
 }
 
+/// A relative lock directory that had to be made in the test's working
+/// directory (one component: the depth rule's "directly under the root",
+/// here the action's own) is as private as one made under `/`: refused for
+/// two GPUs, as the fresh-root case below.
+#[test]
+fn a_relative_lock_directory_made_in_the_working_directory_is_private() {
+    let f = Fixture::new("relative-lock-dir");
+    let out = f.cmd().env("TF_GPU_COUNT", "2").arg("--lock-dir=made-here").arg("./pkg/gpu_test").run();
+    assert_eq!(out.status.code(), Some(2), "{}", out.explain());
+    out.assert_one_error_line("lock directory made-here did not exist and was created inside this action's own root");
+    assert!(f.runfiles.cwd().join("made-here").is_dir(), "{}", out.explain());
+}
+
 /// A lock directory the wrapper had to create inside a fresh action root
 /// (a remote worker's sandbox: `TEST_SRCDIR` is `//bazel-out/...`)
 /// coordinates with no other test: never a silent double booking there.
