@@ -183,6 +183,18 @@ fn a_directory_or_fifo_at_a_lock_path_is_refused() {
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
     let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
     out.assert_code(2).assert_one_error_line("it is a FIFO, not a regular file");
+    // Device nodes (/dev/null's numbers, and the first loop device's).
+    if prerequisite(is_root(), "root", "device nodes at a lock path (mknod)") {
+        for (kind, (major, minor), what) in
+            [(libc::S_IFCHR, (1, 3), "a character device"), (libc::S_IFBLK, (7, 0), "a block device")]
+        {
+            std::fs::remove_file(f.lock("0", 0)).unwrap();
+            // SAFETY: mknod with a valid path; the nodes are opened, never read or written.
+            assert_eq!(unsafe { libc::mknod(fifo.as_ptr(), kind | 0o600, libc::makedev(major, minor)) }, 0);
+            let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
+            out.assert_code(2).assert_one_error_line(&format!("it is {what}, not a regular file"));
+        }
+    }
 }
 
 #[test]
