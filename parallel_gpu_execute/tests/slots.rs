@@ -112,8 +112,11 @@ fn the_lock_directory_is_created_when_missing() {
     let before = test_support::snapshot_tree(f.dir.path(), &[]);
     let out =
         f.cmd().env("TF_GPU_COUNT", "1").arg(format!("--lock-dir={}", nested.display())).arg("./pkg/gpu_test").run();
-    out.assert_success();
+    let r = Record::of(out.assert_success());
     assert!(nested.join("gpulock0_0").is_file(), "{}", out.explain());
+    // The lock file it created, held open for reading and writing, as the
+    // classic `exec {fd}>file` opens it (NFS needs a writable descriptor).
+    assert_eq!((r.get("locks"), r.get("lockmodes")), (Some("gpulock0_0"), Some("2")), "{}", out.explain());
     // Exactly the missing components, `mkdir -p` style, and nothing beside them.
     let after = test_support::snapshot_tree(f.dir.path(), &[]);
     let created: Vec<String> =

@@ -5,18 +5,24 @@
 
 /// A test program, written as a shell script, that records how it was run:
 /// its argv, pid and parent pid, working directory, the descriptors it
-/// inherited and the GPU lock files among them (their names, and their
-/// descriptor numbers as `lockfds`), start and end times, and the
+/// inherited and the GPU lock files among them (their names, their
+/// descriptor numbers as `lockfds`, and the access mode each was opened
+/// with as `lockmodes`: 0 read-only, 2 read-write, the low octal digit of
+/// its `/proc/self/fdinfo` flags), start and end times, and the
 /// environment variables that matter to these wrappers, one `KEY=value` per
 /// line, into `$RECORD_FILE` when set (else stdout). It sleeps `$SLEEP`
 /// seconds in between (default 0) and exits with `$EXIT_CODE` (default 0).
 pub const RECORDING_TEST: &str = r#"#!/bin/sh
-fds=""; locks=""; lockfds=""
+fds=""; locks=""; lockfds=""; lockmodes=""
 for f in /proc/$$/fd/*; do
   n=${f##*/}
   l=$(readlink "$f" 2>/dev/null) || continue
   fds="$fds $n"
-  case "$l" in */gpulock*|*/jax_accelerator_lock_*) locks="$locks ${l##*/}"; lockfds="$lockfds $n";; esac
+  case "$l" in */gpulock*|*/jax_accelerator_lock_*)
+    locks="$locks ${l##*/}"; lockfds="$lockfds $n"
+    fl=$(sed -n 's/^flags:[[:space:]]*//p' "/proc/$$/fdinfo/$n" 2>/dev/null)
+    lockmodes="$lockmodes ${fl#"${fl%?}"}";;
+  esac
 done
 start=$(date +%s%N)
 [ -n "${SLEEP:-}" ] && sleep "$SLEEP"
@@ -31,6 +37,7 @@ record() {
   echo "fds=${fds# }"
   echo "locks=${locks# }"
   echo "lockfds=${lockfds# }"
+  echo "lockmodes=${lockmodes# }"
   echo "start=$start"
   echo "end=$end"
   for v in ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES TF_PER_DEVICE_MEMORY_LIMIT_MB \
