@@ -28,7 +28,10 @@ pub fn prerequisite(available: bool, what: &str, checks: &str) -> bool {
     }
     let line = skip_line(what, checks);
     assert!(!in_ci(), "{line}: a missing prerequisite fails under CI=true (.ci/run makes sure each one is there)");
-    eprintln!("{line}");
+    // Straight to stderr, past the test harness's capture, so that the line
+    // shows in a passing run too.
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{line}");
     false
 }
 
