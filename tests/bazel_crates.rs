@@ -118,24 +118,40 @@ fn build_files_name_the_crates_io_dependencies_of_cargo_toml() {
 
 #[test]
 fn the_checksums_are_those_of_the_crate_files() {
-    // Cargo keeps the downloaded .crate files; where they are, hash them.
+    // Cargo keeps the .crate files it downloaded to build this workspace:
+    // every crate Bazel pins is one of them, and each is hashed. Without
+    // the cache (or with a crate missing from it) the check cannot run:
+    // a failure under CI, one line saying so elsewhere.
     let home = std::env::var_os("CARGO_HOME")
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
-    let Some(cache) = home.map(|h| h.join("registry/cache")) else { return };
+    let checks = "the pinned crates' checksums against the downloaded .crate files";
+    let Some(cache) = home.map(|h| h.join("registry/cache")) else {
+        test_support::prerequisite(false, "CARGO_HOME or HOME (for Cargo's registry cache)", checks);
+        return;
+    };
     let Ok(indexes) = std::fs::read_dir(&cache) else {
-        eprintln!("skipped: no {}", cache.display());
+        test_support::prerequisite(false, &format!("Cargo registry cache {}", cache.display()), checks);
         return;
     };
     let dirs: Vec<_> = indexes.flatten().map(|e| e.path()).collect();
-    let mut checked = 0;
-    for (name, pin) in bazel_crates() {
+    let pins = bazel_crates();
+    assert!(!pins.is_empty(), "no crates in bazel/crates.bzl");
+    let (mut checked, mut missing) = (0, Vec::new());
+    for (name, pin) in &pins {
         let file = format!("{name}-{}.crate", pin.version);
-        let Some(path) = dirs.iter().map(|d| d.join(&file)).find(|p| p.is_file()) else { continue };
+        let Some(path) = dirs.iter().map(|d| d.join(&file)).find(|p| p.is_file()) else {
+            missing.push(file);
+            continue;
+        };
         let out = Command::new("sha256sum").arg(&path).output().expect("sha256sum");
         let sum = String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap_or("").to_string();
         assert_eq!(sum, pin.sha256, "{}", path.display());
         checked += 1;
     }
-    eprintln!("{checked} .crate files hashed");
+    eprintln!("{checked} of {} pinned .crate files hashed", pins.len());
+    let what = format!("{} in {}", missing.join(", "), cache.display());
+    if test_support::prerequisite(missing.is_empty(), &what, checks) {
+        assert_eq!(checked, pins.len());
+    }
 }

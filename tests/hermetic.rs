@@ -6,8 +6,9 @@
 //! none, sanitizer_wrapper with options and a suppression file, and
 //! tag_filters.
 //!
-//! `chroot` needs root; run as another user, the test says it is skipped
-//! and passes. It also needs a C compiler with a static libc (`cc -static`).
+//! `chroot` needs root; run as another user, the test fails under `CI=true`
+//! and says what it did not check elsewhere (`test_support::prerequisite`).
+//! It also needs a C compiler with a static libc (`cc -static`).
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -92,8 +93,7 @@ fn expect(run: (i32, String, String), stdout_has: &[&str], stderr: &str) {
 
 #[test]
 fn each_static_binary_runs_in_an_empty_root() {
-    if !is_root() {
-        eprintln!("skipped: needs root for chroot");
+    if !test_support::prerequisite(is_root(), "root", "the static binaries in an empty root (chroot)") {
         return;
     }
     let dir = TempDir::new("hermetic");

@@ -145,8 +145,8 @@ fn the_glibc_floor_counts_as_strace_sees_it() {
     assert_eq!(floor_cpuid, true_cpuid, "the floor and the test run glibc's start-up alike");
     assert!(floor_steps > 1000 && true_steps > 1000, "{floor_steps} and {true_steps} steps for glibc's start-up");
 
-    if Command::new("strace").arg("-V").output().is_err() {
-        eprintln!("strace is not installed: the cross-check with it is skipped (CI installs it)");
+    let have_strace = Command::new("strace").arg("-V").output().is_ok_and(|o| o.status.success());
+    if !test_support::prerequisite(have_strace, "strace", "the cross-check of the traced system calls with strace") {
         return;
     }
     let log = b.dir.join("floor.strace");

@@ -79,12 +79,27 @@ pub(crate) const SANITIZER_OPTIONS: [&str; 7] = [
     "--symbolizer=llvm-project/llvm/bin/llvm-symbolizer",
 ];
 
+/// The test of a case's checking run: names each GPU lock file among the
+/// descriptors it inherited that is really locked (a fresh `flock -n` on
+/// it fails: `probe_holds_locked=<name>`; else `probe_holds_unlocked=`),
+/// then prints its environment.
+pub(crate) const ENV_PROBE: &str = r#"#!/bin/sh
+for f in /proc/$$/fd/*; do
+  l=$(readlink "$f") || continue
+  case "${l##*/}" in
+    gpulock[0-9]*_[0-9]*)
+      if flock -n "$l" true; then echo "probe_holds_unlocked=${l##*/}"; else echo "probe_holds_locked=${l##*/}"; fi ;;
+  esac
+done
+exec env
+"#;
+
 /// What every tree holds: the test, the probe, the contention test, the
 /// sanitizer files, rocminfo when asked for.
 pub(crate) fn common_entries(bins: &Bins, rocminfo: bool) -> Vec<(String, Content)> {
     let mut e = vec![
         ("ws/pkg/gpu_test".to_string(), Content::Copy(bins.test.clone())),
-        ("ws/pkg/env_probe".to_string(), Content::Script("#!/bin/sh\nexec env\n".to_string())),
+        ("ws/pkg/env_probe".to_string(), Content::Script(ENV_PROBE.to_string())),
         ("ws/pkg/hold".to_string(), Content::Copy(bins.hold.clone())),
         ("ws/tools/sanitizers/asan.supp".to_string(), Content::Text("interceptor_via_lib:libamdhip64.so\n".into())),
         ("ws/tools/sanitizers/lsan.supp".to_string(), Content::Text("leak:libhsa-runtime64.so\n".into())),

@@ -23,9 +23,10 @@
 //! (children that a process waited for included), and ratios to the floor and
 //! to a direct exec, each within its own group. Every case is first run once
 //! with the test replaced by a script that prints its environment, and that
-//! output is checked (the wrapper really took a slot, really set the
-//! variables, really passed through), so that no number measures a failure
-//! path. Peak RSS comes from a separate pass through
+//! output is checked (the wrapper really set the variables, really passed
+//! through; and where it says it ran the test on a GPU, the test holds the
+//! descriptor of that slot's lock file and the file is locked: the probe's
+//! own `flock -n` on it fails), so that no number measures a failure path. Peak RSS comes from a separate pass through
 //! `benches/support/maxrss.c` (which says why).
 //!
 //! Counted, not timed (`trace`): the page faults of each case's timed runs

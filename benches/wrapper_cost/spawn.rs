@@ -150,7 +150,8 @@ pub(crate) fn open_devnull() -> fs::File {
 }
 
 /// Runs the case once with the probe as its test, output captured, and
-/// checks what the wrapper did.
+/// checks what the wrapper did: its output, and for a case that runs the
+/// test on a GPU, that the test holds a locked slot.
 pub(crate) fn check(case: &Case) {
     let annotation = annotation_path(case);
     if let Some(file) = &annotation {
@@ -179,6 +180,16 @@ pub(crate) fn check(case: &Case) {
     }
     for r in &case.reject {
         assert!(!text.contains(r.as_str()), "the checking run's output has {r:?}: {}", explain());
+    }
+    // A case that says it runs the test on a GPU really took a slot: the
+    // test holds the descriptor of GPU 0's lock file, and that file is
+    // locked (the probe's `flock -n` on it failed), not just named.
+    if case.expect.iter().any(|e| e.contains("on GPU")) {
+        assert!(
+            text.contains("probe_holds_locked=gpulock0_") && !text.contains("probe_holds_unlocked="),
+            "the checking run's test does not hold a locked slot: {}",
+            explain()
+        );
     }
     if case.key.annotates() {
         let file = annotation.unwrap_or_else(|| panic!("no annotations directory: {}", explain()));

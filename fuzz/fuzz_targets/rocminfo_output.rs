@@ -21,8 +21,9 @@ fn field<'a>(line: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
 }
 
 /// Agents typed GPU (each agent once; a line is looked at up to its
-/// 256th byte), or the classic count when no line has a `Device Type:`.
-fn ref_agents(output: &[u8]) -> u64 {
+/// 256th byte), or the classic count when no line has a `Device Type:`;
+/// and whether the count is by type (some line has a `Device Type:`).
+fn ref_agents(output: &[u8]) -> (u64, bool) {
     let (mut saw, mut typed, mut gpus) = (false, false, 0);
     for line in output.split(|&b| b == b'\n') {
         let line = &line[..line.len().min(256)];
@@ -38,7 +39,7 @@ fn ref_agents(output: &[u8]) -> u64 {
             typed = true;
         }
     }
-    if saw { gpus } else { ref_gfx_count(output) }
+    if saw { (gpus, true) } else { (ref_gfx_count(output), false) }
 }
 
 /// The output without `ESC [ ... final` and two-byte `ESC x` sequences.
@@ -95,7 +96,7 @@ fuzz_target!(|data: &[u8]| {
     let (seed, output) = seed_and_rest(data);
     let want = ref_gfx_count(output);
     assert_eq!(GfxLineCounter::count(output), want, "whole output");
-    let want_agents = ref_agents(output);
+    let (want_agents, by_type) = ref_agents(output);
     assert_eq!(AgentScanner::count(output), want_agents, "agents, whole output");
 
     let mut rng = XorShift64::new(seed);
@@ -124,6 +125,7 @@ fuzz_target!(|data: &[u8]| {
     let agents = scanner.finish(&mut |_| names += 1);
     assert_eq!(agents, want_agents, "agents in chunks");
     // Every GPU agent counted by its Device Type is reported once; a
-    // classic count reports none.
-    assert!(names == agents || names == 0, "{names} names for {agents} agents");
+    // classic count (no `Device Type:` line at all) reports none.
+    let want_names = if by_type { agents } else { 0 };
+    assert_eq!(names, want_names, "names reported for {agents} agents (counted by type: {by_type})");
 });

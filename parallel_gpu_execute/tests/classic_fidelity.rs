@@ -10,15 +10,14 @@ mod common;
 use common::{Fixture, NOBODY, Record, bin, shared_fixture};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
-use test_support::{Cmd, hold_lock, is_root, lock_is_free, wait_until, write_file};
+use test_support::{Cmd, hold_lock, is_root, lock_is_free, prerequisite, wait_until, write_file};
 
 /// A lock file ours creates is 0666 less the umask, as bash's
 /// `exec {fd}>file` makes it: under `umask 000` a classic script run later
 /// by another user opens it for writing and locks it.
 #[test]
 fn a_lock_file_we_create_can_be_locked_by_another_users_classic_script() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run the classic script as another user");
+    if !prerequisite(is_root(), "root", "the classic script as another user") {
         return;
     }
     let f = shared_fixture("classic-mode");
@@ -60,8 +59,7 @@ fn a_lock_file_we_create_can_be_locked_by_another_users_classic_script() {
 /// slot, as with the classic script, and nothing is created there.
 #[test]
 fn a_read_only_lock_directory_with_precreated_lock_files_serves_every_user() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run the wrapper as other users");
+    if !prerequisite(is_root(), "root", "running the wrapper as other users") {
         return;
     }
     let f = shared_fixture("readonly-dir");
@@ -98,8 +96,7 @@ fn a_read_only_lock_directory_with_precreated_lock_files_serves_every_user() {
 /// the slot frees, instead of failing.
 #[test]
 fn without_a_queue_file_a_waiter_waits_and_says_so() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run the wrapper as another user");
+    if !prerequisite(is_root(), "root", "running the wrapper as another user") {
         return;
     }
     let f = shared_fixture("readonly-wait");

@@ -6,7 +6,7 @@ mod common;
 
 use common::{Fixture, NOBODY, Record, bin, shared_fixture};
 use std::os::unix::fs::{PermissionsExt, symlink};
-use test_support::{Cmd, is_root, write_executable, write_file};
+use test_support::{Cmd, is_root, prerequisite, write_executable, write_file};
 
 #[test]
 fn help_and_version() {
@@ -141,6 +141,18 @@ fn missing_and_non_executable_tests() {
         let out = f.cmd().env("TF_GPU_COUNT", gpus).arg("./pkg/plain_file").run();
         out.assert_code(126).assert_stderr_contains("cannot execute: ").assert_stderr_contains("plain_file");
     }
+    // A test the runfiles tree has but cannot run is that tree's 126, even
+    // where the manifest names a runnable file for it: the tree is looked
+    // in first, and only a test missing there is looked up in the manifest.
+    let mut f2 = Fixture::new("badtest-manifest");
+    let plain = f2.runfiles.cwd().join("pkg/plain_file");
+    write_file(&plain, "not a program");
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    f2.runfiles.add_manifest_only("ws/pkg/plain_file", &f2.test_path());
+    f2.runfiles.write_manifest();
+    let out = f2.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/plain_file").run();
+    out.assert_code(126).assert_stderr_contains("cannot execute: ").assert_stderr_contains("plain_file");
+    assert!(!out.stdout.contains("argc="), "the manifest's test ran\n{}", out.explain());
     // With a GPU, a missing test fails before any lock is taken.
     let out = f.cmd().env("TF_GPU_COUNT", "1").arg("no-such-program-on-path").run();
     out.assert_code(127).assert_one_error_line("not found: no-such-program-on-path");
@@ -180,6 +192,18 @@ fn a_directory_or_fifo_at_a_lock_path_is_refused() {
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
     let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
     out.assert_code(2).assert_one_error_line("it is a FIFO, not a regular file");
+    // Device nodes (/dev/null's numbers, and the first loop device's).
+    if prerequisite(is_root(), "root", "device nodes at a lock path (mknod)") {
+        for (kind, (major, minor), what) in
+            [(libc::S_IFCHR, (1, 3), "a character device"), (libc::S_IFBLK, (7, 0), "a block device")]
+        {
+            std::fs::remove_file(f.lock("0", 0)).unwrap();
+            // SAFETY: mknod with a valid path; the nodes are opened, never read or written.
+            assert_eq!(unsafe { libc::mknod(fifo.as_ptr(), kind | 0o600, libc::makedev(major, minor)) }, 0);
+            let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
+            out.assert_code(2).assert_one_error_line(&format!("it is {what}, not a regular file"));
+        }
+    }
 }
 
 #[test]
@@ -198,8 +222,7 @@ fn a_lock_directory_that_cannot_be_created_names_the_sandbox_flag() {
 
 #[test]
 fn an_unwritable_lock_directory_is_a_clear_error() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run the wrapper as another user");
+    if !prerequisite(is_root(), "root", "running the wrapper as another user") {
         return;
     }
     // No lock file exists yet, and nobody cannot create one.
@@ -215,8 +238,7 @@ fn an_unwritable_lock_directory_is_a_clear_error() {
 
 #[test]
 fn lock_files_precreated_by_another_user_still_work() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run the wrapper as another user");
+    if !prerequisite(is_root(), "root", "running the wrapper as another user") {
         return;
     }
     let f = shared_fixture("otheruser");

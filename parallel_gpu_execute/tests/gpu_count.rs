@@ -100,6 +100,15 @@ fn kfd_with_no_usable_gpu_runs_without_gpu_and_never_asks_rocminfo() {
     assert!(!marker.exists(), "rocminfo must not run when sysfs answers\n{}", out.explain());
 }
 
+/// A topology of CPU nodes alone says nothing about GPUs: rocminfo answers.
+#[test]
+fn kfd_with_cpu_nodes_only_leaves_the_count_to_rocminfo() {
+    let mut f = Fixture::new("kfdcpus");
+    f.sysroot.add_kfd_cpu();
+    f.runfiles.add("rocm/bin/rocminfo", &fake_rocminfo_script(2), true);
+    assert_eq!(observed_count(&f, |_| {}), "2");
+}
+
 #[test]
 fn nvidia_proc_entries_give_cuda_mode() {
     let f = Fixture::new("nvproc");

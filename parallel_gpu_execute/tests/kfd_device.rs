@@ -90,6 +90,19 @@ fn list_says_that_dev_kfd_is_what_is_missing() {
     f.cmd().arg("--list=json").run().assert_success().assert_stdout_contains(r#""kfd_device": null"#);
 }
 
+/// The warning counts the GPUs whose render node opened: a node with no
+/// render node to check (the Fiji's minor 0) is not one of them.
+#[test]
+fn without_dev_kfd_the_warning_counts_only_opened_render_nodes() {
+    let mut f = Fixture::new("kfd-unchecked");
+    hosts::raven_apu_and_fiji(&mut f.sysroot);
+    f.sysroot.remove_dev_entry("kfd");
+    let out = f.run_test(|_| {}, &[]);
+    out.assert_success()
+        .assert_stderr_contains("/dev/kfd does not exist here")
+        .assert_stderr_contains("none of the 1 GPU(s) whose render node opened is counted");
+}
+
 #[test]
 fn a_mixed_desktop_without_dev_kfd_still_gives_the_nvidia_card() {
     // The desktop's AMD iGPU is not usable without /dev/kfd; NVIDIA wins as
@@ -115,8 +128,7 @@ fn a_mixed_desktop_without_dev_kfd_still_gives_the_nvidia_card() {
 
 #[test]
 fn a_dev_kfd_this_user_may_not_open_names_its_group() {
-    if !test_support::is_root() {
-        eprintln!("skipped: needs root to run the wrapper as another user");
+    if !test_support::prerequisite(test_support::is_root(), "root", "running the wrapper as another user") {
         return;
     }
     let mut f = shared_fixture("kfd-denied");
@@ -141,11 +153,12 @@ fn a_dev_kfd_this_user_may_not_open_names_its_group() {
 /// The wrapper as `Fixture::cmd` runs it, under strace, which makes every
 /// `read` of the `withheld` files fail with `EPERM`, as the kernel does for
 /// the `properties` of a GPU node the container's device cgroup does not
-/// allow. `None` (the test says it skipped) where strace cannot run.
+/// allow. `None` where strace cannot run (see [`test_support::prerequisite`]:
+/// a failure under CI, a one-line skip elsewhere).
 fn under_device_cgroup(f: &Fixture, withheld: &[PathBuf]) -> Option<Cmd> {
     let probe = std::process::Command::new("strace").args(["-qq", "-o", "/dev/null", "true"]).status();
-    if !matches!(probe, Ok(status) if status.success()) {
-        eprintln!("skipped: needs strace(1), able to trace here, to inject EPERM");
+    let traces = matches!(probe, Ok(status) if status.success());
+    if !test_support::prerequisite(traces, "strace(1) able to trace here", "EPERM from a withheld KFD node") {
         return None;
     }
     let mut c = Cmd::new("strace");

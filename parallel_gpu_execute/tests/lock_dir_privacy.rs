@@ -87,6 +87,21 @@ fn an_action_root_lock_directory_is_refused_whether_the_image_ships_it_or_the_wr
     let out = sandboxed(&f, &root, "/", &["--dir", "/var/lock"], "1").run();
     Record::of(out.assert_success());
     assert_eq!(said_private(&out, place), 1, "{}", out.explain());
+    // PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR: `refuse` even with one GPU,
+    // `run` even with two, `auto` spelled out as the default, and a bad
+    // value one line.
+    let policy = |value: &str, gpus: &str| {
+        let env = ["--dir", "/var/lock", "--setenv", "PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR", value];
+        sandboxed(&f, &root, "/", &env, gpus).run()
+    };
+    refused(&policy("refuse", "1"), place);
+    refused(&policy("auto", "2"), place);
+    let out = policy("run", "2");
+    Record::of(out.assert_success());
+    assert_eq!(said_private(&out, place), 1, "{}", out.explain());
+    policy("sometimes", "2").assert_code(2).assert_one_error_line(
+        "PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR: invalid value 'sometimes' (expected auto, run or refuse)",
+    );
     // The host's lock directory mounted in: it coordinates, not a word.
     let host = f.dir.join("host-locks");
     std::fs::create_dir_all(&host).unwrap();

@@ -4,7 +4,8 @@
 //! listing and `rocminfo` output become a fake host, and the wrapper must
 //! count what the runtime would enumerate there and set that vendor's
 //! variables. The samples are read where they lie, never copied into the
-//! repository; without the directory the test says that it skipped.
+//! repository; without the directory the test fails under `CI=true` and
+//! says what it did not check elsewhere (`test_support::prerequisite`).
 //!
 //! `EXPECTED`: one tab-separated line per scenario,
 //! `SCENARIO RENDER-NODES COUNT VENDOR WHY` (format in the samples' README).
@@ -191,9 +192,8 @@ fn check(s: &Scenario) -> Result<(), String> {
 #[test]
 fn every_published_sample_counts_as_its_runtime_would() {
     let Some(dir) = samples_dir() else {
-        eprintln!(
-            "skipped: no published samples (../shared/real-hardware beside the repository, or REAL_HARDWARE_DIR)"
-        );
+        let what = "published samples (../shared/real-hardware beside the repository, or REAL_HARDWARE_DIR)";
+        test_support::prerequisite(false, what, "the count on every published machine");
         return;
     };
     let all = scenarios(&dir);

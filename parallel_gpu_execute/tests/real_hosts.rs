@@ -190,8 +190,7 @@ fn vendor_rocm_on_a_mixed_desktop_takes_the_amd_gpu() {
 
 #[test]
 fn a_render_node_this_user_may_not_open_is_warned_about() {
-    if !test_support::is_root() {
-        eprintln!("skipped: needs root to run the wrapper as another user");
+    if !test_support::prerequisite(test_support::is_root(), "root", "running the wrapper as another user") {
         return;
     }
     let mut f = shared_fixture("render-denied");

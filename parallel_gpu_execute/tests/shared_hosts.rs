@@ -76,8 +76,8 @@ fn status_shows_holders_free_slots_and_waiters() {
 
 #[test]
 fn status_shows_a_holder_it_cannot_see_as_hidden() {
-    if !test_support::is_root() || !std::path::Path::new("/usr/bin/unshare").exists() {
-        eprintln!("skipped: needs root and unshare(1) for a PID namespace");
+    let pid_namespace = test_support::is_root() && std::path::Path::new("/usr/bin/unshare").exists();
+    if !test_support::prerequisite(pid_namespace, "root and unshare(1)", "a holder hidden by a PID namespace") {
         return;
     }
     let f = Fixture::new("status-hidden");
@@ -104,7 +104,8 @@ fn status_shows_a_holder_it_cannot_see_as_hidden() {
         .arg(&script)
         .run();
     if out.code() != 0 && out.stderr.contains("unshare") {
-        eprintln!("skipped: unshare failed here: {}", out.stderr.trim());
+        let why = format!("PID namespace (unshare failed: {})", out.stderr.trim());
+        test_support::prerequisite(false, &why, "a holder hidden by a PID namespace");
         return;
     }
     out.assert_success().assert_stdout_contains(
@@ -184,6 +185,22 @@ fn annotations_reach_bazel_and_a_failure_to_write_them_is_a_warning() {
     assert_eq!(lines.len(), 2, "{}", out.explain());
     assert!(lines[0].starts_with("parallel_gpu_execute: warning: cannot write the annotation "), "{}", out.explain());
     assert!(lines[0].ends_with("No such file or directory (os error 2); running the test anyway"), "{}", out.explain());
+    // A symlink where the annotation goes is not followed: one warning, and
+    // the file it points to is left as it was.
+    let canary = f.dir.join("canary");
+    std::fs::write(&canary, "untouched").unwrap();
+    std::fs::remove_file(&part).unwrap();
+    std::os::unix::fs::symlink(&canary, &part).unwrap();
+    let out = f.run_test(
+        |c| {
+            c.env("TF_GPU_COUNT", "1").env("TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR", &dir);
+        },
+        &[],
+    );
+    Record::of(out.assert_success());
+    out.assert_stderr_contains("warning: cannot write the annotation ")
+        .assert_stderr_contains("Too many levels of symbolic links");
+    assert_eq!(std::fs::read_to_string(&canary).unwrap(), "untouched", "{}", out.explain());
 }
 
 #[test]
@@ -263,14 +280,19 @@ fn physical_lock_names_keep_containers_that_share_a_lock_directory_apart() {
     let r = Record::of(out.assert_success());
     assert_eq!(r.locks(), ["gpulockuid-1002_0"], "B's own first GPU\n{}", out.explain());
     assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"), "the index as B's runtime sees it\n{}", out.explain());
-    // By index, B would wait for A's GPUs 0 and 1 (here: fail at once).
+    // By index, B's GPUs 0 and 1 are the lock names of A's GPUs 0 and 1,
+    // which A would hold under index names too: B would wait for GPUs it
+    // does not share (here, with --wait=0, fail at once).
+    let by_index = [hold_lock(shared.join("gpulock0_0")), hold_lock(shared.join("gpulock1_0"))];
     let out = b
         .cmd()
         .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &shared)
         .env("TF_TESTS_PER_GPU", "1")
         .args(["--wait=0", "--lock-names=index", "./pkg/gpu_test"])
         .run();
-    out.assert_success();
+    assert_eq!(out.status.code(), Some(1), "B took an index lock that A holds\n{}", out.explain());
+    assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
+    drop(by_index);
     let out2 = b
         .cmd()
         .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &shared)
@@ -284,6 +306,37 @@ fn physical_lock_names_keep_containers_that_share_a_lock_directory_apart() {
         p.signal_group(libc::SIGKILL);
         let _ = p.has_exited();
         p.wait();
+    }
+}
+
+/// MI300A: four APUs, each its own PCI domain, all at bus 2 device 0
+/// (`location_id` 512). With unique ids they are `uid-<id>`; a kernel that
+/// reports `unique_id` 0 leaves the PCI address, where only the domain
+/// tells them apart: without it, four APUs would share one lock name.
+#[test]
+fn mi300a_apus_get_a_lock_name_each_with_and_without_unique_ids() {
+    type Host = fn(&mut test_support::Sysroot) -> u32;
+    type Name = fn(u64) -> String;
+    let uid: Name = |apu| format!("uid-{}", 0x5a00_0000_0000_0000u64 + apu * 0x1_0001);
+    let pci: Name = |apu| format!("pci-{apu:04x}.02.00.0");
+    let cases: [(&str, Host, Name); 2] =
+        [("mi300a-uid", hosts::mi300a_four_apus, uid), ("mi300a-pci", hosts::mi300a_four_apus_without_unique_id, pci)];
+    for (label, host, name) in cases {
+        let mut f = Fixture::new(label);
+        assert_eq!(host(&mut f.sysroot), 4);
+        let out = f.run_test(
+            |c| {
+                c.env("TF_TESTS_PER_GPU", "1").arg("--lock-names=physical");
+            },
+            &["--num_processes=4"],
+        );
+        let r = Record::of(out.assert_success().assert_at_most_one_stderr_line());
+        let want: Vec<String> = (0..4).map(|apu| format!("gpulock{}_0", name(apu))).collect();
+        assert_eq!(r.locks(), want, "{}", out.explain());
+        let by_id = |id: &str| name(id.parse().expect("a numeric id"));
+        if let Err(e) = test_support::check_gpus_match_locks(&r.0, "HIP_VISIBLE_DEVICES", by_id) {
+            panic!("{e}\n{}", out.explain());
+        }
     }
 }
 

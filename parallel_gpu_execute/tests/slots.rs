@@ -5,7 +5,10 @@ mod common;
 
 use common::{Fixture, Record};
 use std::time::{Duration, Instant};
-use test_support::{Cmd, cpu_time, hold_lock, lock_is_free, parse_record, read_to_string, record_value, wait_until};
+use test_support::{
+    Cmd, check_gpus_match_locks, cpu_time, hold_lock, lock_is_free, parse_record, read_to_string, record_value,
+    wait_until,
+};
 
 /// A fixture with `gpus` GPUs from TF_GPU_COUNT, `slots` tests per GPU and
 /// rocm-mode variables.
@@ -105,11 +108,21 @@ fn a_multi_gpu_request_gets_a_contiguous_block() {
 #[test]
 fn the_lock_directory_is_created_when_missing() {
     let f = Fixture::new("mkdir");
-    let nested = f.dir.join("a/b/c");
+    let nested = f.dir.join("outer/inner/locks");
+    let before = test_support::snapshot_tree(f.dir.path(), &[]);
     let out =
         f.cmd().env("TF_GPU_COUNT", "1").arg(format!("--lock-dir={}", nested.display())).arg("./pkg/gpu_test").run();
-    out.assert_success();
+    let r = Record::of(out.assert_success());
     assert!(nested.join("gpulock0_0").is_file(), "{}", out.explain());
+    // The lock file it created, held open for reading and writing, as the
+    // classic `exec {fd}>file` opens it (NFS needs a writable descriptor).
+    assert_eq!((r.get("locks"), r.get("lockmodes")), (Some("gpulock0_0"), Some("2")), "{}", out.explain());
+    // Exactly the missing components, `mkdir -p` style, and nothing beside them.
+    let after = test_support::snapshot_tree(f.dir.path(), &[]);
+    let created: Vec<String> =
+        after.keys().filter(|p| !before.contains_key(*p)).map(|p| p.display().to_string()).collect();
+    let want = ["outer", "outer/inner", "outer/inner/locks", "outer/inner/locks/gpulock0_0"];
+    assert_eq!(created, want, "{}", out.explain());
 }
 
 #[test]
@@ -387,6 +400,9 @@ fn a_multi_gpu_request_is_not_overtaken_by_later_single_gpu_requests() {
     a.wait().assert_success();
     b.wait().assert_success();
     let (ra, rb) = (parse_record(&read_to_string(&rec_a)), parse_record(&read_to_string(&rec_b)));
+    for r in [&ra, &rb] {
+        check_gpus_match_locks(r, "HIP_VISIBLE_DEVICES", str::to_string).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    }
     assert_eq!(record_value(&ra, "HIP_VISIBLE_DEVICES"), Some("0,1"));
     let a_end: u128 = record_value(&ra, "end").unwrap().parse().unwrap();
     let b_start: u128 = record_value(&rb, "start").unwrap().parse().unwrap();
@@ -408,8 +424,13 @@ fn concurrent_wrappers_never_share_a_slot() {
     }
     let mut spans = Vec::new();
     for (record, double, r) in running {
-        r.wait().assert_success();
+        let out = r.wait();
+        out.assert_success();
         let rec = parse_record(&read_to_string(&record));
+        // The GPUs the test was given are the ones whose locks it holds.
+        if let Err(e) = check_gpus_match_locks(&rec, "HIP_VISIBLE_DEVICES", str::to_string) {
+            panic!("{e}\nrecord: {rec:?}\n{}", out.explain());
+        }
         let locks: Vec<String> = record_value(&rec, "locks").unwrap().split_whitespace().map(str::to_string).collect();
         assert_eq!(locks.len(), if double { 2 } else { 1 }, "{rec:?}");
         let ids: Vec<u32> =

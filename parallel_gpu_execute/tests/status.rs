@@ -390,16 +390,15 @@ impl Drop for Btrfs {
 /// (`CI=true`) that fails the test, elsewhere it skips it.
 fn btrfs_or_skip(dir: &Path) -> Option<Btrfs> {
     let unavailable = |why: &str| {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true, and the btrfs test cannot run: {why}");
-        eprintln!("skipped: {why}");
+        test_support::prerequisite(false, why, "--status on a btrfs subvolume");
         None
     };
     if !test_support::is_root() {
-        return unavailable("mounting a btrfs image needs root");
+        return unavailable("root (to mount a btrfs image)");
     }
     let found = |tool: &str| SBIN_PATH.split(':').any(|d| Path::new(d).join(tool).is_file());
     if !found("mkfs.btrfs") || !found("btrfs") {
-        return unavailable("mkfs.btrfs or btrfs is missing (apt-get install btrfs-progs)");
+        return unavailable("mkfs.btrfs and btrfs (apt-get install btrfs-progs)");
     }
     let image = dir.join("btrfs.img");
     std::fs::File::create(&image).unwrap().set_len(200 << 20).unwrap();
@@ -408,7 +407,7 @@ fn btrfs_or_skip(dir: &Path) -> Option<Btrfs> {
     std::fs::create_dir_all(&mount).unwrap();
     let out = system(&["mount", "-o", "loop", image.to_str().unwrap(), mount.to_str().unwrap()]);
     if out.code() != 0 {
-        return unavailable(&format!("cannot mount a btrfs image here:\n{}", out.explain()));
+        return unavailable(&format!("btrfs image mountable here:\n{}", out.explain()));
     }
     let fs = Btrfs { mount };
     system(&["btrfs", "subvolume", "create", fs.mount.join("sub").to_str().unwrap()]).assert_success();
@@ -489,8 +488,8 @@ fn holders_waiters_and_wait_lines_on_a_btrfs_subvolume() {
 /// their own `/proc` entries now, and the head is shown as hidden.
 #[test]
 fn waiters_behind_a_head_outside_the_pid_namespace_are_counted() {
-    if !test_support::is_root() || !Path::new("/usr/bin/unshare").exists() {
-        eprintln!("skipped: needs root and unshare(1) for a PID namespace");
+    let pid_namespace = test_support::is_root() && Path::new("/usr/bin/unshare").exists();
+    if !test_support::prerequisite(pid_namespace, "root and unshare(1)", "waiters seen from a PID namespace") {
         return;
     }
     let f = Fixture::new("status-pidns");
@@ -525,7 +524,8 @@ fn waiters_behind_a_head_outside_the_pid_namespace_are_counted() {
     if !done.exists() {
         let out = inside.wait();
         if out.stderr.contains("unshare") {
-            eprintln!("skipped: unshare failed here: {}", out.stderr.trim());
+            let why = format!("PID namespace (unshare failed: {})", out.stderr.trim());
+            test_support::prerequisite(false, &why, "waiters seen from a PID namespace");
             return;
         }
         panic!("the namespace's script ended early\n{}", out.explain());
@@ -557,8 +557,7 @@ fn waiters_behind_a_head_outside_the_pid_namespace_are_counted() {
 /// open: the holder is hidden, not named on trust.
 #[test]
 fn another_users_holder_is_hidden_from_a_user_who_is_not_root() {
-    if !test_support::is_root() {
-        eprintln!("skipped: needs root to run --status as another user");
+    if !test_support::prerequisite(test_support::is_root(), "root", "--status run as another user") {
         return;
     }
     let f = common::shared_fixture("status-other-user");

@@ -152,7 +152,7 @@ fn make_fifo(path: &Path) {
     assert_eq!(rc, 0, "mkfifo {}: {}", path.display(), std::io::Error::last_os_error());
 }
 
-/// A suppression list that is a directory, a FIFO or a device is one line and
+/// A suppression list that is a directory, a FIFO, a device or a socket is one line and
 /// exit 2 before the test starts: the sanitizer runtime would fail on it (or
 /// block reading the FIFO) only once the test runs.
 #[test]
@@ -165,8 +165,10 @@ fn a_suppression_list_that_is_not_a_regular_file() {
     // A runfile as Bazel lays it out: a symlink in the tree to the real file.
     let fifo_runfile = tree.rf.srcdir.join("ws/tsan.supp");
     symlink(&fifo, &fifo_runfile).unwrap();
+    let socket = tree.dir.join("asan.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind a Unix socket");
     let not_a_file = |what: &str| format!("{what}, not a regular file");
-    let cases = [
+    let mut cases = vec![
         (
             "--asan-suppressions=ws/supp".to_string(),
             not_a_file(&format!("--asan-suppressions: runfile ws/supp is {}, a directory", dir.display())),
@@ -187,7 +189,23 @@ fn a_suppression_list_that_is_not_a_regular_file() {
             "--asan-suppressions=/dev/null".to_string(),
             not_a_file("--asan-suppressions: /dev/null is a character device"),
         ),
+        (
+            format!("--asan-suppressions={}", socket.display()),
+            not_a_file(&format!("--asan-suppressions: {} is a socket", socket.display())),
+        ),
     ];
+    let block = tree.dir.join("lsan.blk");
+    if test_support::prerequisite(test_support::is_root(), "root", "a block device as a suppression list (mknod)") {
+        let c_path = CString::new(block.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path that outlives the call; the device
+        // numbers (7, 250: a loop device) are never opened.
+        let rc = unsafe { libc::mknod(c_path.as_ptr(), libc::S_IFBLK | 0o600, libc::makedev(7, 250)) };
+        assert_eq!(rc, 0, "mknod {}: {}", block.display(), std::io::Error::last_os_error());
+        cases.push((
+            format!("--lsan-suppressions={}", block.display()),
+            not_a_file(&format!("--lsan-suppressions: {} is a block device", block.display())),
+        ));
+    }
     for (arg, message) in cases {
         let out = tree.cmd().arg(&arg).arg(TEST).run();
         out.assert_code(2).assert_one_error_line(&format!("sanitizer_wrapper: {message}"));

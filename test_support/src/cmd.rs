@@ -17,13 +17,25 @@ pub struct Output {
     pub stdout: String,
     pub stderr: String,
     pub elapsed: Duration,
+    /// The harness killed it at its timeout: [`code`](Self::code) is then
+    /// [`TIMED_OUT`](Self::TIMED_OUT), never the 137 of a SIGKILL.
+    pub timed_out: bool,
     description: String,
 }
 
 impl Output {
+    /// What [`code`](Self::code) says of a run the harness killed at its
+    /// timeout: no exit status and no signal gives it, so a hang cannot pass
+    /// for the SIGKILL (137) or any exit code a test expects.
+    pub const TIMED_OUT: i32 = -124;
+
     /// The exit code, or 128+signal when the process was killed, as a shell
-    /// reports it.
+    /// reports it; [`TIMED_OUT`](Self::TIMED_OUT) when the harness killed it
+    /// at its timeout.
     pub fn code(&self) -> i32 {
+        if self.timed_out {
+            return Output::TIMED_OUT;
+        }
         match (self.status.code(), self.status.signal()) {
             (Some(c), _) => c,
             (None, Some(s)) => 128 + s,
@@ -34,9 +46,10 @@ impl Output {
     /// Everything about the run, for a failure message.
     pub fn explain(&self) -> String {
         format!(
-            "{}\nstatus: {} (code {})\nelapsed: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--------------",
+            "{}\nstatus: {}{} (code {})\nelapsed: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--------------",
             self.description,
             self.status,
+            if self.timed_out { ", TIMED OUT: killed by the test harness" } else { "" },
             self.code(),
             self.elapsed,
             self.stdout,
@@ -389,7 +402,7 @@ impl Running {
         if timed_out {
             description.push_str(&format!("\nKILLED after the {:?} timeout", self.timeout));
         }
-        Output { status, stdout, stderr, elapsed, description }
+        Output { status, stdout, stderr, elapsed, timed_out, description }
     }
 }
 

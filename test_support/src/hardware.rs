@@ -420,13 +420,27 @@ pub mod hosts {
 
     /// MI300A, 4 APU sockets in SPX mode: CPU nodes 0-3, GPU nodes 4-7
     /// (render 128, 136, 144, 152), and spare partition render nodes
-    /// 129-135, 137-143, ... that no node names. ROCR: 4.
+    /// 129-135, 137-143, ... that no node names. Each APU is its own PCI
+    /// domain (0-3) with the GPU at the same place in each, bus 2 device 0
+    /// (`location_id` 512 on all four), and its own `unique_id`. ROCR: 4.
     pub fn mi300a_four_apus(s: &mut Sysroot) -> u32 {
+        mi300a(s, |apu| 0x5a00_0000_0000_0000 + apu * 0x1_0001)
+    }
+
+    /// [`mi300a_four_apus`] as a kernel shows it when it has no `unique_id`
+    /// for the APUs (0, as KFD reports a device without one): only the PCI
+    /// domain tells the four apart, their `location_id` being the same.
+    pub fn mi300a_four_apus_without_unique_id(s: &mut Sysroot) -> u32 {
+        mi300a(s, |_| 0)
+    }
+
+    fn mi300a(s: &mut Sysroot, unique_id: impl Fn(u64) -> u64) -> u32 {
         for _ in 0..4 {
             s.add_kfd_node(&KfdNode::cpu(48));
         }
-        for i in 0..4u64 {
-            s.add_kfd_node_with_render(&KfdNode::gpu(90402, 912, 128 + 8 * i).device(29856).at(0, 512 + (i << 8)));
+        for apu in 0..4u64 {
+            let gpu = KfdNode::gpu(90402, 912, 128 + 8 * apu).device(29856).at(apu, 512).unique(unique_id(apu));
+            s.add_kfd_node_with_render(&gpu);
         }
         for minor in 128..160 {
             s.add_render_node(minor);

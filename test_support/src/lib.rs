@@ -19,8 +19,14 @@ pub mod bins;
 pub mod cmd;
 pub mod hardware;
 pub use bins::{TEST_BINS_ENV, bin_from_env, bin_under_test, workspace_bin};
+pub mod prerequisite;
+pub mod proc_locks;
+pub mod record;
 pub use cmd::{Cmd, Output, Running};
 pub use hardware::Sysroot;
+pub use prerequisite::{have_program, in_ci, prerequisite};
+pub use proc_locks::queued_pids;
+pub use record::{RECORDING_TEST, check_gpus_match_locks, parse_record, record_value};
 
 /// A directory removed when the test passes and kept (and named on stderr)
 /// when it fails, so that the tree a failing test built can be inspected.
@@ -133,57 +139,6 @@ pub fn compile_c(flags: &[&str], source: impl AsRef<Path>, out: impl AsRef<Path>
 pub fn read_to_string(path: impl AsRef<Path>) -> String {
     let path = path.as_ref();
     fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
-}
-
-/// A test program, written as a shell script, that records how it was run:
-/// its argv, pid and parent pid, working directory, the descriptors it
-/// inherited and the GPU lock files among them (their names, and their
-/// descriptor numbers as `lockfds`), start and end times, and the
-/// environment variables that matter to these wrappers, one `KEY=value` per
-/// line, into `$RECORD_FILE` when set (else stdout). It sleeps `$SLEEP`
-/// seconds in between (default 0) and exits with `$EXIT_CODE` (default 0).
-pub const RECORDING_TEST: &str = r#"#!/bin/sh
-fds=""; locks=""; lockfds=""
-for f in /proc/$$/fd/*; do
-  n=${f##*/}
-  l=$(readlink "$f" 2>/dev/null) || continue
-  fds="$fds $n"
-  case "$l" in */gpulock*|*/jax_accelerator_lock_*) locks="$locks ${l##*/}"; lockfds="$lockfds $n";; esac
-done
-start=$(date +%s%N)
-[ -n "${SLEEP:-}" ] && sleep "$SLEEP"
-end=$(date +%s%N)
-record() {
-  echo "argc=$#"
-  i=0
-  for a in "$@"; do echo "arg$i=$a"; i=$((i+1)); done
-  echo "pid=$$"
-  echo "ppid=$PPID"
-  echo "cwd=$(pwd)"
-  echo "fds=${fds# }"
-  echo "locks=${locks# }"
-  echo "lockfds=${lockfds# }"
-  echo "start=$start"
-  echo "end=$end"
-  for v in ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES TF_PER_DEVICE_MEMORY_LIMIT_MB \
-           TPU_VISIBLE_CHIPS TPU_CHIPS_PER_PROCESS_BOUNDS TPU_PROCESS_BOUNDS ONEAPI_VISIBLE_DEVICES \
-           ASAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS; do
-    eval "isset=\${$v+x}"
-    if [ -n "$isset" ]; then eval "echo \"$v=\${$v}\""; else echo "$v unset"; fi
-  done
-}
-if [ -n "${RECORD_FILE:-}" ]; then record "$@" > "$RECORD_FILE"; else record "$@"; fi
-exit "${EXIT_CODE:-0}"
-"#;
-
-/// Parses the `KEY=value` lines that [`RECORDING_TEST`] writes.
-pub fn parse_record(text: &str) -> Vec<(String, String)> {
-    text.lines().filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect()
-}
-
-/// Looks one key up in a parsed record; `None` when the record says unset.
-pub fn record_value<'a>(record: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    record.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
 }
 
 /// A temporary runfiles tree laid out as Bazel lays one out for a test:

@@ -288,6 +288,10 @@ mod tests {
         // A target version but no SIMDs: ROCR makes no GPU agent of it.
         assert!(!NodeProperties::parse(b"simd_count 0\ngfx_target_version 90402\n").is_gpu());
         assert!(!NodeProperties::parse(b"gfx_target_version 90402\n").is_gpu());
+        // A version of 0 names no target: --list says "unknown", not "gfx000".
+        assert_eq!(NodeProperties::parse(b"simd_count 4\ngfx_target_version 0\n").gfx_target(), None);
+        let one = NodeProperties::parse(b"simd_count 4\ngfx_target_version 1\n").gfx_target();
+        assert_eq!(one.map(|t| t.to_string()).as_deref(), Some("gfx001"));
     }
 
     #[test]

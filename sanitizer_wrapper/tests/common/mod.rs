@@ -164,11 +164,20 @@ pub struct Seen<'a> {
 }
 
 impl<'a> Seen<'a> {
-    /// Parses the record after checking that the run succeeded.
+    /// Parses the record after checking that the run succeeded and that the
+    /// test really ran: its whole record is there, from `argc` to the last
+    /// variable (which it writes set or `unset`). A wrapper that exits 0
+    /// without exec'ing the test fails here, so `expect(key, None)` means
+    /// the test ran with `key` unset, never that nothing was recorded.
     #[track_caller]
     pub fn from(out: &'a Output) -> Seen<'a> {
         out.assert_success();
-        Seen { out, record: parse_record(&out.stdout) }
+        let record = parse_record(&out.stdout);
+        let ran = record_value(&record, "argc").is_some()
+            && record_value(&record, "pid").is_some()
+            && out.stdout.lines().any(|l| l.starts_with("TSAN_OPTIONS=") || l == "TSAN_OPTIONS unset");
+        assert!(ran, "the test did not run (no whole record on stdout)\n{}", out.explain());
+        Seen { out, record }
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
