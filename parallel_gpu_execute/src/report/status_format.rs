@@ -233,7 +233,7 @@ fn drained_by(d: &Drained) -> String {
 }
 
 /// A GPU's line in the text.
-fn gpu_line(g: &Gpu, gpu_w: usize) -> String {
+fn gpu_line(g: &Gpu, gpu_w: usize, health_w: usize) -> String {
     let state = match &g.drained {
         Some(d) => format!(
             "drained {} by {}: {}",
@@ -259,7 +259,7 @@ fn gpu_line(g: &Gpu, gpu_w: usize) -> String {
     };
     let gpu = Bytes(g.gpu.as_bytes()).to_string();
     let other = if g.configured { "" } else { " (not a GPU of these settings)" };
-    format!("{gpu:<gpu_w$} {:<6} {users:<24} {state}{other}\n", Bytes(g.health.as_bytes()).to_string())
+    format!("{gpu:<gpu_w$} {:<health_w$} {users:<24} {state}{other}\n", Bytes(g.health.as_bytes()).to_string())
 }
 
 fn gpus_text(out: &mut String, gpus: &[Gpu]) {
@@ -268,10 +268,12 @@ fn gpus_text(out: &mut String, gpus: &[Gpu]) {
     }
     let names: Vec<String> = gpus.iter().map(|g| Bytes(g.gpu.as_bytes()).to_string()).collect();
     let gpu_w = width(3, names.iter().map(String::as_str));
+    let health: Vec<String> = gpus.iter().map(|g| Bytes(g.health.as_bytes()).to_string()).collect();
+    let health_w = width(6, health.iter().map(String::as_str));
     out.push_str("gpus:\n");
-    let _ = writeln!(out, "{:<gpu_w$} {:<6} {:<24} STATE", "GPU", "HEALTH", "KERNEL USERS (PID)");
+    let _ = writeln!(out, "{:<gpu_w$} {:<health_w$} {:<24} STATE", "GPU", "HEALTH", "KERNEL USERS (PID)");
     for g in gpus {
-        out.push_str(&gpu_line(g, gpu_w));
+        out.push_str(&gpu_line(g, gpu_w, health_w));
     }
 }
 
