@@ -236,3 +236,30 @@ fn a_free_slot_costs_one_failed_open_for_each_check_on_a_host_without_them() {
     assert!(wrapper_lines.iter().any(|l| l.contains("kfd/kfd/proc") && l.contains("ENOENT")), "{text}");
     assert_eq!(of("/ras"), 0, "RAS counters read on the way to a slot\n{text}");
 }
+
+#[test]
+fn under_physical_lock_names_a_gpu_is_drained_by_its_physical_name() {
+    let mut f = Fixture::new("kernel-physical");
+    f.sysroot.add_kfd_cpu();
+    for (k, uid) in [111u64, 222].iter().enumerate() {
+        f.sysroot
+            .add_kfd_node_with_render(&test_support::hardware::KfdNode::gpu(90402, 304, 128 + k as u64).unique(*uid));
+    }
+    let cmd = || {
+        let mut c = wrapper(&f, 1);
+        c.env("PARALLEL_GPU_EXECUTE_LOCK_NAMES", "physical");
+        c
+    };
+    cmd().args(["--drain=uid-111", "--reason=bad HBM"]).run().assert_success();
+    assert!(f.lock_dir.join("gpudrain/uid-111").exists());
+    assert_eq!(given(&cmd().arg("./pkg/gpu_test").run()), "1", "the first GPU, uid-111, is drained");
+    let out = cmd().arg("--status=json").run();
+    out.assert_stdout_contains(r#"{"gpu": "uid-111", "drained": {"reason": "bad HBM", "#);
+    // By index the GPU is not known under physical names.
+    let out = cmd().args(["--drain=0", "--reason=x"]).run();
+    out.assert_code(2).assert_one_error_line("unknown GPU '0': the GPUs here are uid-111, uid-222");
+    // A container that sees only the second GPU still names it alike.
+    let out = cmd().env("ROCR_VISIBLE_DEVICES", "1").arg("--status=json").run();
+    out.assert_stdout_contains(r#""gpus": [{"gpu": "uid-222", "drained": null"#);
+    out.assert_stdout_contains(r#"{"gpu": "uid-111", "drained": {"reason": "bad HBM""#);
+}
