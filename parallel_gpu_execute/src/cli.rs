@@ -8,8 +8,11 @@
 //! passed on byte for byte. Parsing borrows from argv and never allocates.
 
 use crate::error::{Error, Flag};
+use crate::prelude::*;
+use crate::slots::drain::MAX_REASON;
 use core::ffi::CStr;
 use wrapper_common::argv::Argv;
+use wrapper_common::diag::Excerpt;
 
 pub const USAGE: &str = "\
 usage: parallel_gpu_execute [OPTIONS] [--] TEST [ARGS...]
@@ -44,8 +47,15 @@ options (each wins over its environment variable):
                    gfx-targets, bazelrc (test --local_test_jobs and the
                    slots per GPU for this host's GPU memory, CPUs and RAM)
   --status[=FORMAT] print who holds and who waits for the GPU slots of the
-                   lock directory (from /proc/locks), and exit; no lock.
-                   FORMAT: text (default), json
+                   lock directory (from /proc/locks), and each GPU: drained,
+                   the processes the kernel shows using it, its health; and
+                   exit; no lock. FORMAT: text (default), json, openmetrics
+                   (for node_exporter's textfile collector)
+  --drain=GPU --reason=TEXT
+                   take GPU (as --status names it) out of service for every
+                   test that shares the lock directory, and exit: new tests
+                   are not given it, running ones finish
+  --undrain=GPU    put a drained GPU back into service, and exit
   --help, -h       this text
   --version        the version
 
@@ -55,8 +65,12 @@ environment: TF_GPU_COUNT, TF_TESTS_PER_GPU (default 8; auto: from the
   no GPU, TEST runs unchanged),
   TF_PER_DEVICE_MEMORY_LIMIT_MB, PARALLEL_GPU_EXECUTE_SYSROOT,
   PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR (auto, run or refuse: a lock
-  directory created inside a fresh action root).
-exit: the test's own status; 1 no GPU slot; 2 bad input; 126 TEST not
+  directory created inside a fresh action root),
+  PARALLEL_GPU_EXECUTE_UNHEALTHY (report, the default: --status only;
+  warn: a line when a test is given a GPU with uncorrectable memory errors;
+  avoid: such GPUs are passed over as if drained).
+exit: the test's own status; 1 no GPU slot (or every usable GPU drained);
+  2 bad input; 126 TEST not
   executable; 127 TEST not found; 130/143 interrupted while waiting.
 ";
 
@@ -99,6 +113,7 @@ impl ListFormat {
 pub enum StatusFormat {
     Text,
     Json,
+    OpenMetrics,
 }
 
 impl StatusFormat {
@@ -106,6 +121,7 @@ impl StatusFormat {
         match value {
             b"text" => Some(StatusFormat::Text),
             b"json" => Some(StatusFormat::Json),
+            b"openmetrics" => Some(StatusFormat::OpenMetrics),
             _ => None,
         }
     }
@@ -129,6 +145,17 @@ pub enum Invocation {
         flags: Flags,
         format: StatusFormat,
     },
+    /// `--drain=GPU --reason=TEXT`: take a GPU out of service.
+    Drain {
+        flags: Flags,
+        gpu: &'static [u8],
+        reason: &'static [u8],
+    },
+    /// `--undrain=GPU`: put it back.
+    Undrain {
+        flags: Flags,
+        gpu: &'static [u8],
+    },
     Help,
     Version,
 }
@@ -138,6 +165,65 @@ pub enum Invocation {
 fn value_after(arg: &'static CStr, prefix_len: usize) -> &'static CStr {
     let bytes = arg.to_bytes_with_nul();
     CStr::from_bytes_with_nul(&bytes[prefix_len..]).unwrap_or(c"")
+}
+
+/// The value of `--name=value` or `--name value` at argv index `i`, and
+/// how many words it took; `None` for any other word.
+fn valued(argv: &Argv, i: usize, name: &'static str) -> Option<Result<(&'static [u8], usize), Error>> {
+    let word = argv.get(i)?.to_bytes();
+    match format_flag(word, name)? {
+        Some(value) => Some(Ok((value, 1))),
+        None => Some(match argv.get(i + 1) {
+            Some(next) => Ok((next.to_bytes(), 2)),
+            None => Err(Error::Drain(format!("{name} needs a value; {}", crate::error::USAGE_HINT))),
+        }),
+    }
+}
+
+/// Checks `--drain`, `--undrain` and `--reason` together.
+fn service(
+    flags: Flags,
+    drain: Option<&'static [u8]>,
+    undrain: Option<&'static [u8]>,
+    reason: Option<&'static [u8]>,
+    other: bool,
+    command: Option<&'static [u8]>,
+) -> Result<Option<Invocation>, Error> {
+    let bad = |line: String| Err(Error::Drain(line));
+    let (gpu, name) = match (drain, undrain) {
+        (None, None) if reason.is_some() => return bad("--reason goes with --drain=GPU".to_string()),
+        (None, None) => return Ok(None),
+        (Some(_), Some(_)) => return bad("--drain and --undrain cannot be combined".to_string()),
+        (Some(g), None) => (g, "--drain"),
+        (None, Some(g)) => (g, "--undrain"),
+    };
+    if other {
+        return bad(format!("{name} cannot be combined with --list or --status"));
+    }
+    if let Some(word) = command {
+        return bad(format!("{name} runs no test, but '{}' follows; {}", Excerpt(word), crate::error::USAGE_HINT));
+    }
+    if gpu.is_empty() {
+        return bad(format!("{name} needs a GPU, as --status names it (e.g. {name}=0)"));
+    }
+    if drain.is_none() {
+        if reason.is_some() {
+            return bad("--reason goes with --drain=GPU, not --undrain".to_string());
+        }
+        return Ok(Some(Invocation::Undrain { flags, gpu }));
+    }
+    let Some(reason) = reason else {
+        return bad(
+            "--drain needs --reason=TEXT: why the GPU is out of service, for whoever reads --status".to_string()
+        );
+    };
+    if reason.iter().all(u8::is_ascii_whitespace) {
+        return bad("--reason is empty: say why the GPU is out of service".to_string());
+    }
+    if reason.iter().any(|&b| b == b'\n' || b == b'\r') || reason.len() > MAX_REASON {
+        return bad(format!("--reason must be one line of at most {MAX_REASON} bytes"));
+    }
+    Ok(Some(Invocation::Drain { flags, gpu, reason }))
 }
 
 /// `Some(None)` for `--name`, `Some(Some(value))` for `--name=value`, `None`
@@ -155,9 +241,23 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
     let mut flags = Flags::default();
     let mut listing: Option<ListFormat> = None;
     let mut status: Option<StatusFormat> = None;
+    let (mut drain, mut undrain, mut reason) = (None, None, None);
     let mut i = 1;
     while let Some(arg) = argv.get(i) {
         let bytes = arg.to_bytes();
+        let mut taken = false;
+        for (name, slot) in [("--drain", &mut drain), ("--undrain", &mut undrain), ("--reason", &mut reason)] {
+            if let Some(found) = valued(argv, i, name) {
+                let (value, words) = found?;
+                *slot = Some(value);
+                i += words;
+                taken = true;
+                break;
+            }
+        }
+        if taken {
+            continue;
+        }
         match bytes {
             b"--" => {
                 i += 1;
@@ -180,7 +280,7 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
                 status = Some(StatusFormat::parse(value).ok_or(Error::BadValue {
                     name: "--status",
                     value,
-                    expected: "text or json",
+                    expected: "text, json or openmetrics",
                 })?);
                 i += 1;
                 continue;
@@ -213,7 +313,11 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
         *slot = Some(value);
         i += 1;
     }
-    if listing.is_some() || status.is_some() {
+    let other = listing.is_some() || status.is_some();
+    if let Some(invocation) = service(flags, drain, undrain, reason, other, argv.get(i).map(CStr::to_bytes))? {
+        return Ok(invocation);
+    }
+    if other {
         if let Some(word) = argv.get(i) {
             return Err(Error::ListWithCommand(word.to_bytes()));
         }
@@ -314,10 +418,37 @@ mod tests {
             matches!(parsed, Invocation::Status { format: StatusFormat::Json, flags } if flags.lock_dir == Some(c"/l"))
         );
         assert!(matches!(parse(&argv(&["pge", "--status=xml"])), Err(Error::BadValue { name: "--status", .. })));
+        let parsed = parse(&argv(&["pge", "--status=openmetrics"])).unwrap();
+        assert!(matches!(parsed, Invocation::Status { format: StatusFormat::OpenMetrics, .. }));
         assert!(matches!(parse(&argv(&["pge", "--status", "t"])), Err(Error::ListWithCommand(b"t"))));
         assert!(matches!(parse(&argv(&["pge", "--status", "--list"])), Err(Error::ListAndStatus)));
         // After the command, --list belongs to the test.
         assert!(matches!(parse(&argv(&["pge", "t", "--list"])), Ok(Invocation::Run { command: 1, .. })));
+    }
+
+    #[test]
+    fn drain_and_undrain() {
+        let parsed = parse(&argv(&["pge", "--drain=1", "--reason", "fan failing"])).unwrap();
+        assert!(matches!(parsed, Invocation::Drain { gpu: b"1", reason: b"fan failing", .. }));
+        let parsed = parse(&argv(&["pge", "--lock-dir=/l", "--undrain", "GPU-1"])).unwrap();
+        assert!(matches!(parsed, Invocation::Undrain { gpu: b"GPU-1", flags } if flags.lock_dir == Some(c"/l")));
+        for bad in [
+            &["pge", "--drain=1"][..],
+            &["pge", "--drain=1", "--reason="],
+            &["pge", "--drain=1", "--reason=  "],
+            &["pge", "--drain=1", "--reason=a\nb"],
+            &["pge", "--drain=", "--reason=x"],
+            &["pge", "--drain=1", "--reason=x", "./t"],
+            &["pge", "--drain=1", "--undrain=1", "--reason=x"],
+            &["pge", "--undrain=1", "--reason=x"],
+            &["pge", "--reason=x", "./t"],
+            &["pge", "--drain=1", "--reason=x", "--status"],
+            &["pge", "--drain"],
+        ] {
+            assert!(matches!(parse(&argv(bad)), Err(Error::Drain(_))), "{bad:?}");
+        }
+        // After the command, they belong to the test.
+        assert!(matches!(parse(&argv(&["pge", "t", "--drain=1"])), Ok(Invocation::Run { command: 1, .. })));
     }
 
     #[test]

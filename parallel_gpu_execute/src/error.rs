@@ -3,7 +3,7 @@
 //!
 //! | code | meaning |
 //! |------|---------|
-//! | 1    | no GPU slot: the test needs more GPUs than the pool holds, or the wait limit passed |
+//! | 1    | no GPU slot: the test needs more GPUs than the pool holds, the wait limit passed, or every GPU it could use is drained |
 //! | 2    | bad input or an unusable environment: flag, variable, pool id, lock directory, lock file |
 //! | 126  | the test exists but cannot be executed |
 //! | 127  | the test does not exist |
@@ -19,7 +19,7 @@ use wrapper_common::diag::{Bytes, Excerpt, Os};
 use wrapper_common::exec::ExecFailure;
 
 /// Appended to usage errors, so that they stay one line.
-const USAGE_HINT: &str = "usage: parallel_gpu_execute [OPTIONS] [--] TEST [ARGS...] (see --help)";
+pub const USAGE_HINT: &str = "usage: parallel_gpu_execute [OPTIONS] [--] TEST [ARGS...] (see --help)";
 
 pub const EXIT_NO_SLOT: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
@@ -144,12 +144,21 @@ pub enum Error {
     },
     /// The test could not be executed.
     Exec(ExecFailure),
+    /// `--drain`, `--undrain` or `--reason` misused, or the drain state
+    /// cannot be written: the whole line.
+    Drain(String),
+    /// Every block of GPUs the test could use holds a drained (or, with
+    /// `PARALLEL_GPU_EXECUTE_UNHEALTHY=avoid`, an unhealthy) GPU: each one
+    /// and why, as `GPU 3 (reason)`, joined.
+    AllDrained {
+        gpus: String,
+    },
 }
 
 impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::PoolTooSmall { .. } | Error::NoFreeSlot { .. } => EXIT_NO_SLOT,
+            Error::PoolTooSmall { .. } | Error::NoFreeSlot { .. } | Error::AllDrained { .. } => EXIT_NO_SLOT,
             Error::Exec(e) => e.exit_code(),
             _ => EXIT_USAGE,
         }
@@ -263,6 +272,11 @@ impl fmt::Display for Error {
                 }
             }
             Error::Exec(e) => write!(f, "{e}"),
+            Error::Drain(line) => f.write_str(line),
+            Error::AllDrained { gpus } => write!(
+                f,
+                "every GPU this test could use is out of service: {gpus}; `parallel_gpu_execute --status` shows them, `--undrain=GPU` puts one back"
+            ),
         }
     }
 }

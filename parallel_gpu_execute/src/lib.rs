@@ -4,7 +4,8 @@
 //! ```text
 //! parallel_gpu_execute [--lock-dir=DIR] [--vendor=rocm|cuda|classic] [--wait=SECONDS] [--] TEST [ARGS...]
 //! parallel_gpu_execute [flags] --list[=text|json|count|gfx-targets]
-//! parallel_gpu_execute [flags] --status[=text|json]
+//! parallel_gpu_execute [flags] --status[=text|json|openmetrics]
+//! parallel_gpu_execute [flags] --drain=GPU --reason=TEXT | --undrain=GPU
 //! ```
 //!
 //! Counts the host's GPUs, takes a slot with `flock` on
@@ -58,7 +59,7 @@ use core::time::Duration;
 use error::Error;
 use hardware::gpu_count;
 use profile::CUDA_POOL_VARIABLE;
-use report::{list, status};
+use report::{list, service, status};
 use settings::Settings;
 use slots::{locks, request};
 use wrapper_common::argv::Argv;
@@ -84,6 +85,14 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
         Invocation::Status { flags, format } => {
             let settings = Settings::load(&flags, argv0(&argv))?;
             return print(status::render(&settings, format)?.as_bytes());
+        }
+        Invocation::Drain { flags, gpu, reason } => {
+            let settings = Settings::load(&flags, argv0(&argv))?;
+            return print(service::drain(&settings, gpu, reason)?.as_bytes());
+        }
+        Invocation::Undrain { flags, gpu } => {
+            let settings = Settings::load(&flags, argv0(&argv))?;
+            return print(service::undrain(&settings, gpu)?.as_bytes());
         }
         Invocation::Run { flags, command } => (flags, command),
     };
@@ -145,14 +154,27 @@ fn run_on_gpus(
     let wait = settings.wait_ms.map(Duration::from_millis);
     let describe = || launch::describe_test(test_path.as_bytes(), argv, command);
     let lock_dir = settings.lock_dir.path();
+    let avoid = match (settings.unhealthy, source) {
+        (profile::Unhealthy::Avoid, gpu_count::Source::Kfd) => service::unhealthy_in_pool(settings, &pool),
+        _ => prelude::Vec::new(),
+    };
     let ask = locks::Ask {
         slots: settings.slots_per_gpu(source),
         needed: needed as usize,
         wait,
         profile: settings.profile,
         private: settings.private_lock_dir,
+        avoid: &avoid,
     };
     let grant = locks::acquire(&lock_dir, &pool, &ask, &describe)?;
+    if source == gpu_count::Source::Kfd {
+        let (start, n) = (grant.start, grant.fds.len());
+        let prefix = settings.profile.lock_prefix();
+        slots::outsiders::warn(&settings.probe(), &lock_dir, &pool, start, n, prefix, ask.slots);
+        if settings.unhealthy == profile::Unhealthy::Warn {
+            service::warn_unhealthy(settings, &pool, start, n);
+        }
+    }
     let mode = launch::Mode::of(settings, vendor, source);
     Err(launch::exec_test(&test_path, argv, command, mode, &pool, grant))
 }

@@ -159,6 +159,30 @@ pub fn test_variables(profile: Profile, vendor: Vendor, asked: Option<Visible>) 
     }
 }
 
+/// What to do with a GPU whose RAS counters show uncorrectable memory
+/// errors (`PARALLEL_GPU_EXECUTE_UNHEALTHY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unhealthy {
+    /// Show it in `--status` only (the default): no counter is read on the
+    /// way to a slot.
+    Report,
+    /// Also one warning line when a test is given such a GPU.
+    Warn,
+    /// Pass it over as if drained.
+    Avoid,
+}
+
+impl Unhealthy {
+    pub fn parse(value: &[u8]) -> Option<Unhealthy> {
+        match value {
+            b"report" => Some(Unhealthy::Report),
+            b"warn" => Some(Unhealthy::Warn),
+            b"avoid" => Some(Unhealthy::Avoid),
+            _ => None,
+        }
+    }
+}
+
 /// How lock files name a GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockNames {

@@ -10,7 +10,7 @@ use crate::hardware::gpu_count::Source;
 use crate::hardware::memory;
 use crate::hardware::survey::Survey;
 use crate::prelude::*;
-use crate::profile::{LockNames, Profile, Vendor, Visible};
+use crate::profile::{LockNames, Profile, Unhealthy, Vendor, Visible};
 use crate::slots::lockfile::PrivatePolicy;
 use alloc::borrow::Cow;
 use alloc::ffi::CString;
@@ -94,6 +94,9 @@ pub struct Settings {
     /// `PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR`: what to do with a lock
     /// directory created inside the action's own root.
     pub private_lock_dir: PrivatePolicy,
+    /// `PARALLEL_GPU_EXECUTE_UNHEALTHY`: what a GPU with uncorrectable
+    /// memory errors means for a test.
+    pub unhealthy: Unhealthy,
 }
 
 /// A flag's value when given, else its variable's when set and not empty,
@@ -225,6 +228,8 @@ impl Settings {
         let private_lock_dir =
             parsed(None, "", "PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR", PrivatePolicy::parse, "auto, run or refuse")?
                 .unwrap_or(PrivatePolicy::Auto);
+        let unhealthy = parsed(None, "", "PARALLEL_GPU_EXECUTE_UNHEALTHY", Unhealthy::parse, "report, warn or avoid")?
+            .unwrap_or(Unhealthy::Report);
         Ok(Settings {
             profile,
             tf_gpu_count,
@@ -237,6 +242,7 @@ impl Settings {
             sysroot,
             lock_names,
             private_lock_dir,
+            unhealthy,
         })
     }
 }

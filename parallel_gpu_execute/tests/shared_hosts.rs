@@ -59,7 +59,7 @@ fn status_shows_holders_free_slots_and_waiters() {
         .assert_stdout_contains(&format!("{{\"lock_dir\": \"{}\", \"slots\": [{{\"file\": \"{}\", \"profile\": \"xla\", \"gpu\": \"0\", \"slot\": 0, \"held\": true, \"holders\": [{{\"pid\": {}, \"visible\": true, \"command\": \"", f.lock_dir.display(), f.lock("0", 0).display(), holder.pid()))
         .assert_stdout_contains(&format!("\"waiters\": [{{\"pid\": {}, \"visible\": true, ", waiter.pid()))
         .assert_stdout_contains("\"position\": \"head\", \"file\": ")
-        .assert_stdout_contains("\"needs\": 2}], \"exists\": true, \"host_pid_namespace\": true}\n");
+        .assert_stdout_contains("\"needs\": 2}], \"exists\": true, \"host_pid_namespace\": true, \"gpus\": []}\n");
     // Nothing was taken or created by --status.
     assert!(is_held(&f.lock("0", 0)) && is_held(&f.lock_dir.join("gpulock.queue")));
 
@@ -126,7 +126,7 @@ fn status_errors_and_empty_directories() {
     assert!(!f.lock_dir.exists(), "--status created the lock directory");
     let out = f.cmd().arg("--status=json").run();
     out.assert_success().assert_stdout_eq(&format!(
-        "{{\"lock_dir\": \"{}\", \"slots\": [], \"waiters\": [], \"exists\": false, \"host_pid_namespace\": true}}\n",
+        "{{\"lock_dir\": \"{}\", \"slots\": [], \"waiters\": [], \"exists\": false, \"host_pid_namespace\": true, \"gpus\": []}}\n",
         f.lock_dir.display()
     ));
     // Not a directory, or not readable: exit 2, one line.
@@ -137,7 +137,7 @@ fn status_errors_and_empty_directories() {
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let out = f.cmd().arg("--status=json").run();
     out.assert_success().assert_stdout_eq(&format!(
-        "{{\"lock_dir\": \"{}\", \"slots\": [], \"waiters\": [], \"exists\": true, \"host_pid_namespace\": true}}\n",
+        "{{\"lock_dir\": \"{}\", \"slots\": [], \"waiters\": [], \"exists\": true, \"host_pid_namespace\": true, \"gpus\": []}}\n",
         f.lock_dir.display()
     ));
     f.cmd().arg("--status=yaml").run().assert_code(2).assert_one_error_line("--status: invalid value 'yaml'");

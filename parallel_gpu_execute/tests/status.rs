@@ -196,7 +196,11 @@ fn every_slot_of_the_settings_is_listed_held_or_free_then_other_lock_files() {
         [
             "other lock files in the directory (not slots of these settings):",
             "jax      0      0  free",
-            "xla      7      0  free"
+            "xla      7      0  free",
+            "gpus:",
+            "GPU HEALTH KERNEL USERS (PID)       STATE",
+            "0   ok     -                        in service",
+            "1   ok     -                        in service",
         ],
         "{}",
         out.explain()
@@ -540,7 +544,7 @@ fn waiters_behind_a_head_outside_the_pid_namespace_are_counted() {
     assert_eq!(json.matches("\"state\": \"sleeping\", \"position\": \"queued\", ").count(), 2, "{json}");
     assert!(text.contains(": 1 slot(s), 0 held, 3 waiting\n"), "{text}");
     assert!(text.contains("note: no kernel threads in /proc"), "{text}");
-    assert!(json.ends_with("\"host_pid_namespace\": false}\n"), "{json}");
+    assert!(json.contains("\"host_pid_namespace\": false, \"gpus\": ["), "{json}");
 
     drop(held);
     head.wait().assert_success();

@@ -36,7 +36,7 @@ use crate::hardware::survey::{KfdGpu, Survey};
 use crate::prelude::*;
 use wrapper_common::diag;
 
-fn kfd_identity(g: &KfdGpu) -> String {
+pub fn kfd_identity(g: &KfdGpu) -> String {
     if g.props.unique_id == 0 {
         return format!("pci-{}", g.pci().replace(':', "."));
     }

@@ -10,6 +10,7 @@ pub mod devnode;
 pub mod gpu_count;
 pub mod identity;
 pub mod kfd;
+pub mod kfd_usage;
 pub mod memory;
 pub mod nvidia;
 pub mod rocminfo;

@@ -59,6 +59,12 @@
 //! | `waiters[].needs` | the GPUs it asks for, read from its arguments as the wrapper reads them (`--num_processes`, `--gpus_per_process`), or `null` when hidden |
 //! | `exists` | whether the lock directory exists (the first wrapper that takes a slot creates it) |
 //! | `host_pid_namespace` | whether `/proc` shows the host's PID namespace; `false`: a slot held from outside this one, with nobody inside waiting for it, shows as free |
+//! | `gpus` | each GPU of the settings, then any other drained GPU of the directory, each an object: |
+//! | `gpus[].gpu` | the GPU id, as `slots[].gpu` |
+//! | `gpus[].drained` | `null`, or `{"reason", "time", "uid", "user"}`: why, when (as `since`; `null` when unknown), and who took it out of service (`--drain`; `user` `null` where `/etc/passwd` does not name the uid) |
+//! | `gpus[].kernel_users` | the processes that amdgpu's KFD lists on it (`/sys/class/kfd/kfd/proc/<pid>/vram_<gpu_id>`), each `{"pid", "vram_bytes"}` (`vram_bytes` `null` when unreadable), PIDs in the host's PID namespace; `null` where the kernel does not tell: not an AMD GPU counted from KFD, or no KFD process directory. NVIDIA's driver lists no users without NVML, so NVIDIA GPUs have `null` |
+//! | `gpus[].health` | `"ok"`, or why not: `uncorrectable memory errors (RAS): umc 3` from amdgpu's RAS counters (`/sys/class/drm/renderD<minor>/device/ras/*_err_count`) |
+//! | `gpus[].configured` | whether it is a GPU of these settings |
 //!
 //! A process object:
 //!
@@ -72,7 +78,10 @@
 //!
 //! The text output has the same in a table per section, free slots on one
 //! short line each, a process's state in the `PROCESS` column (a stopped
-//! head of the queue reads `stopped`), `-` for what is unknown.
+//! head of the queue reads `stopped`), `-` for what is unknown; then one
+//! line per GPU: in service or drained (when, by whom, why), its health,
+//! and the processes KFD lists on it. `--status=openmetrics` is the same
+//! as metrics ([`crate::report::openmetrics`]).
 
 use crate::cli::StatusFormat as Format;
 use crate::error::Error;
@@ -80,6 +89,7 @@ use crate::hardware::gpu_count;
 use crate::prelude::*;
 use crate::profile::LockNames;
 use crate::report::status_format::{self, Report, Slot, Waiter};
+use crate::report::{gpus, openmetrics};
 use crate::settings::Settings;
 use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device, openers, sees_everyone};
 use crate::slots::lockfile::lock_file_name;
@@ -128,7 +138,7 @@ pub fn parse_lock_name(name: &str) -> Option<(&'static str, &str, u32)> {
 
 /// The GPU id a lock file name stands for: CUDA's MIG form has `+` in the
 /// name where the id has `/` ([`crate::slots::request::lock_form`]).
-fn gpu_id(name: &str) -> String {
+pub fn gpu_id(name: &str) -> String {
     let id = name.replace('+', "/");
     if crate::slots::request::is_cuda_mig_path(id.as_bytes()) { id } else { name.to_string() }
 }
@@ -144,15 +154,16 @@ fn id_order(id: &str) -> (u8, u64, String) {
 /// The slots the settings give: the lock file names of the pool's GPUs
 /// (in pool order) and the slots per GPU. None without a GPU, or with a
 /// pool variable the wrapper would refuse.
-struct Configured {
+pub struct Configured {
     profile: &'static str,
     prefix: &'static [u8],
-    names: Vec<Vec<u8>>,
+    /// The pool's GPUs as lock file names have them.
+    pub names: Vec<Vec<u8>>,
     slots: u32,
 }
 
 impl Configured {
-    fn of(settings: &Settings) -> Configured {
+    pub fn of(settings: &Settings) -> Configured {
         let (profile, prefix) = (settings.profile.name(), settings.profile.lock_prefix());
         let (count, source) = gpu_count::count(&settings.probe());
         let source = source.filter(|_| count > 0);
@@ -232,6 +243,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         slots: Vec::new(),
         waiters: Vec::new(),
         host_namespace: host_pid_namespace(),
+        gpus: Vec::new(),
     };
     let unreadable = |errno| Error::StatusDir { dir: dir.to_bytes().to_vec(), error: Os(errno).to_string() };
     let dir_fd = match open_dir(dir) {
@@ -239,6 +251,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         Err(rustix::io::Errno::NOENT) => {
             report.exists = false;
             report.slots = configured.each().into_iter().map(free).collect();
+            report.gpus = gpus::survey(settings, &configured.names, dir);
             return Ok(report);
         }
         Err(e) => return Err(unreadable(e)),
@@ -322,6 +335,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         _ => 2,
     };
     report.waiters.sort_by_key(|w| (rank(w.position), w.process.started.is_none(), w.process.started, w.process.pid));
+    report.gpus = gpus::survey(settings, &configured.names, dir);
     Ok(report)
 }
 
@@ -335,6 +349,7 @@ pub fn render(settings: &Settings, format: Format) -> Result<String, Error> {
     Ok(match format {
         Format::Text => status_format::text(&report),
         Format::Json => status_format::json(&report),
+        Format::OpenMetrics => openmetrics::render(&report),
     })
 }
 

@@ -4,10 +4,13 @@
 
 use crate::prelude::*;
 use crate::report::json;
+use crate::slots::drain::Drained;
 use crate::slots::proclocks::{ProcessInfo, rfc3339};
 use crate::slots::request::gpus_needed;
 use crate::sys::clock::SystemTime;
+use crate::sys::clock::UNIX_EPOCH;
 use core::fmt::Write as _;
+use core::time::Duration;
 use wrapper_common::diag::Bytes;
 
 /// One slot. Paths are the bytes they are (no NUL), as the kernel has them.
@@ -32,6 +35,20 @@ pub struct Waiter {
     pub file: Vec<u8>,
 }
 
+/// One GPU.
+pub struct Gpu {
+    /// As `Slot::gpu`.
+    pub gpu: String,
+    pub drained: Option<Drained>,
+    /// (pid, bytes of its memory) for each process KFD lists on it; `None`
+    /// where the kernel does not tell.
+    pub kernel_users: Option<Vec<(i64, Option<u64>)>>,
+    /// `ok`, or why not.
+    pub health: String,
+    /// A GPU of the settings (else: a drained GPU they do not give).
+    pub configured: bool,
+}
+
 /// Everything `--status` shows.
 pub struct Report {
     pub lock_dir: Vec<u8>,
@@ -44,6 +61,7 @@ pub struct Report {
     /// [`crate::slots::holders::host_pid_namespace`]): else a slot held from outside, with nobody
     /// here waiting for it, is listed as free.
     pub host_namespace: bool,
+    pub gpus: Vec<Gpu>,
 }
 
 /// What a waiter asks for, from its arguments (`--num_processes` and
@@ -195,7 +213,99 @@ pub fn text(r: &Report) -> String {
             );
         }
     }
+    gpus_text(&mut out, &r.gpus);
     out
+}
+
+/// When a GPU was drained.
+pub fn drained_at(d: &Drained) -> Option<SystemTime> {
+    UNIX_EPOCH.checked_add(Duration::from_secs(d.time?))
+}
+
+/// Who drained it: `alice (uid 1000)`, `uid 1000`, `-`.
+fn drained_by(d: &Drained) -> String {
+    match (&d.user, d.uid) {
+        (Some(u), Some(uid)) => format!("{} (uid {uid})", Bytes(u)),
+        (Some(u), None) => Bytes(u).to_string(),
+        (None, Some(uid)) => format!("uid {uid}"),
+        (None, None) => "-".to_string(),
+    }
+}
+
+/// A GPU's line in the text.
+fn gpu_line(g: &Gpu, gpu_w: usize, health_w: usize) -> String {
+    let state = match &g.drained {
+        Some(d) => format!(
+            "drained {} by {}: {}",
+            drained_at(d).map_or_else(|| "-".to_string(), rfc3339),
+            drained_by(d),
+            Bytes(&d.reason)
+        ),
+        None => "in service".to_string(),
+    };
+    let users = match &g.kernel_users {
+        None => "-".to_string(),
+        Some(u) if u.is_empty() => "none".to_string(),
+        Some(u) => {
+            let each: Vec<String> = u
+                .iter()
+                .map(|(pid, bytes)| match bytes {
+                    Some(b) => format!("{pid} ({} MiB)", b / (1024 * 1024)),
+                    None => pid.to_string(),
+                })
+                .collect();
+            each.join(", ")
+        }
+    };
+    let gpu = Bytes(g.gpu.as_bytes()).to_string();
+    let other = if g.configured { "" } else { " (not a GPU of these settings)" };
+    format!("{gpu:<gpu_w$} {:<health_w$} {users:<24} {state}{other}\n", Bytes(g.health.as_bytes()).to_string())
+}
+
+fn gpus_text(out: &mut String, gpus: &[Gpu]) {
+    if gpus.is_empty() {
+        return;
+    }
+    let names: Vec<String> = gpus.iter().map(|g| Bytes(g.gpu.as_bytes()).to_string()).collect();
+    let gpu_w = width(3, names.iter().map(String::as_str));
+    let health: Vec<String> = gpus.iter().map(|g| Bytes(g.health.as_bytes()).to_string()).collect();
+    let health_w = width(6, health.iter().map(String::as_str));
+    out.push_str("gpus:\n");
+    let _ = writeln!(out, "{:<gpu_w$} {:<health_w$} {:<24} STATE", "GPU", "HEALTH", "KERNEL USERS (PID)");
+    for g in gpus {
+        out.push_str(&gpu_line(g, gpu_w, health_w));
+    }
+}
+
+fn gpu_json(g: &Gpu) -> String {
+    let drained = g.drained.as_ref().map_or_else(
+        || "null".to_string(),
+        |d| {
+            json::object(&[
+                ("reason", json::string(&d.reason)),
+                ("time", time_json(drained_at(d))),
+                ("uid", json::opt_number(d.uid.map(u64::from))),
+                ("user", json::opt_string(d.user.as_deref())),
+            ])
+        },
+    );
+    let users = g.kernel_users.as_ref().map_or_else(
+        || "null".to_string(),
+        |u| {
+            let each: Vec<String> = u
+                .iter()
+                .map(|(pid, b)| json::object(&[("pid", pid.to_string()), ("vram_bytes", json::opt_number(*b))]))
+                .collect();
+            json::array(&each)
+        },
+    );
+    json::object(&[
+        ("gpu", json::string(g.gpu.as_bytes())),
+        ("drained", drained),
+        ("kernel_users", users),
+        ("health", json::string(g.health.as_bytes())),
+        ("configured", g.configured.to_string()),
+    ])
 }
 
 fn time_json(t: Option<SystemTime>) -> String {
@@ -249,5 +359,6 @@ pub fn json(r: &Report) -> String {
         ("waiters", json::array(&waiters)),
         ("exists", r.exists.to_string()),
         ("host_pid_namespace", r.host_namespace.to_string()),
+        ("gpus", json::array(&r.gpus.iter().map(gpu_json).collect::<Vec<_>>())),
     ]) + "\n"
 }

@@ -21,10 +21,17 @@
 //! several GPUs at the head is never overtaken by later single-GPU requests:
 //! while it waits, they wait behind it. `--wait=0` skips the queue entirely
 //! (the classic fail-fast behaviour).
+//!
+//! A block that holds a drained GPU (`drain`) is passed over, as is one
+//! that holds a GPU the caller avoids (`PARALLEL_GPU_EXECUTE_UNHEALTHY=avoid`);
+//! where no block is left, the wrapper fails at once instead of waiting,
+//! and a waiter fails when that comes to pass while it waits. Tests that
+//! hold a drained GPU keep it until they end.
 
 use crate::error::Error;
 use crate::prelude::*;
 use crate::profile::Profile;
+use crate::slots::drain;
 use crate::slots::lockfile::{
     LockName, PrivatePolicy, dir_still_there, join, keep_young, lock_file_name, named, open_lock_dir, open_lock_file,
     try_flock,
@@ -72,6 +79,9 @@ struct Slots<'a> {
     /// The unusable files warned about (slot x GPU indices): one warning
     /// each, however often the wrapper rescans.
     warned: Vec<usize>,
+    /// The pool's GPUs out of service (drained or avoided), by pool index;
+    /// empty when none is.
+    out: Vec<bool>,
 }
 
 /// What one GPU's lock at one slot gave.
@@ -92,7 +102,7 @@ impl<'a> Slots<'a> {
         cache: bool,
     ) -> Slots<'a> {
         let cached = cache.then(|| (0..pool.ids.len() * slots as usize).map(|_| None).collect());
-        Slots { dir, dir_fd, pool, slots, prefix, cached, unusable: None, warned: Vec::new() }
+        Slots { dir, dir_fd, pool, slots, prefix, cached, unusable: None, warned: Vec::new(), out: Vec::new() }
     }
 
     fn name(&self, slot: u32, gpu: usize) -> LockName {
@@ -151,6 +161,38 @@ impl<'a> Slots<'a> {
         }
     }
 
+    /// Reads which GPUs of the pool are drained (one failed `openat` when
+    /// none is) and adds `avoided` (pool index, description); fails when
+    /// no block of `needed` GPUs is left.
+    fn out_of_service(&mut self, needed: usize, avoided: &[(usize, String)]) -> Result<(), Error> {
+        let drained = drain::of_pool(self.dir_fd, self.pool);
+        if drained.is_none() && avoided.is_empty() {
+            self.out.clear();
+            return Ok(());
+        }
+        let len = self.pool.ids.len();
+        let mut out = vec![false; len];
+        let mut why: Vec<(usize, String)> = Vec::new();
+        for (i, d) in drained.into_iter().flatten() {
+            out[i] = true;
+            why.push((i, d.describe()));
+        }
+        for (i, what) in avoided {
+            if *i < len && !out[*i] {
+                out[*i] = true;
+                why.push((*i, what.clone()));
+            }
+        }
+        let usable = (0..len).any(|s| s + needed <= len && !out[s..s + needed].contains(&true));
+        if !usable {
+            why.sort();
+            let gpus: Vec<String> = why.into_iter().map(|(_, w)| w).collect();
+            return Err(Error::AllDrained { gpus: gpus.join(", ") });
+        }
+        self.out = if why.is_empty() { Vec::new() } else { out };
+        Ok(())
+    }
+
     /// One pass over every block at every slot, in the classic order. When
     /// no block is free and none is held by anyone (every one has a lock
     /// file this user may not open), the first such file's error.
@@ -160,6 +202,12 @@ impl<'a> Slots<'a> {
         for slot in 0..self.slots {
             let mut start = 0;
             while start + needed <= pool_len {
+                if !self.out.is_empty() {
+                    if let Some(k) = (start..start + needed).rev().find(|&g| self.out[g]) {
+                        start = k + 1;
+                        continue;
+                    }
+                }
                 let mut got = Vec::with_capacity(needed);
                 let mut busy_at = None;
                 for gpu in start..start + needed {
@@ -239,7 +287,7 @@ fn fd_budget() -> usize {
 
 /// What a test asks of the slots.
 #[derive(Debug, Clone, Copy)]
-pub struct Ask {
+pub struct Ask<'a> {
     /// Slots per GPU.
     pub slots: u32,
     /// GPUs, in one contiguous block of the pool.
@@ -250,12 +298,15 @@ pub struct Ask {
     pub profile: Profile,
     /// What to do with a lock directory that coordinates nothing.
     pub private: PrivatePolicy,
+    /// GPUs to pass over as if drained (pool index, `GPU <id> (why)`):
+    /// the unhealthy ones under `PARALLEL_GPU_EXECUTE_UNHEALTHY=avoid`.
+    pub avoid: &'a [(usize, String)],
 }
 
 /// Takes a block of `ask.needed` GPUs from `pool` in the lock directory
 /// `dir`. `test` describes the test for messages. The held lock files'
 /// times are set to the grant ([`keep_young`]).
-pub fn acquire(dir: &CStr, pool: &Pool, ask: &Ask, test: &dyn Fn() -> String) -> Result<Grant, Error> {
+pub fn acquire(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String) -> Result<Grant, Error> {
     let grant = take_block(dir, pool, ask, test)?;
     for fd in &grant.fds {
         keep_young(fd);
@@ -263,8 +314,8 @@ pub fn acquire(dir: &CStr, pool: &Pool, ask: &Ask, test: &dyn Fn() -> String) ->
     Ok(grant)
 }
 
-fn take_block(dir: &CStr, pool: &Pool, ask: &Ask, test: &dyn Fn() -> String) -> Result<Grant, Error> {
-    let Ask { slots, needed, wait, profile, private } = *ask;
+fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String) -> Result<Grant, Error> {
+    let Ask { slots, needed, wait, profile, private, avoid } = *ask;
     let (prefix, queue_file) = (profile.lock_prefix(), profile.queue_file());
     let started = Instant::now();
     let deadline = wait.map(|w| started + w);
@@ -289,6 +340,7 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask, test: &dyn Fn() -> String) -> 
         }
         let mut announce = |place| telemetry.waiting(&dir_fd, pool, slots, prefix, needed, &test(), place);
         let mut table = Slots::new(dir, &dir_fd, pool, slots, prefix, cache);
+        table.out_of_service(needed, avoid)?;
         if wait == Some(Duration::ZERO) {
             return match table.scan(needed) {
                 Ok(Some(grant)) if table.still_linked(&grant) => Ok(grant),
@@ -358,6 +410,10 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask, test: &dyn Fn() -> String) -> 
         let outcome = loop {
             if waited && !dir_still_there(dir, &dir_fd) {
                 break None;
+            }
+            if waited {
+                // Drained while it waited: fail now rather than wait forever.
+                table.out_of_service(needed, avoid)?;
             }
             match table.scan(needed) {
                 Ok(Some(grant)) => break Some(grant),

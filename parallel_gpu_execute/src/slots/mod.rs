@@ -1,6 +1,6 @@
 //! Handing out GPU slots: how many GPUs a test needs and from which pool
 //! (`request`), the lock files and how a slot is taken (`lockfile`,
-//! `locks`), whether the lock directory coordinates anything beyond this
+//! `locks`), the GPUs taken out of service (`drain`), whether the lock directory coordinates anything beyond this
 //! action (`privacy`), waiting for one in arrival order (`wait`, the queue in
 //! `locks`), what a waiter tells the log (`telemetry`), and who holds a
 //! lock according to the kernel (`proclocks`: `/proc/locks` and what
@@ -10,9 +10,11 @@
 //! Below the settings, above the hardware: it is given a pool of GPU ids
 //! and a lock directory, and knows nothing of how the GPUs were counted.
 
+pub mod drain;
 pub mod holders;
 pub mod lockfile;
 pub mod locks;
+pub mod outsiders;
 pub mod privacy;
 pub mod proclocks;
 pub mod queue;

@@ -1,0 +1,49 @@
+//! `--status`'s view of each GPU: drained or not (`slots::drain`), the
+//! processes the kernel lists on it and its health
+//! (`hardware::kfd_usage`).
+
+use crate::hardware::kfd_usage;
+use crate::prelude::*;
+use crate::report::status::gpu_id;
+use crate::report::status_format::Gpu;
+use crate::settings::Settings;
+use crate::slots::drain;
+use core::ffi::CStr;
+
+/// Each of `names` (the settings' GPUs, as lock file names have them),
+/// then the other drained GPUs of the lock directory `dir`.
+pub fn survey(settings: &Settings, names: &[Vec<u8>], dir: &CStr) -> Vec<Gpu> {
+    let mut drained = drain::all(dir);
+    let kfd = kfd_usage::named_gpus(&settings.probe());
+    let procs = if kfd.is_empty() { None } else { kfd_usage::kfd_processes(settings.sysroot) };
+    let mut out = Vec::new();
+    for name in names {
+        let g = kfd_usage::find(&kfd, name);
+        let kernel_users = match (g.and_then(|g| g.gpu_id), &procs) {
+            (Some(id), Some(procs)) => Some(
+                procs
+                    .iter()
+                    .filter_map(|p| p.vram.iter().find(|v| v.0 == id).map(|v| (p.pid, v.1)))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        };
+        let health = g.map_or_else(|| "ok".to_string(), |g| kfd_usage::health(settings.sysroot, &g.gpu));
+        let at = drained.iter().position(|d| d.gpu == *name);
+        out.push(Gpu {
+            gpu: gpu_id(&String::from_utf8_lossy(name)),
+            drained: at.map(|at| drained.remove(at)),
+            kernel_users,
+            health,
+            configured: true,
+        });
+    }
+    out.extend(drained.into_iter().map(|d| Gpu {
+        gpu: gpu_id(&String::from_utf8_lossy(&d.gpu)),
+        drained: Some(d),
+        kernel_users: None,
+        health: "ok".to_string(),
+        configured: false,
+    }));
+    out
+}

@@ -1,0 +1,118 @@
+//! `--status=openmetrics`: what `--status` finds, as OpenMetrics text
+//! (gauges, one `# HELP` and `# TYPE` per family, `# EOF` last), for
+//! node_exporter's textfile collector or any scraper. Every sample carries
+//! the lock directory as `lock_dir`; label values are escaped (`\\`, `\"`,
+//! `\n`) and bytes that are not UTF-8 become U+FFFD.
+//!
+//! | family | labels | value |
+//! |---|---|---|
+//! | `parallel_gpu_execute_slots` | `lock_dir`, `gpu`, `state` (`held`, `free`) | slots of the settings in that state |
+//! | `parallel_gpu_execute_waiters` | `lock_dir` | processes waiting for a slot (`--status`'s waiters) |
+//! | `parallel_gpu_execute_oldest_wait_seconds` | `lock_dir` | how long the oldest waiter has run (it waits from its start, near enough), 0 without waiters |
+//! | `parallel_gpu_execute_gpu_drained` | `lock_dir`, `gpu`, `reason` | 1 when drained (`reason` its reason), else 0 (`reason` empty) |
+//! | `parallel_gpu_execute_gpu_unhealthy` | `lock_dir`, `gpu`, `health` | 1 when the kernel shows it unhealthy (`health` why), else 0 (`health` `ok`) |
+//! | `parallel_gpu_execute_gpu_kernel_users` | `lock_dir`, `gpu` | processes the kernel lists on it; only for GPUs where it tells |
+
+use crate::prelude::*;
+use crate::report::status_format::Report;
+use crate::sys::clock::SystemTime;
+use core::fmt::Write as _;
+
+/// A label value or help text, escaped as OpenMetrics has it.
+pub fn escape(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for c in String::from_utf8_lossy(bytes).chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn family(out: &mut String, name: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} gauge");
+}
+
+pub fn render(r: &Report) -> String {
+    let dir = escape(&r.lock_dir);
+    let mut out = String::new();
+    family(&mut out, "parallel_gpu_execute_slots", "GPU slots of the lock directory, by state.");
+    let mut gpus: Vec<&str> = Vec::new();
+    for s in r.slots.iter().filter(|s| s.configured) {
+        if !gpus.contains(&s.gpu.as_str()) {
+            gpus.push(&s.gpu);
+        }
+    }
+    for gpu in &gpus {
+        let of = || r.slots.iter().filter(|s| s.configured && s.gpu == *gpu);
+        let held = of().filter(|s| !s.holders.is_empty()).count();
+        let free = of().count() - held;
+        let g = escape(gpu.as_bytes());
+        let _ = writeln!(out, "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"held\"}} {held}");
+        let _ = writeln!(out, "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"free\"}} {free}");
+    }
+    family(&mut out, "parallel_gpu_execute_waiters", "Processes waiting for a GPU slot.");
+    let _ = writeln!(out, "parallel_gpu_execute_waiters{{lock_dir=\"{dir}\"}} {}", r.waiters.len());
+    let now = SystemTime::now();
+    let oldest = r
+        .waiters
+        .iter()
+        .filter_map(|w| w.process.started)
+        .filter_map(|t| now.duration_since(t))
+        .map(|d| d.as_secs())
+        .max()
+        .unwrap_or(0);
+    family(
+        &mut out,
+        "parallel_gpu_execute_oldest_wait_seconds",
+        "How long the oldest waiter has been running, in seconds; 0 without waiters.",
+    );
+    let _ = writeln!(out, "parallel_gpu_execute_oldest_wait_seconds{{lock_dir=\"{dir}\"}} {oldest}");
+    family(&mut out, "parallel_gpu_execute_gpu_drained", "1 when the GPU is taken out of service (--drain).");
+    for g in &r.gpus {
+        let reason = g.drained.as_ref().map_or_else(String::new, |d| escape(&d.reason));
+        let _ = writeln!(
+            out,
+            "parallel_gpu_execute_gpu_drained{{lock_dir=\"{dir}\",gpu=\"{}\",reason=\"{reason}\"}} {}",
+            escape(g.gpu.as_bytes()),
+            u8::from(g.drained.is_some())
+        );
+    }
+    family(&mut out, "parallel_gpu_execute_gpu_unhealthy", "1 when the kernel shows the GPU unhealthy (RAS).");
+    for g in &r.gpus {
+        let _ = writeln!(
+            out,
+            "parallel_gpu_execute_gpu_unhealthy{{lock_dir=\"{dir}\",gpu=\"{}\",health=\"{}\"}} {}",
+            escape(g.gpu.as_bytes()),
+            escape(g.health.as_bytes()),
+            u8::from(g.health != "ok")
+        );
+    }
+    family(&mut out, "parallel_gpu_execute_gpu_kernel_users", "Processes the kernel lists as using the GPU (KFD).");
+    for g in &r.gpus {
+        if let Some(users) = &g.kernel_users {
+            let _ = writeln!(
+                out,
+                "parallel_gpu_execute_gpu_kernel_users{{lock_dir=\"{dir}\",gpu=\"{}\"}} {}",
+                escape(g.gpu.as_bytes()),
+                users.len()
+            );
+        }
+    }
+    out.push_str("# EOF\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape(b"a\\b\"c\nd\xff"), "a\\\\b\\\"c\\nd\u{fffd}");
+    }
+}

@@ -1,0 +1,116 @@
+//! Taking a GPU out of service and putting it back (`--drain=GPU
+//! --reason=TEXT`, `--undrain=GPU`), and what `PARALLEL_GPU_EXECUTE_UNHEALTHY`
+//! asks of a run (`warn`, `avoid`). The drain state itself is `slots::drain`.
+//!
+//! A GPU is named as `--status` names it: its index, or its physical name
+//! under `--lock-names=physical` (a MIG path with `/`), one of the GPUs
+//! these settings give, or one already drained (to undrain a GPU this host
+//! no longer shows). The record keeps the user: the effective uid, and its
+//! name where `<sysroot>/etc/passwd` has it.
+
+use crate::error::Error;
+use crate::hardware::kfd_usage;
+use crate::prelude::*;
+use crate::report::status::Configured;
+use crate::settings::Settings;
+use crate::slots::drain::{self, Drained};
+use crate::slots::request::{Pool, lock_form};
+use crate::sys::clock::{SystemTime, UNIX_EPOCH};
+use wrapper_common::diag::{self, Bytes, Excerpt};
+
+/// The user name of `uid` in `<sysroot>/etc/passwd`.
+fn user_name(sysroot: &[u8], uid: u32) -> Option<Vec<u8>> {
+    let path = alloc::ffi::CString::new([sysroot, b"/etc/passwd"].concat()).ok()?;
+    let text = crate::sys::dirs::read_file(&path)?;
+    text.split(|&b| b == b'\n').find_map(|line| {
+        let mut fields = line.split(|&b| b == b':');
+        let name = fields.next()?;
+        let _password = fields.next()?;
+        let id = core::str::from_utf8(fields.next()?).ok()?.parse::<u32>().ok()?;
+        (id == uid && !name.is_empty()).then(|| name.to_vec())
+    })
+}
+
+/// The lock-file name of the GPU `gpu` names, when these settings give it
+/// or it is drained; else the one-line error that lists the GPUs there are.
+fn resolve(settings: &Settings, flag: &str, gpu: &[u8]) -> Result<Vec<u8>, Error> {
+    let name = lock_form(gpu).into_owned();
+    let configured = Configured::of(settings);
+    let lock_dir = settings.lock_dir.path();
+    if configured.names.contains(&name) || drain::all(&lock_dir).iter().any(|d| d.gpu == name) {
+        return Ok(name);
+    }
+    let known: Vec<String> = configured.names.iter().map(|n| Bytes(n).to_string()).collect();
+    Err(Error::Drain(if known.is_empty() {
+        format!("{flag}: unknown GPU '{}': these settings give no GPU on this host (see --list)", Excerpt(gpu))
+    } else {
+        format!(
+            "{flag}: unknown GPU '{}': the GPUs here are {} (as --status names them)",
+            Excerpt(gpu),
+            known.join(", ")
+        )
+    }))
+}
+
+/// `--drain=GPU --reason=TEXT`: the line to print.
+pub fn drain(settings: &Settings, gpu: &[u8], reason: &[u8]) -> Result<String, Error> {
+    let name = resolve(settings, "--drain", gpu)?;
+    let uid = rustix::process::geteuid().as_raw();
+    let record = Drained {
+        gpu: name,
+        reason: reason.trim_ascii().to_vec(),
+        time: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()),
+        uid: Some(uid),
+        user: user_name(settings.sysroot, uid),
+    };
+    let lock_dir = settings.lock_dir.path();
+    drain::drain(&lock_dir, &record)?;
+    Ok(format!(
+        "drained GPU {} in {}: {}; new tests are not given it, running ones finish; --undrain={} puts it back\n",
+        Bytes(gpu),
+        Bytes(lock_dir.to_bytes()),
+        Bytes(&record.reason),
+        Bytes(gpu)
+    ))
+}
+
+/// `--undrain=GPU`: the line to print.
+pub fn undrain(settings: &Settings, gpu: &[u8]) -> Result<String, Error> {
+    let name = resolve(settings, "--undrain", gpu)?;
+    let lock_dir = settings.lock_dir.path();
+    let was = drain::undrain(&lock_dir, &name)?;
+    let (gpu, dir) = (Bytes(gpu), Bytes(lock_dir.to_bytes()));
+    Ok(if was {
+        format!("GPU {gpu} is back in service in {dir}\n")
+    } else {
+        format!("GPU {gpu} was not drained in {dir}; nothing to do\n")
+    })
+}
+
+/// The unhealthy GPUs of `pool` (pool index, `GPU <id> (why)`), for
+/// `PARALLEL_GPU_EXECUTE_UNHEALTHY=avoid`.
+pub fn unhealthy_in_pool(settings: &Settings, pool: &Pool) -> Vec<(usize, String)> {
+    let gpus = kfd_usage::named_gpus(&settings.probe());
+    (0..pool.ids.len())
+        .filter_map(|i| {
+            let g = kfd_usage::find(&gpus, pool.lock_name(i))?;
+            let health = kfd_usage::health(settings.sysroot, &g.gpu);
+            (health != "ok").then(|| (i, format!("GPU {} (unhealthy: {health})", Bytes(pool.lock_name(i)))))
+        })
+        .collect()
+}
+
+/// `PARALLEL_GPU_EXECUTE_UNHEALTHY=warn`: one line per unhealthy GPU of
+/// the grant.
+pub fn warn_unhealthy(settings: &Settings, pool: &Pool, start: usize, n: usize) {
+    for (i, why) in unhealthy_in_pool(settings, pool) {
+        if (start..start + n).contains(&i) {
+            diag::report(
+                crate::TOOL,
+                format_args!(
+                    "warning: the test is given {why}; PARALLEL_GPU_EXECUTE_UNHEALTHY=avoid passes such GPUs over, --drain takes one out of service"
+                ),
+            );
+        }
+    }
+}

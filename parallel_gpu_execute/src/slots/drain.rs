@@ -1,0 +1,254 @@
+//! GPUs taken out of service (`--drain`, `--undrain`): the state lives in
+//! the lock directory, so that every container and user that shares it
+//! sees it.
+//!
+//! `<lockdir>/gpudrain/` holds one file per drained GPU, named as the GPU
+//! is in lock file names (`gpudrain/3`, `gpudrain/GPU-4a1b...`), with the
+//! reason, the time and the user who drained it, one `key value` line each:
+//!
+//! ```text
+//! reason fan failing, RMA 1234
+//! time 1764790000
+//! uid 1000
+//! user alice
+//! ```
+//!
+//! The directory exists only while some GPU is drained: a test's slot
+//! search costs one failed `openat` of it and nothing more on a host with
+//! no drained GPU, and one `openat` per GPU of its pool where there is one.
+//! Neither name can be taken for a lock file (`<prefix><id>_<digits>`) or
+//! the queue (`gpulock.queue`). The directory is made mode 0777, its files
+//! 0644: any user of the lock directory may drain and undrain, and read why.
+//!
+//! A file is written under a temporary name in the lock directory itself
+//! (`gpudrain.<pid>.tmp`), then renamed into place: a reader sees the old
+//! record or the new one, never half of one; and the lock directory's
+//! inotify watch wakes the waiting wrappers, which then look again. Nothing
+//! is opened through a symbolic link. Undrain removes the file, then the
+//! directory when it is empty (`rmdir` fails on a directory another drain
+//! has just written into, and a drain that finds its directory removed
+//! under it makes it again).
+
+use crate::error::Error;
+use crate::prelude::*;
+use crate::slots::lockfile::{LockName, open_lock_dir};
+use crate::slots::request::Pool;
+use core::ffi::CStr;
+use core::ops::ControlFlow;
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+use wrapper_common::diag::{Bytes, Os};
+
+/// The directory of drained GPUs, in the lock directory.
+pub const DRAIN_DIR: &CStr = c"gpudrain";
+
+/// Longest reason kept, in bytes.
+pub const MAX_REASON: usize = 1000;
+
+const DIR_FLAGS: OFlags = OFlags::DIRECTORY.union(OFlags::RDONLY).union(OFlags::CLOEXEC).union(OFlags::NOFOLLOW);
+const FILE_FLAGS: OFlags =
+    OFlags::RDONLY.union(OFlags::CLOEXEC).union(OFlags::NOFOLLOW).union(OFlags::NONBLOCK).union(OFlags::NOCTTY);
+
+/// One drained GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drained {
+    /// The GPU as lock file names have it.
+    pub gpu: Vec<u8>,
+    pub reason: Vec<u8>,
+    /// Seconds since the epoch.
+    pub time: Option<u64>,
+    pub uid: Option<u32>,
+    pub user: Option<Vec<u8>>,
+}
+
+impl Drained {
+    /// The file's text.
+    pub fn record(&self) -> Vec<u8> {
+        let mut out = b"reason ".to_vec();
+        out.extend_from_slice(&self.reason);
+        out.push(b'\n');
+        if let Some(t) = self.time {
+            out.extend_from_slice(format!("time {t}\n").as_bytes());
+        }
+        if let Some(u) = self.uid {
+            out.extend_from_slice(format!("uid {u}\n").as_bytes());
+        }
+        if let Some(user) = &self.user {
+            out.extend_from_slice(b"user ");
+            out.extend_from_slice(user);
+            out.push(b'\n');
+        }
+        out
+    }
+
+    /// Reads a file's text; whatever is missing or garbled stays unknown.
+    pub fn parse(gpu: &[u8], text: &[u8]) -> Drained {
+        let mut d = Drained { gpu: gpu.to_vec(), reason: Vec::new(), time: None, uid: None, user: None };
+        for line in text.split(|&b| b == b'\n') {
+            let at = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
+            let (key, value) = (&line[..at], line.get(at + 1..).unwrap_or(b""));
+            let number = || core::str::from_utf8(value).ok().and_then(|v| v.parse::<u64>().ok());
+            match key {
+                b"reason" => d.reason = value[..value.len().min(MAX_REASON)].to_vec(),
+                b"time" => d.time = number(),
+                b"uid" => d.uid = number().and_then(|n| u32::try_from(n).ok()),
+                b"user" if !value.is_empty() => d.user = Some(value.to_vec()),
+                _ => {}
+            }
+        }
+        d
+    }
+
+    /// `GPU 3 (reason)`, as a message shows it.
+    pub fn describe(&self) -> String {
+        format!("GPU {} ({})", Bytes(&self.gpu), Bytes(&self.reason))
+    }
+}
+
+/// The drained-GPU directory of an open lock directory; `None` when no GPU
+/// is drained (one failed `openat`, no allocation).
+pub fn open(dir_fd: impl AsFd) -> Option<OwnedFd> {
+    rustix::fs::openat(dir_fd, DRAIN_DIR, DIR_FLAGS, Mode::empty()).ok()
+}
+
+/// The record of the GPU named `name` in lock file names, when drained.
+fn read_one(drain_fd: &OwnedFd, name: &[u8]) -> Option<Drained> {
+    let mut c = LockName::new();
+    c.push(name).ok()?;
+    let fd = rustix::fs::openat(drain_fd, c.as_cstr(), FILE_FLAGS, Mode::empty()).ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return None;
+    }
+    let mut text = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while text.len() < 4 * MAX_REASON {
+        match rustix::io::read(&fd, &mut chunk) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+            Err(Errno::INTR) => {}
+            Err(_) => break,
+        }
+    }
+    Some(Drained::parse(name, &text))
+}
+
+/// The drained GPUs of `pool`, as (index in the pool, record); `None`, at
+/// the cost of one failed `openat`, when no GPU of the directory is drained.
+pub fn of_pool(dir_fd: &OwnedFd, pool: &Pool) -> Option<Vec<(usize, Drained)>> {
+    let drain_fd = open(dir_fd)?;
+    Some((0..pool.ids.len()).filter_map(|i| read_one(&drain_fd, pool.lock_name(i)).map(|d| (i, d))).collect())
+}
+
+/// Every drained GPU of the lock directory `dir` (for `--status`).
+pub fn all(dir: &CStr) -> Vec<Drained> {
+    let Ok(dir_fd) = crate::sys::dirs::open_dir(dir) else { return Vec::new() };
+    let Some(drain_fd) = open(&dir_fd) else { return Vec::new() };
+    let mut names = Vec::new();
+    let _ = crate::sys::dirs::for_each_entry(&drain_fd, |name, _| {
+        names.push(name.to_bytes().to_vec());
+        ControlFlow::<()>::Continue(())
+    });
+    let mut out: Vec<Drained> = names.iter().filter_map(|n| read_one(&drain_fd, n)).collect();
+    out.sort_by(|a, b| a.gpu.cmp(&b.gpu));
+    out
+}
+
+fn failed(dir: &CStr, action: &str, errno: Errno) -> Error {
+    Error::Drain(format!(
+        "cannot {action} in the lock directory {}: {} (--drain and --undrain write there; run them as a user who may)",
+        Bytes(dir.to_bytes()),
+        Os(errno)
+    ))
+}
+
+/// Writes `record` for its GPU into the lock directory `dir` (created
+/// when missing), replacing any earlier record of that GPU.
+pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
+    let dir_fd = open_lock_dir(dir)?;
+    let tmp = format!("gpudrain.{}.tmp", rustix::process::getpid().as_raw_nonzero());
+    let mut tmp_name = LockName::new();
+    let _ = tmp_name.push(tmp.as_bytes());
+    let mut gpu = LockName::new();
+    gpu.push(&record.gpu).map_err(|_| Error::Drain("GPU name too long".to_string()))?;
+    for _ in 0..8 {
+        match rustix::fs::mkdirat(&dir_fd, DRAIN_DIR, Mode::from_raw_mode(0o777)) {
+            Ok(()) => {
+                if let Ok(fd) = rustix::fs::openat(&dir_fd, DRAIN_DIR, DIR_FLAGS, Mode::empty()) {
+                    // Any user of the lock directory may undrain: not the umask's mode.
+                    let _ = rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o777));
+                }
+            }
+            Err(Errno::EXIST) => {}
+            Err(e) => return Err(failed(dir, "create gpudrain/", e)),
+        }
+        let drain_fd = match rustix::fs::openat(&dir_fd, DRAIN_DIR, DIR_FLAGS, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => continue,
+            Err(e @ (Errno::LOOP | Errno::NOTDIR)) => return Err(failed(dir, "use gpudrain (not a directory)", e)),
+            Err(e) => return Err(failed(dir, "open gpudrain/", e)),
+        };
+        let _ = rustix::fs::unlinkat(&dir_fd, tmp_name.as_cstr(), AtFlags::empty());
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&dir_fd, tmp_name.as_cstr(), flags, Mode::from_raw_mode(0o644))
+            .map_err(|e| failed(dir, "write a file", e))?;
+        let _ = rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o644));
+        let written = wrapper_common::diag::write_all(&fd, &record.record());
+        drop(fd);
+        if let Err(e) = written {
+            let _ = rustix::fs::unlinkat(&dir_fd, tmp_name.as_cstr(), AtFlags::empty());
+            return Err(failed(dir, "write a file", e));
+        }
+        match rustix::fs::renameat(&dir_fd, tmp_name.as_cstr(), &drain_fd, gpu.as_cstr()) {
+            Ok(()) => return Ok(()),
+            // Removed by an undrain since it was opened: make it again.
+            Err(Errno::NOENT) => {
+                let _ = rustix::fs::unlinkat(&dir_fd, tmp_name.as_cstr(), AtFlags::empty());
+            }
+            Err(e) => {
+                let _ = rustix::fs::unlinkat(&dir_fd, tmp_name.as_cstr(), AtFlags::empty());
+                return Err(failed(dir, "rename a file into gpudrain/", e));
+            }
+        }
+    }
+    Err(failed(dir, "write gpudrain/", Errno::AGAIN))
+}
+
+/// Removes the record of the GPU named `gpu` (as lock file names have it);
+/// `Ok(false)` when it was not drained.
+pub fn undrain(dir: &CStr, gpu: &[u8]) -> Result<bool, Error> {
+    let Ok(dir_fd) = crate::sys::dirs::open_dir(dir) else { return Ok(false) };
+    let Some(drain_fd) = open(&dir_fd) else { return Ok(false) };
+    let mut name = LockName::new();
+    name.push(gpu).map_err(|_| Error::Drain("GPU name too long".to_string()))?;
+    match rustix::fs::unlinkat(&drain_fd, name.as_cstr(), AtFlags::empty()) {
+        Ok(()) => {}
+        Err(Errno::NOENT) => return Ok(false),
+        Err(e) => return Err(failed(dir, "remove a file from gpudrain/", e)),
+    }
+    // The last one: no drained GPU left, and the slot search back to one
+    // failed openat. Fails (ENOTEMPTY) while another GPU is drained.
+    let _ = rustix::fs::unlinkat(&dir_fd, DRAIN_DIR, AtFlags::REMOVEDIR);
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_read_back_and_garbage_stays_unknown() {
+        let d = Drained {
+            gpu: b"3".to_vec(),
+            reason: b"fan failing".to_vec(),
+            time: Some(1_764_790_000),
+            uid: Some(1000),
+            user: Some(b"alice".to_vec()),
+        };
+        assert_eq!(Drained::parse(b"3", &d.record()), d);
+        let g = Drained::parse(b"1", b"reason x\ntime soon\nuid -1\nuser \n\xff\xfe");
+        assert_eq!((g.reason.as_slice(), g.time, g.uid, g.user), (&b"x"[..], None, None, None));
+        assert_eq!(Drained::parse(b"1", b"").reason, b"");
+    }
+}

@@ -1,0 +1,197 @@
+//! `--drain=GPU --reason=TEXT` and `--undrain=GPU`: drained GPUs are passed
+//! over, a test with nothing left fails at once (also while it waits),
+//! the state is shared by users of one lock directory, written atomically
+//! and readable by all; bad input is one line and exit 2.
+
+mod common;
+
+use common::{Fixture, NOBODY, Record, shared_fixture};
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+use test_support::{Cmd, Output, hold_lock, is_root, wait_until};
+
+/// The wrapper on `gpus` GPUs (TF_GPU_COUNT) with one slot each.
+fn on(f: &Fixture, gpus: u32) -> Cmd {
+    let mut c = f.cmd();
+    c.env("TF_GPU_COUNT", gpus.to_string()).env("TF_TESTS_PER_GPU", "1");
+    c
+}
+
+fn drain(f: &Fixture, gpus: u32, gpu: &str, reason: &str) -> Output {
+    let out = on(f, gpus).arg(format!("--drain={gpu}")).arg(format!("--reason={reason}")).run();
+    out.assert_success();
+    out
+}
+
+/// The GPUs the test was given (`HIP_VISIBLE_DEVICES`).
+#[track_caller]
+fn given(out: &Output) -> String {
+    out.assert_success();
+    Record::of(out).var("HIP_VISIBLE_DEVICES").unwrap_or("").to_string()
+}
+
+#[test]
+fn drained_gpus_are_passed_over_and_a_test_with_none_left_fails_at_once() {
+    let f = Fixture::new("drain-basic");
+    let out = drain(&f, 2, "0", "fan failing, RMA 1234");
+    out.assert_stdout_contains("drained GPU 0 in").assert_stdout_contains("fan failing, RMA 1234");
+    // The state: mode 0777 directory, 0644 record, nothing left behind.
+    let dir = f.lock_dir.join("gpudrain");
+    let mode = |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&dir), 0o777, "{}", dir.display());
+    assert_eq!(mode(&dir.join("0")), 0o644);
+    let record = std::fs::read_to_string(dir.join("0")).unwrap();
+    assert!(record.starts_with("reason fan failing, RMA 1234\ntime "), "{record}");
+    // The wrapper made the lock directory: its owner is this user.
+    let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&f.lock_dir).unwrap());
+    assert!(record.contains(&format!("uid {uid}\n")), "{record}");
+    let names: Vec<String> =
+        std::fs::read_dir(&f.lock_dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names, ["gpudrain"], "no temporary file left behind");
+
+    assert_eq!(given(&on(&f, 2).arg("./pkg/gpu_test").run()), "1", "GPU 0 is drained");
+
+    drain(&f, 2, "1", "ECC errors");
+    let started = Instant::now();
+    let out = on(&f, 2).arg("./pkg/gpu_test").run();
+    out.assert_code(1).assert_one_error_line("every GPU this test could use is out of service");
+    out.assert_stderr_contains("GPU 0 (fan failing, RMA 1234), GPU 1 (ECC errors)");
+    assert!(started.elapsed() < Duration::from_secs(5), "it waited: {:?}\n{}", started.elapsed(), out.explain());
+
+    let out = on(&f, 2).arg("--undrain=0").run();
+    out.assert_success().assert_stdout_contains("GPU 0 is back in service");
+    assert_eq!(given(&on(&f, 2).arg("./pkg/gpu_test").run()), "0");
+    on(&f, 2).arg("--undrain=1").run().assert_success();
+    assert!(!dir.exists(), "the directory goes with the last drained GPU: the slot search is back to one openat");
+    let out = on(&f, 2).arg("--undrain=1").run();
+    out.assert_success().assert_stdout_contains("was not drained");
+}
+
+#[test]
+fn a_block_of_several_gpus_never_holds_a_drained_one() {
+    let f = Fixture::new("drain-block");
+    drain(&f, 4, "1", "flaky");
+    let out = on(&f, 4).arg("./pkg/gpu_test").args(["--num_processes=2"]).run();
+    assert_eq!(given(&out), "2,3");
+    drain(&f, 4, "2", "flaky too");
+    let out = on(&f, 4).arg("./pkg/gpu_test").args(["--num_processes=2"]).run();
+    out.assert_code(1).assert_one_error_line("GPU 1 (flaky), GPU 2 (flaky too)");
+    // One GPU still can.
+    assert_eq!(given(&on(&f, 4).arg("./pkg/gpu_test").run()), "0");
+}
+
+#[test]
+fn a_waiter_whose_gpus_are_drained_while_it_waits_fails() {
+    let f = Fixture::new("drain-waiter");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let _held = hold_lock(f.lock("0", 0));
+    let mut c = on(&f, 1);
+    c.arg("./pkg/gpu_test");
+    let waiter = c.spawn();
+    let queue = f.lock_dir.join("gpulock.queue");
+    assert!(wait_until(Duration::from_secs(10), || queue.exists()), "the wrapper did not start waiting");
+    std::thread::sleep(Duration::from_millis(200));
+    let drained_at = Instant::now();
+    drain(&f, 1, "0", "pulled while busy");
+    let out = waiter.wait();
+    out.assert_code(1).assert_stderr_contains("GPU 0 (pulled while busy)");
+    // Woken by the drain (inotify), well before the 2 s safety rescan.
+    assert!(drained_at.elapsed() < Duration::from_secs(5), "{:?}\n{}", drained_at.elapsed(), out.explain());
+    let record = test_support::parse_record(&out.stdout);
+    assert!(test_support::record_value(&record, "argc").is_none(), "the test ran\n{}", out.explain());
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let f = Fixture::new("drain-bad");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--drain=7", "--reason=x"], "unknown GPU '7': the GPUs here are 0, 1"),
+        (&["--undrain=7"], "unknown GPU '7'"),
+        (&["--drain=0"], "--drain needs --reason=TEXT"),
+        (&["--drain=0", "--reason="], "--reason is empty"),
+        (&["--drain=0", "--reason=  "], "--reason is empty"),
+        (&["--drain=0", "--reason=two\nlines"], "one line"),
+        (&["--drain=0", "--reason=x", "./pkg/gpu_test"], "runs no test, but './pkg/gpu_test' follows"),
+        (&["--drain=0", "--reason=x", "--status"], "cannot be combined with --list or --status"),
+        (&["--undrain=0", "--reason=x"], "--reason goes with --drain"),
+        (&["--reason=x", "./pkg/gpu_test"], "--reason goes with --drain"),
+        (&["--drain"], "--drain needs a value"),
+    ];
+    for (args, needle) in cases {
+        let out = on(&f, 2).args(*args).run();
+        out.assert_code(2).assert_one_error_line(needle);
+    }
+    assert!(!f.lock_dir.join("gpudrain").exists());
+    // No GPU at all.
+    let out = f.cmd().env("TF_GPU_COUNT", "0").args(["--drain=0", "--reason=x"]).run();
+    out.assert_code(2).assert_one_error_line("these settings give no GPU on this host");
+}
+
+#[test]
+fn a_lock_directory_that_cannot_be_written_is_one_line_and_exit_2() {
+    let f = shared_fixture("drain-readonly");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let mut c = on(&f, 2);
+    if is_root() {
+        // Root writes anywhere: as another user.
+        c.as_user(NOBODY, NOBODY);
+    }
+    let out = c.args(["--drain=0", "--reason=x"]).run();
+    out.assert_code(2).assert_one_error_line("cannot create gpudrain/ in the lock directory");
+    out.assert_stderr_contains("Permission denied");
+}
+
+#[test]
+fn users_sharing_a_lock_directory_share_its_drain_state() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run as two users");
+        return;
+    }
+    let f = shared_fixture("drain-users");
+    test_support::write_file(
+        f.sysroot.root.join("etc/passwd"),
+        "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+    );
+    // Root makes the directory as a host's /var/lock is: everyone writes.
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    drain(&f, 2, "0", "root's reason");
+    let as_nobody = || {
+        let mut c = on(&f, 2);
+        c.as_user(NOBODY, NOBODY);
+        c
+    };
+    assert_eq!(given(&as_nobody().arg("./pkg/gpu_test").run()), "1", "nobody's test sees root's drain");
+    let out = as_nobody().args(["--drain=1", "--reason=nobody's reason"]).run();
+    out.assert_success();
+    let out = on(&f, 2).arg("--status=json").run();
+    out.assert_success();
+    let json = &out.stdout;
+    assert!(json.contains(r#""uid": 0, "user": "root""#), "{}", out.explain());
+    assert!(json.contains(r#""reason": "nobody's reason", "#), "{}", out.explain());
+    assert!(json.contains(r#""uid": 65534, "user": "nobody""#), "{}", out.explain());
+    // And nobody may put root's GPU back.
+    as_nobody().arg("--undrain=0").run().assert_success().assert_stdout_contains("back in service");
+    assert_eq!(given(&as_nobody().arg("./pkg/gpu_test").run()), "0");
+}
+
+#[test]
+fn status_shows_each_gpu_and_its_drain_in_text_and_json() {
+    let f = Fixture::new("drain-status");
+    // A reason with an escape sequence is kept in the file and shown
+    // escaped.
+    drain(&f, 2, "1", "bad \u{1b}[31mcolour");
+    let out = on(&f, 2).arg("--status").run();
+    out.assert_success();
+    let text = &out.stdout;
+    assert!(text.contains("gpus:\n"), "{}", out.explain());
+    assert!(!text.contains('\u{1b}'), "an escape reached the terminal\n{}", out.explain());
+    let line1 = text.lines().find(|l| l.starts_with("1 ")).unwrap_or_else(|| panic!("{}", out.explain()));
+    assert!(line1.contains("drained ") && line1.contains("\\x1b[31mcolour"), "{line1}");
+    let line0 = text.lines().find(|l| l.starts_with("0 ")).unwrap();
+    assert!(line0.contains("in service") && line0.contains(" ok "), "{line0}");
+    let out = on(&f, 2).arg("--status=json").run();
+    let json = &out.stdout;
+    assert!(json.contains(r#""gpus": [{"gpu": "0", "drained": null, "kernel_users": null, "health": "ok", "configured": true}, {"gpu": "1", "drained": {"reason": "bad \u001b[31mcolour""#), "{}", out.explain());
+}

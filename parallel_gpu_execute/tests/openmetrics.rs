@@ -1,0 +1,172 @@
+//! `--status=openmetrics`, read back by a real parser: prometheus_client's
+//! OpenMetrics parser (strict: `# EOF`, HELP and TYPE, escaped label
+//! values) and its Prometheus text parser, the format node_exporter's
+//! textfile collector reads.
+//!
+//! The parser is python3 with prometheus_client: `$PROMETHEUS_CLIENT_PYTHON`,
+//! else the virtual environment `tools/prometheus_client_venv.sh` makes
+//! (which `.ci/run` runs), else a `python3` that imports it. Under `CI=true`,
+//! or with `$PROMETHEUS_CLIENT_PYTHON` set, a missing parser fails the test;
+//! elsewhere it says it is skipped.
+
+mod common;
+
+use common::Fixture;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+use test_support::{Cmd, hold_lock, wait_until};
+
+const VERSION: &str = "0.21.1";
+
+fn has_parser(python: &PathBuf) -> bool {
+    std::process::Command::new(python)
+        .args(["-c", "import prometheus_client.openmetrics.parser"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// python3 with prometheus_client, or why there is none.
+fn parser() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("PROMETHEUS_CLIENT_PYTHON") {
+        let p = PathBuf::from(p);
+        return if has_parser(&p) { Ok(p) } else { Err(format!("{} cannot import prometheus_client", p.display())) };
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    let venv = cache.map(|c| c.join(format!("gpu_ci_wrappers/prometheus_client-{VERSION}/bin/python")));
+    for candidate in venv.into_iter().chain([PathBuf::from("python3")]) {
+        if has_parser(&candidate) {
+            return Ok(candidate);
+        }
+    }
+    Err("no python3 with prometheus_client (tools/prometheus_client_venv.sh makes one)".to_string())
+}
+
+/// Parses `text` with both parsers and prints each sample as
+/// `name<TAB>labels as sorted JSON<TAB>value`, after the families' types.
+const SCRIPT: &str = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
+from prometheus_client.parser import text_string_to_metric_families as prometheus
+text = sys.stdin.read()
+om = list(openmetrics(text))
+prom = list(prometheus(text))
+assert [f.name for f in om] == [f.name for f in prom], ([f.name for f in om], [f.name for f in prom])
+for f in om:
+    print("family\t%s\t%s\t%s" % (f.name, f.type, f.documentation))
+    for s in f.samples:
+        print("sample\t%s\t%s\t%s" % (s.name, json.dumps(s.labels, sort_keys=True), s.value))
+"#;
+
+#[test]
+fn openmetrics_output_parses_and_says_what_status_says() {
+    let python = match parser() {
+        Ok(p) => p,
+        Err(why) => {
+            let required =
+                std::env::var("CI").as_deref() == Ok("true") || std::env::var_os("PROMETHEUS_CLIENT_PYTHON").is_some();
+            assert!(!required, "the OpenMetrics parser is missing: {why}");
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let mut f = Fixture::new("openmetrics");
+    // A lock directory whose name needs escaping in a label value.
+    f.lock_dir = f.dir.join("lo\"cks\\x");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let on = |c: &mut Cmd| {
+        c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1");
+    };
+    let reason = "say \"hi\" \\ back – ü";
+    let mut c = f.cmd();
+    on(&mut c);
+    c.arg("--drain=1").arg(format!("--reason={reason}")).run().assert_success();
+    let _held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    on(&mut c);
+    let waiter = c.arg("./pkg/gpu_test").spawn();
+    let queue = f.lock_dir.join("gpulock.queue");
+    assert!(wait_until(Duration::from_secs(10), || queue.exists()), "the wrapper did not start waiting");
+    std::thread::sleep(Duration::from_millis(1100));
+
+    let mut c = f.cmd();
+    on(&mut c);
+    let out = c.arg("--status=openmetrics").run();
+    out.assert_success();
+    waiter.signal(libc::SIGTERM);
+    let _ = waiter.wait();
+    assert!(out.stdout.ends_with("# EOF\n"), "{}", out.explain());
+
+    let mut parse = Cmd::new(&python);
+    parse.args(["-c", SCRIPT]).stdin(out.stdout.as_bytes().to_vec());
+    let parsed = parse.run();
+    parsed.assert_success();
+    let mut samples: BTreeMap<(String, String), f64> = BTreeMap::new();
+    let mut families = Vec::new();
+    for line in parsed.stdout.lines() {
+        let fields: Vec<&str> = line.split('\t').collect();
+        match fields[0] {
+            "family" => families.push((fields[1].to_string(), fields[2].to_string())),
+            _ => {
+                samples.insert((fields[1].to_string(), fields[2].to_string()), fields[3].parse().unwrap());
+            }
+        }
+    }
+    let report = format!("output:\n{}\nparsed:\n{}", out.stdout, parsed.stdout);
+    for (name, kind) in &families {
+        assert_eq!(kind, "gauge", "{name}\n{report}");
+    }
+    let dir = serde_escape(f.lock_dir.to_str().unwrap());
+    let get = |name: &str, labels: &str| {
+        let key = (name.to_string(), format!("{{{labels}\"lock_dir\": {dir}}}"));
+        *samples.get(&key).unwrap_or_else(|| panic!("no sample {key:?}\n{report}"))
+    };
+    let slot = |gpu: &str, state: &str| {
+        let key = (
+            "parallel_gpu_execute_slots".to_string(),
+            format!("{{\"gpu\": \"{gpu}\", \"lock_dir\": {dir}, \"state\": \"{state}\"}}"),
+        );
+        *samples.get(&key).unwrap_or_else(|| panic!("no sample {key:?}\n{report}"))
+    };
+    assert_eq!((slot("0", "held"), slot("0", "free"), slot("1", "held"), slot("1", "free")), (1.0, 0.0, 0.0, 1.0));
+    assert_eq!(get("parallel_gpu_execute_waiters", ""), 1.0, "{report}");
+    assert!(get("parallel_gpu_execute_oldest_wait_seconds", "") >= 1.0, "{report}");
+    let drained = |gpu: &str, why: &str| {
+        let key = (
+            "parallel_gpu_execute_gpu_drained".to_string(),
+            format!("{{\"gpu\": \"{gpu}\", \"lock_dir\": {dir}, \"reason\": {}}}", serde_escape(why)),
+        );
+        *samples.get(&key).unwrap_or_else(|| panic!("no sample {key:?}\n{report}"))
+    };
+    assert_eq!((drained("0", ""), drained("1", reason)), (0.0, 1.0), "{report}");
+    let healthy = |gpu: &str| {
+        let key = (
+            "parallel_gpu_execute_gpu_unhealthy".to_string(),
+            format!("{{\"gpu\": \"{gpu}\", \"health\": \"ok\", \"lock_dir\": {dir}}}"),
+        );
+        *samples.get(&key).unwrap_or_else(|| panic!("no sample {key:?}\n{report}"))
+    };
+    assert_eq!((healthy("0"), healthy("1")), (0.0, 0.0), "{report}");
+}
+
+/// `text` as Python's `json.dumps` writes a string (ASCII only).
+fn serde_escape(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_ascii() && !c.is_ascii_control() => out.push(c),
+            c => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+    }
+    out.push('"');
+    out
+}
