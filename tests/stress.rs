@@ -20,9 +20,11 @@
 //! that a starved schedule fails them.
 //!
 //! A second load stops up to 8 wrappers seen waiting in the queue (the head
-//! among them) for 3.5 s and continues them: the same checks hold, the
-//! stopped ones ran only once continued, and the others were held up (no
-//! test running while one of them waited) for at most 2 s.
+//! among them) for 3.5 s, with the other stall cases mixed in (SIGALRM
+//! blocked in every seventh wrapper, a plain `flock` blocked on the queue,
+//! the queue file's time an hour ahead): the same checks hold, the stopped
+//! ones ran only once continued, and the others were held up (no test
+//! running while one of them waited) for at most 2 s.
 //!
 //! `cargo test` runs a small version (48 wrappers, 0.2 s tests). The full
 //! one, 200 wrappers:
@@ -32,8 +34,7 @@
 //! `STRESS_WRAPPERS`, `STRESS_SLEEP` (seconds per test) and `STRESS_SEED`
 //! change the size, the test length and the mix of either.
 
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::{path::PathBuf, time::Duration, time::SystemTime, time::UNIX_EPOCH};
 use test_support::hardware::KfdNode;
 use test_support::{
     Cmd, RECORDING_TEST, Runfiles, Running, Sysroot, TempDir, XorShift64, check_gpus_match_locks, parse_record,
@@ -176,24 +177,22 @@ fn fairness(runs: &[Run]) -> Fairness {
     Fairness { ideal_s: gpu_seconds / f64::from(GPUS * SLOTS), makespan_s: s(last - first), classes, four_gpu_rank }
 }
 
-/// Starts `wrappers` wrappers at once, waits for all of them, and returns
-/// what their tests recorded.
+/// Starts `wrappers` wrappers at once; what their tests recorded.
 fn load(label: &str, wrappers: usize, sleep: &str, seed: u64) -> Vec<Run> {
     load_with_stops(label, wrappers, sleep, seed, None).0
 }
 
-/// When some waiters were stopped: the wall-clock times (ns since the
-/// epoch) of the SIGSTOP and the SIGCONT, and whether the head of the
-/// queue was among them.
+/// When waiters were stopped and continued (ns since the epoch), and
+/// whether the head of the queue was among them.
 struct Stops {
     stopped_at: u128,
     continued_at: u128,
     head_stopped: bool,
 }
 
-/// [`load`]; with `stop` set, once the queue has formed, up to 8 of the
-/// wrappers that wait in it (the head first) are stopped with SIGSTOP for
-/// that long and continued, as a `docker pause` or a Ctrl-Z would.
+/// [`load`]; with `stop` set, once the queue has formed, up to 8 of its
+/// waiters (the head first) are stopped for that long and continued, as a
+/// `docker pause` or a Ctrl-Z would, among the other stall cases.
 fn load_with_stops(
     label: &str,
     wrappers: usize,
@@ -229,6 +228,9 @@ fn load_with_stops(
             .timeout(Duration::from_secs(600))
             .arg("./pkg/gpu_test")
             .args(request_args(needed, rng.next_u64()));
+        if stop.is_some() && i % 7 == 3 {
+            c.block_signals(&[libc::SIGALRM]);
+        }
         let spawned = now_ns();
         started.push((needed, record, spawned, c.spawn()));
     }
@@ -243,6 +245,7 @@ fn load_with_stops(
             waiting.0.iter().any(|p| ours.contains(p)) && waiting.1.iter().filter(|p| ours.contains(p)).count() >= 4
         });
         assert!(formed, "no queue formed (heads {:?}, blocked {:?})", waiting.0, waiting.1);
+        let faults = test_support::QueueFaults::start(&lock_dir.join("gpulock.queue"));
         let head = waiting.0.iter().copied().find(|p| ours.contains(p));
         stopped = head.into_iter().chain(waiting.1.iter().copied().filter(|p| ours.contains(p)).step_by(2)).collect();
         stopped.truncate(8);
@@ -251,8 +254,10 @@ fn load_with_stops(
             // SAFETY: kill(2) on a child of ours (an ended one is a zombie until reaped).
             unsafe { libc::kill(pid, libc::SIGSTOP) };
         }
+        faults.beat_in_the_future();
         std::thread::sleep(pause);
         let continued_at = now_ns();
+        drop(faults);
         for &pid in &stopped {
             // SAFETY: as above.
             unsafe { libc::kill(pid, libc::SIGCONT) };
@@ -343,12 +348,9 @@ fn load_and_check(label: &str, wrappers: usize, sleep: &str) {
     }
 }
 
-/// Starvation leaves a 4-GPU request waiting while single-GPU requests
-/// that came after it run: the 4-GPU requests' waits grow toward the whole
-/// run while the single-GPU requests' stay short, and they start last. In
-/// arrival order, every class waits about alike. (A bound on the longest
-/// wait against the ideal makespan cannot tell the two apart: no wait is
-/// longer than the run, starved or not.)
+/// Starvation: the 4-GPU requests' waits grow toward the whole run while
+/// the 1-GPU requests' stay short, and they start last; in arrival order
+/// every class waits alike (a bound on the longest wait cannot tell).
 fn starvation(f: &Fairness) -> Result<(), String> {
     let (_, n1, mean1, _) = f.classes[0];
     let (_, n4, mean4, _) = f.classes[2];

@@ -25,7 +25,7 @@ pub mod record;
 pub use cmd::{Cmd, Output, Running};
 pub use hardware::Sysroot;
 pub use prerequisite::{have_program, in_ci, prerequisite};
-pub use proc_locks::queued_pids;
+pub use proc_locks::{QueueFaults, queued_pids};
 pub use record::{RECORDING_TEST, check_gpus_match_locks, parse_record, record_value};
 
 /// A directory removed when the test passes and kept (and named on stderr)

@@ -26,3 +26,33 @@ pub fn queued_pids(lock_dir: &std::path::Path) -> (Vec<i32>, Vec<i32>) {
     }
     (heads, blocked)
 }
+
+/// The wait queue's stall cases for a load test: a plain `flock` blocked on
+/// the queue file (a process in the queue that never acts), and the file's
+/// time set an hour ahead (a beat in the future). The `flock` is killed when
+/// this is dropped.
+pub struct QueueFaults {
+    queue: std::path::PathBuf,
+    outsider: std::process::Child,
+}
+
+impl QueueFaults {
+    /// Starts the blocked `flock` (the queue must exist and be held).
+    pub fn start(queue: &std::path::Path) -> QueueFaults {
+        let outsider = std::process::Command::new("flock").arg(queue).arg("true").spawn().expect("flock(1)");
+        QueueFaults { queue: queue.to_path_buf(), outsider }
+    }
+
+    /// `touch -d '+1 hour'` of the queue file.
+    pub fn beat_in_the_future(&self) {
+        let st = std::process::Command::new("touch").args(["-d", "+1 hour"]).arg(&self.queue).status();
+        assert!(st.is_ok_and(|s| s.success()), "touch -d '+1 hour' {}", self.queue.display());
+    }
+}
+
+impl Drop for QueueFaults {
+    fn drop(&mut self) {
+        let _ = self.outsider.kill();
+        let _ = self.outsider.wait();
+    }
+}
