@@ -9,20 +9,11 @@
 mod common;
 
 use common::{Fixture, Record, bin};
-use std::path::Path;
-use std::process::Command;
 use test_support::{Cmd, Output, is_root};
 
 /// Whether bubblewrap and root are here (in CI both must be).
-fn have_bwrap() -> bool {
-    let found = Command::new("bwrap").arg("--version").output().is_ok_and(|o| o.status.success());
-    if std::env::var_os("CI").is_some() {
-        assert!(found && is_root(), "CI runs this as root with bubblewrap (bwrap) installed");
-    }
-    if !(found && is_root()) {
-        eprintln!("skipped: needs root and bubblewrap (bwrap)");
-    }
-    found && is_root()
+fn have_bwrap(checks: &str) -> bool {
+    test_support::prerequisite(is_root() && test_support::have_program("bwrap"), "root and bubblewrap (bwrap)", checks)
 }
 
 const SRCDIR: &str = "/bazel-out/k8-fastbuild/bin/pkg/gpu_test.runfiles";
@@ -71,7 +62,7 @@ fn refused(out: &Output, place: &str) {
 
 #[test]
 fn an_action_root_lock_directory_is_refused_whether_the_image_ships_it_or_the_wrapper_makes_it() {
-    if !have_bwrap() {
+    if !have_bwrap("a lock directory in an action's own root") {
         return;
     }
     let f = Fixture::new("privacy-action-root");
@@ -135,7 +126,7 @@ fn an_action_root_lock_directory_is_refused_whether_the_image_ships_it_or_the_wr
 
 #[test]
 fn a_container_made_for_the_action_is_told_by_its_mounted_input_root() {
-    if !have_bwrap() {
+    if !have_bwrap("a lock directory on a container's root") {
         return;
     }
     let f = Fixture::new("privacy-container");
@@ -159,9 +150,11 @@ fn a_container_made_for_the_action_is_told_by_its_mounted_input_root() {
 fn a_per_action_tmp_does_not_hold_the_jax_locks_silently() {
     // Bazel 7+ mounts <sandbox>/_hermetic_tmp at /tmp in each action; the
     // jax profile's default lock directory is under /tmp.
-    if !is_root() || !Path::new("/usr/bin/unshare").exists() {
-        assert!(std::env::var_os("CI").is_none(), "CI runs this as root with unshare");
-        eprintln!("skipped: needs root and unshare");
+    if !test_support::prerequisite(
+        is_root() && test_support::have_program("unshare"),
+        "root and unshare",
+        "the jax locks in a per-action /tmp",
+    ) {
         return;
     }
     let f = Fixture::new("privacy-hermetic-tmp");
@@ -225,7 +218,7 @@ fn a_lock_directory_made_on_an_ordinary_host_is_no_alarm_even_at_the_top_or_rela
             assert!(out.stderr.lines().count() <= 1, "{dir}, round {round}\n{}", out.explain());
         }
     }
-    if !have_bwrap() {
+    if !have_bwrap("a new /gpu-locks on a host's root") {
         return;
     }
     // A host's root with no /gpu-locks yet (a bind of a plain directory).
@@ -283,25 +276,13 @@ fn a_dangling_lock_directory_link_is_named_with_its_repair() {
 
 #[test]
 fn a_full_file_system_at_a_lock_file_is_named_as_such() {
-    if !is_root() {
-        assert!(std::env::var_os("CI").is_none(), "CI runs this as root");
-        eprintln!("skipped: mounting a tmpfs needs root");
+    if !test_support::prerequisite(is_root(), "root", "a full file system at a lock file") {
         return;
     }
     let f = Fixture::new("privacy-enospc");
     let mnt = f.dir.join("small");
-    std::fs::create_dir_all(&mnt).unwrap();
     // The root and the lock directory, no more.
-    let st =
-        Command::new("mount").args(["-t", "tmpfs", "-o", "size=64k,nr_inodes=2", "tmpfs"]).arg(&mnt).status().unwrap();
-    assert!(st.success());
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(self.0).status();
-        }
-    }
-    let _unmount = Unmount(&mnt);
+    let _mounted = test_support::mounts::Mounted::tmpfs(&mnt, "size=64k,nr_inodes=2");
     let locks = mnt.join("locks");
     std::fs::create_dir_all(&locks).unwrap();
     let out = f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &locks).env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();

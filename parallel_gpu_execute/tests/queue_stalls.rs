@@ -128,9 +128,7 @@ fn eight_stopped_heads_in_a_row_keep_no_one_from_a_free_slot() {
 fn a_queue_no_one_may_add_to_with_a_stopped_head_keeps_no_one_waiting() {
     // A root-owned 0755 lock directory with gpulock0_0 and gpulock.queue
     // made 0666 in advance: nobody can create anything there.
-    if !is_root() {
-        assert!(std::env::var_os("CI").is_none(), "CI runs this as root");
-        eprintln!("skipped: making a root-owned lock directory for another user needs root");
+    if !test_support::prerequisite(is_root(), "root", "a stopped head in a lock directory nobody may add to") {
         return;
     }
     let f = shared_fixture("q-read-only-dir");
@@ -162,26 +160,14 @@ fn a_queue_no_one_may_add_to_with_a_stopped_head_keeps_no_one_waiting() {
 
 #[test]
 fn a_full_file_system_with_a_stopped_head_keeps_no_one_waiting_and_space_freed_brings_the_queue_back() {
-    if !is_root() {
-        assert!(std::env::var_os("CI").is_none(), "CI runs this as root");
-        eprintln!("skipped: mounting a tmpfs needs root");
+    if !test_support::prerequisite(is_root(), "root", "a stopped head on a full file system") {
         return;
     }
     let f = Fixture::new("q-full-fs");
     let records = records(&f);
     let mnt = f.dir.join("small");
-    std::fs::create_dir_all(&mnt).unwrap();
     // The root, the lock directory, a lock file and a filler (later the queue).
-    let st =
-        Command::new("mount").args(["-t", "tmpfs", "-o", "size=64k,nr_inodes=4", "tmpfs"]).arg(&mnt).status().unwrap();
-    assert!(st.success(), "cannot mount a tmpfs on {}", mnt.display());
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(self.0).status();
-        }
-    }
-    let _unmount = Unmount(&mnt);
+    let _mounted = test_support::mounts::Mounted::tmpfs(&mnt, "size=64k,nr_inodes=4");
     let locks = mnt.join("locks");
     std::fs::create_dir_all(&locks).unwrap();
     write_file(locks.join("gpulock0_0"), "");
@@ -332,28 +318,14 @@ fn a_beat_in_the_future_does_not_hide_a_stopped_head() {
 #[test]
 fn whole_second_timestamps_do_not_make_a_running_head_look_stopped() {
     // ext4 with 128-byte inodes keeps whole seconds only.
-    if !is_root() {
-        assert!(std::env::var_os("CI").is_none(), "CI runs this as root");
-        eprintln!("skipped: mounting an ext4 image needs root");
+    if !test_support::prerequisite(is_root(), "root", "a running head on whole-second timestamps (an ext4 image)") {
         return;
     }
     let f = Fixture::new("q-whole-seconds");
     let records = records(&f);
     let image = f.dir.join("ext4.img");
     let mnt = f.dir.join("ext4");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let mkfs = Command::new("mkfs.ext4").args(["-q", "-F", "-I", "128"]).arg(&image).arg("4M").output();
-    let mkfs = mkfs.unwrap_or_else(|e| panic!("mkfs.ext4 (e2fsprogs) is needed: {e}"));
-    assert!(mkfs.status.success(), "mkfs.ext4 -I 128: {mkfs:?}");
-    let st = Command::new("mount").args(["-o", "loop"]).arg(&image).arg(&mnt).status().unwrap();
-    assert!(st.success(), "cannot loop-mount {}", image.display());
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(self.0).status();
-        }
-    }
-    let _unmount = Unmount(&mnt);
+    let _mounted = test_support::mounts::Mounted::ext4_image(&image, "4M", &["-I", "128"], &mnt);
     let locks = mnt.join("locks");
     std::fs::create_dir_all(&locks).unwrap();
     let probe = locks.join("probe");
@@ -416,9 +388,7 @@ fn sigalrm_inherited_blocked_neither_stalls_a_waiter_nor_stays_unblocked_for_the
 
 #[test]
 fn a_queue_file_this_user_cannot_use_is_passed_by_with_the_repair() {
-    if !is_root() {
-        assert!(std::env::var_os("CI").is_none(), "CI runs this as root");
-        eprintln!("skipped: making another user's queue file needs root");
+    if !test_support::prerequisite(is_root(), "root", "a queue file another user made unusable") {
         return;
     }
     for (what, make) in [

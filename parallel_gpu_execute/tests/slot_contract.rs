@@ -157,18 +157,8 @@ fn a_full_file_system_at_the_queue_means_waiting_without_it() {
     }
     let f = Fixture::new("full-fs");
     let mnt = f.dir.join("small");
-    std::fs::create_dir_all(&mnt).unwrap();
     // Inodes for the root, the lock directory and one lock file, no more.
-    let st =
-        Command::new("mount").args(["-t", "tmpfs", "-o", "size=64k,nr_inodes=3", "tmpfs"]).arg(&mnt).status().unwrap();
-    assert!(st.success(), "cannot mount a tmpfs on {}", mnt.display());
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(self.0).status();
-        }
-    }
-    let _unmount = Unmount(&mnt);
+    let _mounted = test_support::mounts::Mounted::tmpfs(&mnt, "size=64k,nr_inodes=3");
     let locks = mnt.join("locks");
     std::fs::create_dir_all(&locks).unwrap();
     let lock = locks.join("gpulock0_0");

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 pub mod bins;
 pub mod cmd;
 pub mod hardware;
+pub mod mounts;
 pub use bins::{TEST_BINS_ENV, bin_from_env, bin_under_test, workspace_bin};
 pub mod prerequisite;
 pub mod proc_locks;
