@@ -9,7 +9,35 @@ use gpu_ci_wrappers_fuzz::{ref_parse_u64, with_argv, words};
 use libfuzzer_sys::fuzz_target;
 use parallel_gpu_execute::cli::{Invocation, parse};
 use parallel_gpu_execute::error::Error;
+use parallel_gpu_execute::slots::drain::MAX_REASON;
 use parallel_gpu_execute::slots::request::gpus_needed;
+
+/// `--drain`, `--undrain` and `--reason` as `service` in cli.rs checks them:
+/// `None` when none was given.
+fn ref_service(values: &[Option<Vec<u8>>; 3], other: bool, command: bool) -> Option<Parsed> {
+    let [drain, undrain, reason] = values;
+    let gpu = match (drain, undrain) {
+        (None, None) if reason.is_some() => return Some(Parsed::Other),
+        (None, None) => return None,
+        (Some(_), Some(_)) => return Some(Parsed::Other),
+        (Some(g), None) | (None, Some(g)) => g,
+    };
+    if other || command || gpu.is_empty() {
+        return Some(Parsed::Other);
+    }
+    Some(match (drain, reason) {
+        (None, None) => Parsed::Undrain(gpu.clone()),
+        (None, Some(_)) | (Some(_), None) => Parsed::Other,
+        (Some(_), Some(r))
+            if r.iter().all(u8::is_ascii_whitespace)
+                || r.iter().any(|&b| b == b'\n' || b == b'\r')
+                || r.len() > MAX_REASON =>
+        {
+            Parsed::Other
+        }
+        (Some(_), Some(r)) => Parsed::Drain(gpu.clone(), r.clone()),
+    })
+}
 
 #[derive(Debug, PartialEq, Eq)]
 enum Parsed {
@@ -19,10 +47,13 @@ enum Parsed {
         wait: Option<Vec<u8>>,
         lock_names: Option<Vec<u8>>,
         profile: Option<Vec<u8>>,
+        visible: Option<Vec<u8>>,
         command: usize,
     },
     List,
     Status,
+    Drain(Vec<u8>, Vec<u8>),
+    Undrain(Vec<u8>),
     ListWithCommand,
     Help,
     Version,
@@ -32,20 +63,35 @@ enum Parsed {
 }
 
 fn reference(words: &[Vec<u8>]) -> Parsed {
-    let names: [&[u8]; 5] = [b"--lock-dir", b"--vendor", b"--wait", b"--lock-names", b"--profile"];
-    let mut values: [Option<Vec<u8>>; 5] = [None, None, None, None, None];
+    let names: [&[u8]; 6] = [b"--lock-dir", b"--vendor", b"--wait", b"--lock-names", b"--profile", b"--visible"];
+    let mut values: [Option<Vec<u8>>; 6] = [None, None, None, None, None, None];
+    let service_names: [&[u8]; 3] = [b"--drain", b"--undrain", b"--reason"];
+    let mut service: [Option<Vec<u8>>; 3] = [None, None, None];
     let mut i = 1;
     let mut list = false;
     let mut status = false;
-    while i < words.len() {
+    'words: while i < words.len() {
         let w = &words[i][..];
+        for (k, name) in service_names.iter().enumerate() {
+            if w == *name {
+                let Some(v) = words.get(i + 1) else { return Parsed::Other };
+                service[k] = Some(v.clone());
+                i += 2;
+                continue 'words;
+            }
+            if let Some(v) = w.strip_prefix(*name).and_then(|r| r.strip_prefix(b"=")) {
+                service[k] = Some(v.to_vec());
+                i += 1;
+                continue 'words;
+            }
+        }
         if w == b"--list" {
             list = true;
             i += 1;
             continue;
         }
         if let Some(format) = w.strip_prefix(b"--list=") {
-            if ![&b"text"[..], b"json", b"count", b"gfx-targets"].contains(&format) {
+            if ![&b"text"[..], b"json", b"count", b"gfx-targets", b"bazelrc"].contains(&format) {
                 return Parsed::Other;
             }
             list = true;
@@ -58,7 +104,7 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
             continue;
         }
         if let Some(format) = w.strip_prefix(b"--status=") {
-            if ![&b"text"[..], b"json"].contains(&format) {
+            if ![&b"text"[..], b"json", b"openmetrics"].contains(&format) {
                 return Parsed::Other;
             }
             status = true;
@@ -82,7 +128,7 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
         for (k, name) in names.iter().enumerate() {
             if w == *name {
                 let Some(v) = words.get(i + 1) else {
-                    return Parsed::Missing(["--lock-dir", "--vendor", "--wait", "--lock-names", "--profile"][k]);
+                    return Parsed::Missing(["--lock-dir", "--vendor", "--wait", "--lock-names", "--profile", "--visible"][k]);
                 };
                 values[k] = Some(v.clone());
                 i += 1;
@@ -97,6 +143,9 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
         }
         i += 1;
     }
+    if let Some(parsed) = ref_service(&service, list || status, i < words.len()) {
+        return parsed;
+    }
     if list || status {
         return match (i < words.len(), list, status) {
             (true, _, _) => Parsed::ListWithCommand,
@@ -107,8 +156,8 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
     }
     // No test command (i past the end) is the caller's to report, once the
     // flags' values are checked.
-    let [lock_dir, vendor, wait, lock_names, profile] = values;
-    Parsed::Run { lock_dir, vendor, wait, lock_names, profile, command: i }
+    let [lock_dir, vendor, wait, lock_names, profile, visible] = values;
+    Parsed::Run { lock_dir, vendor, wait, lock_names, profile, visible, command: i }
 }
 
 fn ref_needed(args: &[Vec<u8>]) -> u64 {
@@ -152,11 +201,14 @@ fuzz_target!(|data: &[u8]| {
                     wait: own(flags.wait),
                     lock_names: own(flags.lock_names),
                     profile: own(flags.profile),
+                    visible: own(flags.visible),
                     command,
                 }
             }
             Ok(Invocation::List { .. }) => Parsed::List,
             Ok(Invocation::Status { .. }) => Parsed::Status,
+            Ok(Invocation::Drain { gpu, reason, .. }) => Parsed::Drain(gpu.to_vec(), reason.to_vec()),
+            Ok(Invocation::Undrain { gpu, .. }) => Parsed::Undrain(gpu.to_vec()),
             Ok(Invocation::Help) => Parsed::Help,
             Ok(Invocation::Version) => Parsed::Version,
             Err(e) => {
