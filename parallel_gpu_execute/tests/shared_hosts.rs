@@ -198,8 +198,7 @@ fn annotations_reach_bazel_and_a_failure_to_write_them_is_a_warning() {
         &[],
     );
     Record::of(out.assert_success());
-    out.assert_stderr_contains("warning: cannot write the annotation ")
-        .assert_stderr_contains("(os error 40)"); // ELOOP, in glibc's or musl's words
+    out.assert_stderr_contains("warning: cannot write the annotation ").assert_stderr_contains("(os error 40)"); // ELOOP, in glibc's or musl's words
     assert_eq!(std::fs::read_to_string(&canary).unwrap(), "untouched", "{}", out.explain());
 }
 

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{Fixture, bin};
+use common::{Fixture, bin, status};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use test_support::{Cmd, Output, Running, hold_lock, wait_until};
@@ -90,17 +90,6 @@ fn epoch_seconds(iso: &str) -> i64 {
     let doy = (153 * m + 2) / 5 + d - 1;
     let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
     days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)
-}
-
-fn status(f: &Fixture, gpus: u32, slots: u32, format: &str) -> Output {
-    let out = f
-        .cmd()
-        .env("TF_GPU_COUNT", gpus.to_string())
-        .env("TF_TESTS_PER_GPU", slots.to_string())
-        .arg(format!("--status={format}"))
-        .run();
-    out.assert_success();
-    out
 }
 
 /// The classic script's way of holding a slot: `exec {fd}>file` (which

@@ -4,20 +4,9 @@
 
 mod common;
 
-use common::Fixture;
+use common::{Fixture, status};
 use std::time::{Duration, Instant};
-use test_support::{Output, hold_lock};
-
-fn status(f: &Fixture, gpus: u32, slots: u32, format: &str) -> Output {
-    let out = f
-        .cmd()
-        .env("TF_GPU_COUNT", gpus.to_string())
-        .env("TF_TESTS_PER_GPU", slots.to_string())
-        .arg(format!("--status={format}"))
-        .run();
-    out.assert_success();
-    out
-}
+use test_support::hold_lock;
 
 /// Root in the host's PID namespace sees every process: while tests start
 /// and end by the hundred, no held row may call its holder hidden (a lock

@@ -124,3 +124,15 @@ pub fn shared_fixture(label: &str) -> Fixture {
     }
     f
 }
+
+/// `--status=<format>` with `gpus` GPUs of `slots` slots each; it must succeed.
+pub fn status(f: &Fixture, gpus: u32, slots: u32, format: &str) -> Output {
+    let out = f
+        .cmd()
+        .env("TF_GPU_COUNT", gpus.to_string())
+        .env("TF_TESTS_PER_GPU", slots.to_string())
+        .arg(format!("--status={format}"))
+        .run();
+    out.assert_success();
+    out
+}
