@@ -4,34 +4,19 @@
 
 mod common;
 
-use common::{Fixture, Record, bin};
-use std::os::unix::fs::symlink;
+use common::{Fixture, Record};
 use test_support::hardware::{KfdNode, TpuNode};
 use test_support::{Cmd, hold_lock};
-
-/// The wrapper as JAX's CI would start it: the executable called
-/// `parallel_accelerator_execute`.
-fn jax_cmd(f: &Fixture) -> Cmd {
-    let exe = f.dir.join("bin/parallel_accelerator_execute");
-    if !exe.exists() {
-        std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
-        symlink(bin(), &exe).unwrap();
-    }
-    let mut c = Cmd::new(&exe);
-    f.runfiles.apply(&mut c);
-    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
-    c
-}
 
 #[test]
 fn the_executables_name_picks_the_jax_profile_and_the_flag_overrides_it() {
     let f = Fixture::new("jax-name");
-    let out = jax_cmd(&f).env("JAX_ACCELERATOR_COUNT", "2").arg("./pkg/gpu_test").arg("--x").run();
+    let out = f.jax_cmd().env("JAX_ACCELERATOR_COUNT", "2").arg("./pkg/gpu_test").arg("--x").run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.locks(), ["jax_accelerator_lock_0_0"], "{}", out.explain());
     assert_eq!(out.stderr, format!("Running test {} --x on accelerator 0\n", f.test_path().display()));
     // --profile=xla wins over the name; then JAX_ACCELERATOR_COUNT means nothing.
-    let out = jax_cmd(&f).env("JAX_ACCELERATOR_COUNT", "2").arg("--profile=xla").arg("./pkg/gpu_test").run();
+    let out = f.jax_cmd().env("JAX_ACCELERATOR_COUNT", "2").arg("--profile=xla").arg("./pkg/gpu_test").run();
     out.assert_success().assert_stderr_contains("Execute with no GPU support");
     // And the other way round, by flag and by variable.
     for how in ["flag", "variable"] {
@@ -56,7 +41,8 @@ fn the_executables_name_picks_the_jax_profile_and_the_flag_overrides_it() {
 #[test]
 fn the_environment_is_the_scripts() {
     let f = Fixture::new("jax-env");
-    let out = jax_cmd(&f)
+    let out = f
+        .jax_cmd()
         .env("JAX_ACCELERATOR_COUNT", "4")
         .env("HIP_VISIBLE_DEVICES", "keep")
         .env("CUDA_VISIBLE_DEVICES", "5,6")
@@ -69,7 +55,8 @@ fn the_environment_is_the_scripts() {
     assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("keep"), "the script leaves HIP alone");
     assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("2048"));
     assert_eq!(r.var("TPU_CHIPS_PER_PROCESS_BOUNDS"), None, "no TPU on this host: no bounds");
-    let out = jax_cmd(&f)
+    let out = f
+        .jax_cmd()
         .env("JAX_ACCELERATOR_COUNT", "4")
         .env("TF_PER_DEVICE_MEMORY_LIMIT_MB", "999")
         .arg("./pkg/gpu_test")
@@ -78,13 +65,13 @@ fn the_environment_is_the_scripts() {
     // A variable that would hide every GPU is overwritten too, as the script
     // does: the jax profile reads no pool variable.
     for (var, value) in [("CUDA_VISIBLE_DEVICES", ""), ("ROCR_VISIBLE_DEVICES", "-1")] {
-        let out = jax_cmd(&f).env("JAX_ACCELERATOR_COUNT", "2").env(var, value).arg("./pkg/gpu_test").run();
+        let out = f.jax_cmd().env("JAX_ACCELERATOR_COUNT", "2").env(var, value).arg("./pkg/gpu_test").run();
         assert_eq!(Record::of(out.assert_success()).var(var), Some("0"), "{var}={value}\n{}", out.explain());
     }
     let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
     assert_eq!(Record::of(out.assert_success()).var("ONEAPI_VISIBLE_DEVICES"), None, "not in the xla profile");
     // Blocks of several accelerators: every variable lists them.
-    let out = jax_cmd(&f).env("JAX_ACCELERATOR_COUNT", "4").args(["./pkg/gpu_test", "--num_processes=2"]).run();
+    let out = f.jax_cmd().env("JAX_ACCELERATOR_COUNT", "4").args(["./pkg/gpu_test", "--num_processes=2"]).run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.var("TPU_VISIBLE_CHIPS"), Some("0,1"));
     assert_eq!(r.var("ONEAPI_VISIBLE_DEVICES"), Some("0,1"));
@@ -106,7 +93,7 @@ fn listed_lock_dir(c: &mut Cmd) -> String {
 fn the_lock_directory_is_the_scripts_jax_lock_dir() {
     let f = Fixture::new("jax-lockdir");
     let jax = |f: &Fixture| {
-        let mut c = jax_cmd(f);
+        let mut c = f.jax_cmd();
         c.env_remove("PARALLEL_GPU_EXECUTE_LOCK_DIR").env_remove("JAX_LOCK_DIR").env("JAX_ACCELERATOR_COUNT", "1");
         c
     };
@@ -162,19 +149,19 @@ fn slots_lock_names_and_refusal_when_busy() {
     };
     let held: Vec<_> =
         ["0_0", "1_0", "0_1"].iter().map(|l| hold_lock(f.lock_dir.join(format!("jax_accelerator_lock_{l}")))).collect();
-    let mut c = jax_cmd(&f);
+    let mut c = f.jax_cmd();
     env(&mut c);
     let r = Record::of(c.arg("./pkg/gpu_test").run().assert_success());
     assert_eq!(r.locks(), ["jax_accelerator_lock_1_1"], "the one free slot");
     let _last = hold_lock(f.lock_dir.join("jax_accelerator_lock_1_1"));
-    let mut c = jax_cmd(&f);
+    let mut c = f.jax_cmd();
     env(&mut c);
     let out = c.args(["--wait=0", "./pkg/gpu_test", "a b"]).run();
     out.assert_code(1).assert_one_error_line(&format!(
         "parallel_gpu_execute: Cannot find a free accelerator to run the test {} a b on, exiting with failure...",
         f.test_path().display()
     ));
-    let mut c = jax_cmd(&f);
+    let mut c = f.jax_cmd();
     env(&mut c);
     let out = c.args(["--wait=0", "./pkg/gpu_test", "--num_processes=2"]).run();
     out.assert_code(1).assert_stderr_contains("Cannot find 2 free accelerators to run the test ");
@@ -186,15 +173,15 @@ fn slots_lock_names_and_refusal_when_busy() {
 #[test]
 fn without_a_count_the_hardware_answers() {
     let mut f = Fixture::new("jax-hw");
-    let out = jax_cmd(&f).arg("./pkg/gpu_test").run();
+    let out = f.jax_cmd().arg("./pkg/gpu_test").run();
     out.assert_success().assert_stderr_contains("Execute with no GPU support");
     f.sysroot.add_kfd_node(&KfdNode::cpu(16));
     for minor in [128, 129, 130] {
         f.sysroot.add_kfd_node_with_render(&KfdNode::gpu(90402, 304, minor));
     }
-    let out = jax_cmd(&f).arg("--list=count").run();
+    let out = f.jax_cmd().arg("--list=count").run();
     out.assert_success().assert_stdout_eq("3\n");
-    let out = jax_cmd(&f).args(["./pkg/gpu_test", "--num_processes=3"]).run();
+    let out = f.jax_cmd().args(["./pkg/gpu_test", "--num_processes=3"]).run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("0,1,2"), "not the script's default of 4\n{}", out.explain());
     assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0,1,2"), "{}", out.explain());
@@ -225,8 +212,8 @@ fn tpu_host(f: &Fixture) {
 fn tpu_chips_of_every_generation_are_counted_from_sysfs() {
     let f = Fixture::new("jax-tpu");
     tpu_host(&f);
-    jax_cmd(&f).arg("--list=count").run().assert_success().assert_stdout_eq("6\n");
-    let out = jax_cmd(&f).arg("--list").run();
+    f.jax_cmd().arg("--list=count").run().assert_success().assert_stdout_eq("6\n");
+    let out = f.jax_cmd().arg("--list").run();
     out.assert_success()
         .assert_stdout_contains("tpu 0000:00:04.0: v2/v3, /dev/accel0 usable -> accelerator 0\n")
         .assert_stdout_contains("tpu 0000:00:07.0: v5e, /dev/vfio/3 usable -> accelerator 3\n")
@@ -251,8 +238,8 @@ fn tpu8_chips_are_found_through_an_accel_node_or_a_vfio_group() {
     s.add_tpu_chip("0000:00:04.0", "0x0083", TpuNode::Accel(0), true);
     s.add_tpu_chip("0000:00:05.0", "0x007c", TpuNode::Vfio(1), true);
     s.add_tpu_chip("0000:00:06.0", "0x007C", TpuNode::Vfio(2), false);
-    jax_cmd(&f).arg("--list=count").run().assert_success().assert_stdout_eq("2\n");
-    jax_cmd(&f)
+    f.jax_cmd().arg("--list=count").run().assert_success().assert_stdout_eq("2\n");
+    f.jax_cmd()
         .arg("--list")
         .run()
         .assert_success()
@@ -261,7 +248,7 @@ fn tpu8_chips_are_found_through_an_accel_node_or_a_vfio_group() {
         .assert_stdout_contains(
             "tpu 0000:00:06.0: 8t, /dev/vfio/2 missing (not given to this container) -> not usable\n",
         );
-    let out = jax_cmd(&f).args(["./pkg/gpu_test", "--num_processes=2"]).run();
+    let out = f.jax_cmd().args(["./pkg/gpu_test", "--num_processes=2"]).run();
     assert_eq!(Record::of(out.assert_success()).var("TPU_VISIBLE_CHIPS"), Some("0,1"), "{}", out.explain());
 }
 
@@ -269,23 +256,23 @@ fn tpu8_chips_are_found_through_an_accel_node_or_a_vfio_group() {
 fn a_single_chip_gets_libtpus_one_process_bounds_unless_the_user_set_them() {
     let f = Fixture::new("jax-tpu-env");
     tpu_host(&f);
-    let out = jax_cmd(&f).arg("./pkg/gpu_test").run();
+    let out = f.jax_cmd().arg("./pkg/gpu_test").run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.var("TPU_VISIBLE_CHIPS"), Some("0"));
     assert_eq!(r.var("TPU_CHIPS_PER_PROCESS_BOUNDS"), Some("1,1,1"));
     assert_eq!(r.var("TPU_PROCESS_BOUNDS"), Some("1,1,1"));
     out.assert_stderr_contains(" on accelerator 0\n");
-    let out = jax_cmd(&f).env("TPU_PROCESS_BOUNDS", "2,2,1").arg("./pkg/gpu_test").run();
+    let out = f.jax_cmd().env("TPU_PROCESS_BOUNDS", "2,2,1").arg("./pkg/gpu_test").run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.var("TPU_PROCESS_BOUNDS"), Some("2,2,1"), "never overridden");
     assert_eq!(r.var("TPU_CHIPS_PER_PROCESS_BOUNDS"), Some("1,1,1"));
     // A block of several chips: no bounds.
-    let out = jax_cmd(&f).args(["./pkg/gpu_test", "--num_processes=2"]).run();
+    let out = f.jax_cmd().args(["./pkg/gpu_test", "--num_processes=2"]).run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.var("TPU_VISIBLE_CHIPS"), Some("0,1"));
     assert_eq!((r.var("TPU_CHIPS_PER_PROCESS_BOUNDS"), r.var("TPU_PROCESS_BOUNDS")), (None, None));
     // A hand-given count on a TPU host still gets them.
-    let out = jax_cmd(&f).env("JAX_ACCELERATOR_COUNT", "4").arg("./pkg/gpu_test").run();
+    let out = f.jax_cmd().env("JAX_ACCELERATOR_COUNT", "4").arg("./pkg/gpu_test").run();
     assert_eq!(Record::of(out.assert_success()).var("TPU_CHIPS_PER_PROCESS_BOUNDS"), Some("1,1,1"));
 }
 
@@ -293,7 +280,7 @@ fn a_single_chip_gets_libtpus_one_process_bounds_unless_the_user_set_them() {
 fn a_tpu_host_whose_chips_this_container_lacks_runs_without_accelerators() {
     let f = Fixture::new("jax-tpu-none");
     f.sysroot.add_tpu_chip("0000:00:04.0", "0x0063", TpuNode::Vfio(0), false);
-    let out = jax_cmd(&f).arg("./pkg/gpu_test").run();
+    let out = f.jax_cmd().arg("./pkg/gpu_test").run();
     let r = Record::of(out.assert_success().assert_stderr_contains("Execute with no GPU support"));
     assert_eq!(r.var("TPU_VISIBLE_CHIPS"), None);
 }
@@ -303,7 +290,7 @@ fn status_reports_jax_lock_files() {
     let f = Fixture::new("jax-status");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let _held = hold_lock(f.lock_dir.join("jax_accelerator_lock_3_1"));
-    let out = jax_cmd(&f).arg("--status=json").run();
+    let out = f.jax_cmd().arg("--status=json").run();
     out.assert_success().assert_stdout_contains("\"profile\": \"jax\", \"gpu\": \"3\", \"slot\": 1, \"held\": true");
 }
 
@@ -319,7 +306,7 @@ fn a_runner_slice_is_the_pool_and_a_stale_hip_list_is_reset() {
         f.sysroot.add_kfd_node_with_render(&KfdNode::gpu(90402, 304, 128 + i));
     }
     let slice = |f: &Fixture| {
-        let mut c = jax_cmd(f);
+        let mut c = f.jax_cmd();
         c.env("ROCR_VISIBLE_DEVICES", "0,3,4,5")
             .env("HIP_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7")
             .env("JAX_TESTS_PER_ACCELERATOR", "1");
@@ -343,13 +330,13 @@ fn a_runner_slice_is_the_pool_and_a_stale_hip_list_is_reset() {
     // Without a runner HIP list HIP is still told the test's one GPU: left
     // unset, HIP would read CUDA_VISIBLE_DEVICES=4 as an index among the one
     // GPU ROCR shows, and find none.
-    let out = jax_cmd(&f).env("ROCR_VISIBLE_DEVICES", "4").arg("./pkg/gpu_test").run();
+    let out = f.jax_cmd().env("ROCR_VISIBLE_DEVICES", "4").arg("./pkg/gpu_test").run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("4"), "{}", out.explain());
     assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
     assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
     // A slice that hides every GPU: the test runs without one.
-    let out = jax_cmd(&f).env("ROCR_VISIBLE_DEVICES", "-1").arg("./pkg/gpu_test").run();
+    let out = f.jax_cmd().env("ROCR_VISIBLE_DEVICES", "-1").arg("./pkg/gpu_test").run();
     out.assert_success();
     assert!(
         out.stderr.contains("Execute with no GPU support (ROCR_VISIBLE_DEVICES hides every GPU)"),

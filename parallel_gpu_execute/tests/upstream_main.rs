@@ -18,8 +18,7 @@
 
 mod common;
 
-use common::{Fixture, Record, bin};
-use std::os::unix::fs::symlink;
+use common::{Fixture, Record};
 use std::path::Path;
 use std::time::Duration;
 use test_support::{Cmd, Output, fake_rocminfo_script, hold_lock, parse_record, read_to_string, record_value};
@@ -110,17 +109,11 @@ fn model(f: &Fixture, script: &str, variables: &str) -> Cmd {
     c
 }
 
-/// Ours, under the name JAX's scripts have (the jax profile).
+/// Ours, under the name JAX's scripts have (the jax profile), with its
+/// lock directory from `JAX_LOCK_DIR`.
 fn ours_as_jax(f: &Fixture) -> Cmd {
-    let exe = f.dir.join("bin/parallel_accelerator_execute");
-    if !exe.exists() {
-        std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
-        symlink(bin(), &exe).unwrap();
-    }
-    let mut c = Cmd::new(&exe);
-    f.runfiles.apply(&mut c);
-    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("JAX_LOCK_DIR", &f.lock_dir);
-    c.env_remove("PARALLEL_GPU_EXECUTE_LOCK_DIR");
+    let mut c = f.jax_cmd();
+    c.env("JAX_LOCK_DIR", &f.lock_dir).env_remove("PARALLEL_GPU_EXECUTE_LOCK_DIR");
     c
 }
 

@@ -51,6 +51,20 @@ impl Fixture {
         c.run()
     }
 
+    /// The wrapper as JAX's CI would start it: the executable called
+    /// `parallel_accelerator_execute` (the jax profile), on the fixture.
+    pub fn jax_cmd(&self) -> Cmd {
+        let exe = self.dir.join("bin/parallel_accelerator_execute");
+        if !exe.exists() {
+            std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(bin(), &exe).unwrap();
+        }
+        let mut c = Cmd::new(&exe);
+        self.runfiles.apply(&mut c);
+        c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &self.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &self.lock_dir);
+        c
+    }
+
     pub fn test_path(&self) -> PathBuf {
         self.runfiles.cwd().join("pkg/gpu_test")
     }
