@@ -438,7 +438,7 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
             // looks whether to go on (`queue`).
             let wake = match &mut queue {
                 Some(q) => {
-                    if let Standing::Requeue = q.standing(&dir_fd) {
+                    if let Standing::Requeue = q.standing() {
                         break None;
                     }
                     q.beat();

@@ -114,11 +114,18 @@ pub fn started(pid: i64) -> Option<SystemTime> {
 
 /// The state letter and start time of `pid`, from `/proc/<pid>/stat`
 /// (starttime is field 22).
-pub fn state_and_start(pid: i64) -> (Option<char>, Option<SystemTime>) {
+fn state_and_start(pid: i64) -> (Option<char>, Option<SystemTime>) {
+    let (state, ticks) = state_and_ticks(pid);
+    (state, ticks.and_then(since_boot))
+}
+
+/// The state letter and start time of `pid` in clock ticks after boot, as
+/// `/proc/<pid>/stat` has them: enough to order processes, with one read.
+pub fn state_and_ticks(pid: i64) -> (Option<char>, Option<u64>) {
     let Some(rest) = stat_fields(pid) else { return (None, None) };
     let mut fields = rest.split_ascii_whitespace();
     let state = fields.next().and_then(|s| s.chars().next());
-    (state, fields.nth(18).and_then(|t| t.parse().ok()).and_then(since_boot))
+    (state, fields.nth(18).and_then(|t| t.parse().ok()))
 }
 
 /// The wall-clock time `ticks` clock ticks after boot.

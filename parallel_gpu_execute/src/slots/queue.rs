@@ -38,8 +38,9 @@
 //! docs/design.md ("The wait queue").
 
 use crate::error::Error;
+use crate::slots::holders::LockKey;
 use crate::slots::lockfile::{self, LockName, keep_young, named, open_lock_file, try_flock};
-use crate::slots::proclocks::{read_locks, started};
+use crate::slots::proclocks::{read_locks, state_and_ticks};
 use crate::slots::telemetry::{Place, queued_behind};
 use crate::slots::wait::WaitingSignals;
 use crate::sys::clock::Instant;
@@ -116,6 +117,8 @@ pub struct Queue {
     /// holding the queue file's lock.
     stand_in: Option<Pulse>,
     beats: u64,
+    /// The lock directory's `/proc/locks` key, for a stand-in's looks.
+    dir: Option<LockKey>,
 }
 
 /// What a stand-in does next.
@@ -128,7 +131,7 @@ pub enum Standing {
 
 impl Queue {
     fn head(fd: OwnedFd) -> Queue {
-        Queue { fd, stand_in: None, beats: 0 }
+        Queue { fd, stand_in: None, beats: 0, dir: None }
     }
 
     /// Tells the waiters behind that the head runs: a new counter at the
@@ -146,14 +149,14 @@ impl Queue {
 
     /// For a stand-in, at each look: takes the queue's lock when the
     /// stopped head has let it go, and says whether to go on standing in.
-    pub fn standing(&mut self, dir_fd: &OwnedFd) -> Standing {
+    pub fn standing(&mut self) -> Standing {
         let Some(pulse) = self.stand_in.as_mut() else { return Standing::On };
         if matches!(rustix::fs::flock(&self.fd, FlockOperation::NonBlockingLockExclusive), Ok(())) {
             self.stand_in = None;
             self.beat();
             return Standing::On;
         }
-        if pulse.stale(&self.fd) && first_running(dir_fd) { Standing::On } else { Standing::Requeue }
+        if pulse.stale(&self.fd) && first_running(self.dir) { Standing::On } else { Standing::Requeue }
     }
 }
 
@@ -256,16 +259,23 @@ fn take_part(dir_fd: &OwnedFd) {
     let _ = rustix::fs::flock(dir_fd, FlockOperation::NonBlockingLockShared);
 }
 
+/// The lock directory's `/proc/locks` key, found once a wrapper waits
+/// (it reads mountinfo).
+fn dir_key(dir_fd: &OwnedFd) -> Option<LockKey> {
+    crate::slots::holders::fd_key(dir_fd.as_fd())
+}
+
 /// Whether this wrapper is the first of the waiters that take part and
 /// run: no other process with a shared lock of the lock directory started
 /// before it, unless `/proc` shows that one stopped, traced or dead.
 /// Waiters this PID namespace cannot see do not count.
-fn first_running(dir_fd: &OwnedFd) -> bool {
-    let Some(key) = crate::slots::holders::fd_key(dir_fd.as_fd()) else { return true };
+/// `dir`: the `/proc/locks` key of the lock directory ([`dir_key`]).
+fn first_running(dir: Option<LockKey>) -> bool {
+    let Some(key) = dir else { return true };
     let me = i64::from(rustix::process::getpid().as_raw_nonzero().get());
-    let Some(mine) = started(me) else { return true };
+    let (_, Some(mine)) = state_and_ticks(me) else { return true };
     read_locks().iter().filter(|l| l.flock && !l.blocked && l.key() == key && l.pid > 0 && l.pid != me).all(|l| {
-        match crate::slots::proclocks::state_and_start(l.pid) {
+        match state_and_ticks(l.pid) {
             (Some(state), Some(t)) => (t, l.pid) > (mine, me) || matches!(state, 'T' | 't' | 'Z' | 'X' | 'x'),
             _ => true,
         }
@@ -292,6 +302,7 @@ pub fn take(
     }
     announce(Place::Behind(queued_behind(&fd)));
     take_part(dir_fd);
+    let dir_lock = dir_key(dir_fd);
     let s = signals.get_or_insert_with(WaitingSignals::install);
     let next_check = || {
         let check = Instant::now() + CHECK_EVERY;
@@ -304,7 +315,7 @@ pub fn take(
             // The kernel wakes every waiter when the queue is let go, and
             // the first to run takes it: one that started later gives it
             // up to an earlier one that takes part and runs.
-            Ok(()) if !first_running(dir_fd) => {
+            Ok(()) if !first_running(dir_lock) => {
                 let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     return Err(no_slot());
@@ -318,7 +329,7 @@ pub fn take(
                 return Ok((queue, true));
             }
             Err(Errno::INTR) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(no_slot()),
-            Err(Errno::INTR) if pulse.stale(&fd) && first_running(dir_fd) => {
+            Err(Errno::INTR) if pulse.stale(&fd) && first_running(dir_lock) => {
                 s.disarm_timer();
                 diag::report(
                     crate::TOOL,
@@ -327,7 +338,7 @@ pub fn take(
                         diag::Bytes(&named(dir, queue_file))
                     ),
                 );
-                return Ok((Queue { fd, stand_in: Some(pulse), beats: 0 }, true));
+                return Ok((Queue { fd, stand_in: Some(pulse), beats: 0, dir: dir_lock }, true));
             }
             Err(Errno::INTR) => {}
             Err(errno) => {
