@@ -18,7 +18,14 @@
 # is printed. Exit status: 0 when no mutant was missed or timed out, 2 when
 # some were, 1 on other errors.
 #
-# Environment: MUTANTS_TIMEOUT (seconds a test run may take, default 150),
+# The tests run under CI=true, so that a missing prerequisite fails the
+# baseline instead of skipping a test and letting its mutants live
+# (test_support::prerequisite); with cargo-nextest installed they run with
+# it, eight at a time (most of them wait on locks, not on a core), stopping
+# at the first failure.
+#
+# Environment: MUTANTS_TIMEOUT (seconds a test run may take, default 90),
+# MUTANTS_JOBS (mutants built and tested at once, default 1),
 # MUTANTS_BUILD_TIMEOUT (seconds a build may take, default 300),
 # REAL_HARDWARE_DIR (the published samples; default ../shared/real-hardware
 # beside the repository, since cargo-mutants builds in a copy elsewhere).
@@ -42,6 +49,9 @@ guarded=(
   parallel_gpu_execute/src/slots/holders.rs
   parallel_gpu_execute/src/slots/proclocks.rs
   parallel_gpu_execute/src/slots/telemetry.rs
+  parallel_gpu_execute/src/slots/privacy.rs
+  parallel_gpu_execute/src/slots/drain.rs
+  parallel_gpu_execute/src/slots/outsiders.rs
 )
 
 # The tests that cover a file: its crate's unit tests and the integration
@@ -55,7 +65,7 @@ tests_for() {
     parallel_gpu_execute/src/launch.rs)
       echo "--lib --test test_and_environment --test slots --test jax_profile --test flags_and_bad_input --test classic_fidelity --test shared_hosts" ;;
     parallel_gpu_execute/src/slots/*)
-      echo "--lib --test slots --test slot_contract --test shared_hosts --test status --test classic_fidelity --test flags_and_bad_input" ;;
+      echo "--lib --test slots --test slot_contract --test queue_stalls --test shared_hosts --test status --test status_truth --test drain --test lock_dir_privacy --test sizing --test classic_fidelity --test flags_and_bad_input" ;;
     *) echo "--lib --tests" ;;
   esac
 }
@@ -84,9 +94,18 @@ esac
 files=("$@")
 ((${#files[@]})) || files=("${guarded[@]}")
 
-timeout="${MUTANTS_TIMEOUT:-150}"
+timeout="${MUTANTS_TIMEOUT:-90}"
 build_timeout="${MUTANTS_BUILD_TIMEOUT:-300}"
-common=(--jobs 1 --timeout "${timeout}" --build-timeout "${build_timeout}" --copy-target=false --no-shuffle --cap-lints=true)
+common=(--jobs "${MUTANTS_JOBS:-1}" --timeout "${timeout}" --build-timeout "${build_timeout}" --copy-target=false --no-shuffle --cap-lints=true)
+export CI=true
+# --cap-lints goes to rustc through RUSTFLAGS, and RUSTFLAGS replaces the
+# target's rustflags in .cargo/config.toml: without these the binaries are
+# dynamic, and the tests that run them in an empty sandbox root fail.
+export RUSTFLAGS="${RUSTFLAGS:-"-C target-feature=+crt-static -C relocation-model=static"}"
+runner=()
+if cargo nextest --version >/dev/null 2>&1; then
+  runner=(--test-tool=nextest --cargo-test-arg=--test-threads=8)
+fi
 
 summary() { # <file> <outcomes.json>
   python3 - "$1" "$2" <<'EOF'
@@ -122,7 +141,7 @@ if [[ "${mode}" == changed ]]; then
       tr ' ' '\n' | awk '/^--test$/ {t=1; next} t {print "--test " $0; t=0; next} NF {print}' | sort -u | tr '\n' ' ')
     mapfile -t test_args < <(as_test_args ${words})
     rc=0
-    cargo mutants "${common[@]}" --in-diff "${diff}" -p "${crate}" --output "${out}" "${test_args[@]}" || rc=$?
+    cargo mutants "${common[@]}" "${runner[@]}" --in-diff "${diff}" -p "${crate}" --output "${out}" "${test_args[@]}" || rc=$?
     case "${rc}" in
       0 | 2 | 3) summary "changes to ${crate}" "${out}/mutants.out/outcomes.json" || status=$? ;;
       4) echo "tools/mutants.sh: the tests fail without any mutant (${crate})" >&2; exit 1 ;;
@@ -145,7 +164,7 @@ for file in "${files[@]}"; do
   # cargo-mutants exits 2 when a mutant was missed, 3 on a timeout: the
   # summary says which; anything else (no baseline, a broken build) stops.
   rc=0
-  cargo mutants "${common[@]}" -p "${crate}" -f "${file}" --output "${out}" "${test_args[@]}" || rc=$?
+  cargo mutants "${common[@]}" "${runner[@]}" -p "${crate}" -f "${file}" --output "${out}" "${test_args[@]}" || rc=$?
   case "${rc}" in
     0 | 2 | 3) ;;
     *) echo "tools/mutants.sh: cargo mutants failed on ${file} (exit ${rc})" >&2; exit 1 ;;

@@ -132,6 +132,46 @@ fn without_a_queue_file_a_waiter_waits_and_says_so() {
     assert!(wait_until(Duration::from_secs(2), || lock_is_free(&lock)));
 }
 
+/// A waiter without the queue keeps its `--wait` limit: neither a wake by
+/// an unrelated file closed in the lock directory nor the quiet two seconds
+/// until the safety rescan ends the wait early; the slot freed at 2.7 s runs
+/// the test. (Guards `SlotWatch::wait`'s deadline check: answering
+/// "timed out" at a wake made this waiter exit 1 at 0.5 s.)
+#[test]
+fn a_waiter_without_the_queue_keeps_its_wait_limit_through_wakes() {
+    if !prerequisite(is_root(), "root", "running the wrapper as another user") {
+        return;
+    }
+    let f = shared_fixture("readonly-limit");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let lock = f.lock("0", 0);
+    write_file(&lock, "");
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let held = hold_lock(&lock);
+    let records = f.dir.join("records");
+    std::fs::create_dir_all(&records).unwrap();
+    std::fs::set_permissions(&records, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let record = records.join("record");
+    let mut c = f.cmd();
+    c.env("TF_GPU_COUNT", "1")
+        .env("TF_TESTS_PER_GPU", "1")
+        .env("RECORD_FILE", &record)
+        .as_user(NOBODY, NOBODY)
+        .args(["--wait=20", "./pkg/gpu_test"]);
+    let waiter = c.spawn();
+    std::thread::sleep(Duration::from_millis(500));
+    write_file(f.lock_dir.join("unrelated"), "closed in the lock directory: a wake");
+    std::thread::sleep(Duration::from_millis(2200));
+    assert!(!record.exists(), "the test ran on a busy slot");
+    drop(held);
+    let out = waiter.wait();
+    out.assert_success();
+    assert!(record.exists(), "the test never ran\n{}", out.explain());
+    assert!(out.elapsed >= Duration::from_millis(2600), "it did not wait for the slot\n{}", out.explain());
+    assert!(out.stderr.contains("waiting without the queue"), "{}", out.explain());
+}
+
 /// The classic script reads `--num_processes=0` as 0 and raises a zero
 /// product to 1: such a test needs one GPU, not two.
 #[test]

@@ -442,11 +442,10 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
                         break None;
                     }
                     q.beat();
+                    // Woken at the next beat at the latest; `TimedOut` only
+                    // once the deadline itself has passed (the beat is ahead).
                     let beat_due = Instant::now() + queue::HEARTBEAT;
-                    match w.wait(Some(deadline.map_or(beat_due, |d| d.min(beat_due)))) {
-                        Wake::TimedOut if deadline.is_none_or(|d| Instant::now() < d) => Wake::Rescan,
-                        wake => wake,
-                    }
+                    w.wait(Some(deadline.map_or(beat_due, |d| d.min(beat_due))))
                 }
                 None => {
                     // Without the queue, look again for one at each wake:
@@ -460,7 +459,6 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
             };
             match wake {
                 Wake::Rescan => {}
-                Wake::DirectoryGone => break None,
                 Wake::TimedOut => {
                     // One last look: a slot freed at the deadline still counts.
                     match table.scan(needed)? {

@@ -138,11 +138,11 @@ impl Drop for WaitingSignals {
 /// What a wait ended with.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Wake {
-    /// Something may have been released: scan again.
+    /// Something may have been released, or the lock directory removed or
+    /// moved (the caller looks whether it is still there): scan again.
     Rescan,
-    /// The lock directory was removed or moved: start over.
-    DirectoryGone,
-    /// The deadline passed.
+    /// The deadline had passed when the wait began; the caller looks once
+    /// more, so a slot freed at the deadline still counts.
     TimedOut,
 }
 
@@ -180,7 +180,9 @@ impl SlotWatch {
     }
 
     /// Blocks until a slot may have been released, the directory went away,
-    /// or `deadline` (if any) passed.
+    /// or `deadline` (if any) passed; `TimedOut` only once it has passed at
+    /// the start of a wait (one more rescan than strictly needed, and one
+    /// place that decides).
     pub fn wait(&mut self, deadline: Option<Instant>) -> Wake {
         let period = match self {
             SlotWatch::Inotify(_) => SAFETY_RESCAN,
@@ -192,43 +194,32 @@ impl SlotWatch {
             Some(d) => period.min(d - now),
             None => period,
         };
-        let ready = match self {
+        match self {
             SlotWatch::Inotify(fd) => {
                 let mut fds = [PollFd::new(fd, PollFlags::IN)];
                 let ts =
                     rustix::event::Timespec { tv_sec: timeout.as_secs() as _, tv_nsec: timeout.subsec_nanos() as _ };
-                matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0)
-            }
-            SlotWatch::Polling => {
-                crate::sys::clock::sleep(timeout);
-                false
-            }
-        };
-        if ready {
-            if let SlotWatch::Inotify(fd) = self {
-                if drain_says_gone(fd) {
-                    return Wake::DirectoryGone;
+                if matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) {
+                    drain(fd);
                 }
             }
+            SlotWatch::Polling => crate::sys::clock::sleep(timeout),
         }
-        match deadline {
-            Some(d) if Instant::now() >= d && !ready => Wake::TimedOut,
-            _ => Wake::Rescan,
-        }
+        // Whatever woke it, the caller rescans, and first looks whether the
+        // directory is still there (a removal or rename raises DELETE_SELF or
+        // MOVE_SELF here).
+        Wake::Rescan
     }
 }
 
-/// Reads every pending event; true when one says the directory is gone.
-fn drain_says_gone(fd: &OwnedFd) -> bool {
+/// Reads every pending event, so that the next poll blocks until a new one.
+fn drain(fd: &OwnedFd) {
     let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
     let mut reader = inotify::Reader::new(fd, &mut buf);
-    let gone = inotify::ReadFlags::DELETE_SELF | inotify::ReadFlags::MOVE_SELF | inotify::ReadFlags::IGNORED;
-    let mut saw_gone = false;
     loop {
         match reader.next() {
-            Ok(event) => saw_gone |= event.events().intersects(gone),
-            Err(Errno::INTR) => {}
-            Err(_) => return saw_gone,
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(_) => return,
         }
     }
 }
