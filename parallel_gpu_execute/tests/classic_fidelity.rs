@@ -169,7 +169,10 @@ fn a_waiter_without_the_queue_keeps_its_wait_limit_through_wakes() {
     out.assert_success();
     assert!(record.exists(), "the test never ran\n{}", out.explain());
     assert!(out.elapsed >= Duration::from_millis(2600), "it did not wait for the slot\n{}", out.explain());
-    assert!(out.stderr.contains("waiting without the queue"), "{}", out.explain());
+    let warnings = out.stderr.lines().filter(|l| l.contains("cannot create")).count();
+    assert_eq!(warnings, 1, "one warning about the queue file, not one per wake\n{}", out.explain());
+    let waits = out.stderr.lines().filter(|l| l.contains("waiting without the queue")).count();
+    assert_eq!(waits, 2, "the warning and one waiting line\n{}", out.explain());
 }
 
 /// The classic script reads `--num_processes=0` as 0 and raises a zero

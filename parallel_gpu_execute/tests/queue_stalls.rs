@@ -97,18 +97,7 @@ fn eight_stopped_heads_in_a_row_keep_no_one_from_a_free_slot() {
         let c = waiter(&f, 1, &records, &format!("w{i}"), &[]);
         let r = queued(&c, &queue);
         let pid = r.pid();
-        // Not blocked on five looks in a row: a waiter that only wakes to
-        // look (its timer) is blocked again within microseconds.
-        let mut free_looks = 0;
-        assert!(
-            wait_until(Duration::from_secs(10), || {
-                free_looks = if blocked(pid) { 0 } else { free_looks + 1 };
-                std::thread::sleep(Duration::from_millis(30));
-                free_looks >= 5
-            }),
-            "waiter {i} never looked for slots with {i} stopped heads before it\n{}",
-            c.describe()
-        );
+        assert!(looking(pid), "waiter {i} never looked for slots with {i} stopped heads before it\n{}", c.describe());
         if i == 8 {
             let freed = Instant::now();
             drop(held);
@@ -122,6 +111,55 @@ fn eight_stopped_heads_in_a_row_keep_no_one_from_a_free_slot() {
         assert!(!records.join(format!("w{i}")).exists(), "stopped waiter {i} ran");
         r.signal(libc::SIGKILL);
     }
+}
+
+/// Whether `pid` is out of `flock(2)` on five looks in a row: looking for
+/// slots, not only woken by its timer (blocked again within microseconds).
+fn looking(pid: i32) -> bool {
+    let mut free_looks = 0;
+    wait_until(Duration::from_secs(10), || {
+        free_looks = if blocked(pid) { 0 } else { free_looks + 1 };
+        std::thread::sleep(Duration::from_millis(30));
+        free_looks >= 5
+    })
+}
+
+#[test]
+fn one_waiter_stands_in_for_a_stopped_head_and_goes_back_when_it_runs_again() {
+    // The first waiter that runs stands in; the one behind it stays in
+    // flock(2) (unless each waiter took part, or counted the others, all
+    // stood in at once). When the head runs again, the stand-in goes back
+    // into the queue, and the three are served in their order.
+    let f = Fixture::new("q-one-stand-in");
+    let records = records(&f);
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let queue = f.lock_dir.join("gpulock.queue");
+    let held = hold_lock(f.lock("0", 0));
+    let head = queued(&waiter(&f, 1, &records, "head", &[]), &queue);
+    head.signal(libc::SIGSTOP);
+    let w1 = queued(&waiter(&f, 1, &records, "w1", &[]), &queue);
+    std::thread::sleep(Duration::from_millis(100));
+    let w2 = queued(&waiter(&f, 1, &records, "w2", &[]), &queue);
+    assert!(looking(w1.pid()), "the first waiter never stood in for the stopped head");
+    // Long enough for the second to find the head stale too.
+    std::thread::sleep(Duration::from_millis(1500));
+    let w2_blocked = (0..5).all(|_| {
+        std::thread::sleep(Duration::from_millis(30));
+        blocked(w2.pid())
+    });
+    assert!(w2_blocked, "the second waiter stood in as well");
+    head.signal(libc::SIGCONT);
+    let w1_back = wait_until(Duration::from_secs(3), || blocked(w1.pid()) && in_flock(w1.pid(), &queue));
+    assert!(w1_back, "the stand-in did not go back into the queue when the head ran again");
+    drop(held);
+    let (head, w1, w2) = (head.wait(), w1.wait(), w2.wait());
+    for out in [&head, &w1, &w2] {
+        assert!(out.status.success(), "{}", out.explain());
+    }
+    assert!(w1.stderr.contains("does not run"), "no stand-in message\n{}", w1.explain());
+    assert!(!w2.stderr.contains("does not run"), "the second waiter stood in\n{}", w2.explain());
+    let order = ["head", "w1", "w2"].map(|n| start_of(&records, n));
+    assert!(order[0] < order[1] && order[1] < order[2], "out of order: {order:?}");
 }
 
 #[test]
@@ -316,8 +354,11 @@ fn a_beat_in_the_future_does_not_hide_a_stopped_head() {
 }
 
 #[test]
-fn whole_second_timestamps_do_not_make_a_running_head_look_stopped() {
-    // ext4 with 128-byte inodes keeps whole seconds only.
+fn whole_second_timestamps_on_a_full_disk_do_not_make_a_running_head_look_stopped() {
+    // ext4 with 128-byte inodes keeps whole seconds only; full, it takes
+    // no counter into the empty queue file: the head's beat is its times
+    // alone, which change once a second. (A waiter that gave times alone
+    // the counter's one-second limit took this head for stopped.)
     if !test_support::prerequisite(is_root(), "root", "a running head on whole-second timestamps (an ext4 image)") {
         return;
     }
@@ -333,7 +374,18 @@ fn whole_second_timestamps_do_not_make_a_running_head_look_stopped() {
     let out = Command::new("stat").args(["-c", "%y"]).arg(&probe).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains(".000000000"), "not whole seconds: {out:?}");
     let queue = locks.join("gpulock.queue");
+    write_file(&queue, "");
+    std::fs::set_permissions(&queue, std::fs::Permissions::from_mode(0o666)).unwrap();
     let held = hold_lock(locks.join("gpulock0_0"));
+    let fill = Command::new("dd")
+        .args(["if=/dev/zero", "bs=64k"])
+        .arg(format!("of={}", mnt.join("fill").display()))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&fill.stderr).contains("No space left"), "the image did not fill: {fill:?}");
+    // ext4 keeps blocks back from one large write: small files take them.
+    let topped = (0..10_000).find(|i| std::fs::write(mnt.join(format!("fill{i}")), [0u8; 1024]).is_err());
+    assert!(topped.is_some(), "the image never filled");
     let run = |name: &str| {
         let mut c = waiter(&f, 1, &records, name, &[]);
         c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &locks);
@@ -341,8 +393,9 @@ fn whole_second_timestamps_do_not_make_a_running_head_look_stopped() {
     };
     let head = run("head");
     let second = run("second");
-    // Both run; the head keeps beating for 4 s.
-    std::thread::sleep(Duration::from_secs(4));
+    // Both run; the head keeps beating for 5 s.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(std::fs::metadata(&queue).unwrap().len(), 0, "the head wrote a counter: the disk was not full");
     drop(held);
     let (head, second) = (head.wait(), second.wait());
     assert!(head.status.success(), "{}", head.explain());
@@ -399,6 +452,10 @@ fn a_queue_file_this_user_cannot_use_is_passed_by_with_the_repair() {
                 std::fs::set_permissions(q, std::fs::Permissions::from_mode(0o600)).unwrap();
             }) as &dyn Fn(&Path),
         ),
+        ("0644, not writable", &|q: &Path| {
+            write_file(q, "");
+            std::fs::set_permissions(q, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }),
         ("a planted link", &|q: &Path| std::os::unix::fs::symlink("/etc/passwd", q).unwrap()),
     ] {
         let f = shared_fixture("q-unusable-queue");
