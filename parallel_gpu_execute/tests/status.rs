@@ -258,8 +258,28 @@ fn stopped_waiters_are_shown_stopped() {
     let row = text.stdout.lines().find(|l| l.starts_with("head ")).unwrap_or_else(|| panic!("{}", text.explain()));
     assert!(row.contains(&format!(" {:<12} stopped ", head.pid())), "{}", text.explain());
 
-    head.signal(libc::SIGCONT);
+    // Continued while the head stays stopped, the second stands in for it:
+    // out of flock(2) (five looks in a row), and still a waiter.
     queued.signal(libc::SIGCONT);
+    let mut looks = 0;
+    let stood_in = wait_until(Duration::from_secs(10), || {
+        looks = if in_flock(queued.pid()) { 0 } else { looks + 1 };
+        std::thread::sleep(Duration::from_millis(30));
+        looks >= 5
+    });
+    assert!(stood_in, "the second never stood in for the stopped head");
+    let out = status(&f, 1, 1, "json");
+    let waiters = waiters_json(&out);
+    let at = waiters.find(&format!("{{\"pid\": {}, ", queued.pid()));
+    let at = at.unwrap_or_else(|| panic!("the stand-in is not listed\n{}", out.explain()));
+    let object = &waiters[at..at + waiters[at..].find('}').unwrap()];
+    assert!(
+        object.contains("\"position\": \"queued\"") && !object.contains("\"state\": \"stopped\""),
+        "{}",
+        out.explain()
+    );
+
+    head.signal(libc::SIGCONT);
     drop(held);
     head.wait().assert_success();
     queued.wait().assert_success();

@@ -10,8 +10,10 @@
 //! either profile in the directory (ours and the classic scripts'
 //! `gpulock<id>_<slot>`, JAX's `jax_accelerator_lock_<id>_<slot>`).
 //! Waiters are the head of each queue file (the process that holds it, named
-//! as a slot's first holder is), the processes that wait for it, and any
-//! process blocked on a lock file.
+//! as a slot's first holder is), the processes that wait for it (blocked on
+//! it, or holding the shared lock of the directory that every waiter behind
+//! the head takes: so also one stopped, or one standing in for a stopped
+//! head), and any process blocked on a lock file.
 //!
 //! Holders are found as `lsof` finds them ([`crate::slots::holders`]): the
 //! processes that have the lock file open through a descriptor whose open
@@ -91,7 +93,7 @@ use crate::profile::LockNames;
 use crate::report::status_format::{self, Report, Slot, Waiter};
 use crate::report::{gpus, openmetrics};
 use crate::settings::Settings;
-use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device, openers, sees_everyone};
+use crate::slots::holders::{LockFile, fd_key, host_pid_namespace, lockers, mount_device, openers, sees_everyone};
 use crate::slots::lockfile::lock_file_name;
 use crate::slots::proclocks::{ProcessInfo, process, read_locks};
 use crate::slots::request::{Pool, Preset};
@@ -329,6 +331,20 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         (!a.configured, a.profile, id_order(&a.gpu), a.slot).cmp(&(!b.configured, b.profile, id_order(&b.gpu), b.slot))
     });
     report.slots.extend(extra);
+    // Waiters that take part hold a shared lock of the directory until they
+    // exec the test (`slots::queue`): one stopped out of `flock(2)`, or one
+    // standing in for a stopped head, is blocked on no file and still waits.
+    if let (Some(queue), Some(key)) = (found.iter().find(|f| f.queue), fd_key(dir_fd.as_fd())) {
+        for l in locks.iter().filter(|l| l.flock && !l.blocked && l.pid > 0 && l.key() == key) {
+            if report.waiters.iter().any(|w| w.process.pid == l.pid) {
+                continue;
+            }
+            let p = process(l.pid);
+            if !(sees_all && p.command.is_none()) {
+                report.waiters.push(Waiter { process: p, position: "queued", file: path(&queue.name) });
+            }
+        }
+    }
     let rank = |p: &str| match p {
         "head" => 0,
         "queued" => 1,
