@@ -6,8 +6,8 @@ mod common;
 use common::{Fixture, Record};
 use std::time::{Duration, Instant};
 use test_support::{
-    Cmd, check_gpus_match_locks, cpu_time, hold_lock, lock_is_free, parse_record, read_to_string, record_value,
-    wait_until,
+    Cmd, can_flock, check_gpus_match_locks, cpu_time, hold_lock, lock_is_free, parse_record, read_to_string,
+    record_value, wait_until,
 };
 
 /// A fixture with `gpus` GPUs from TF_GPU_COUNT, `slots` tests per GPU and
@@ -270,7 +270,7 @@ fn a_wrapper_and_an_external_flock_holder_exclude_each_other() {
     gpus(&mut c, 1, 1).env("SLEEP", "2").arg("./pkg/gpu_test");
     let running = c.spawn();
     assert!(eventually_taken(f.lock("0", 0)), "wrapper never locked");
-    assert!(!lock_is_free(f.lock("0", 0)), "an outside flock is refused while the test runs");
+    assert!(!can_flock(f.lock("0", 0)), "an outside flock is refused while the test runs");
     running.wait().assert_success();
 }
 

@@ -265,10 +265,29 @@ pub fn hold_lock(path: impl AsRef<Path>) -> HeldLock {
 }
 
 /// Whether an exclusive lock on `path` could be taken right now (it is
-/// released again at once).
-pub fn lock_is_free(path: impl AsRef<Path>) -> bool {
+/// released again at once). It takes the lock for that moment: a wrapper
+/// choosing a slot then sees it busy. To watch a lock that wrappers may be
+/// taking, use [`lock_is_free`].
+pub fn can_flock(path: impl AsRef<Path>) -> bool {
     let file = open_lock(path.as_ref());
     flock(&file, libc::LOCK_EX | libc::LOCK_NB)
+}
+
+/// Whether the kernel lists no `flock(2)` lock held on the file at `path`
+/// (`/proc/locks`, by inode; a missing file is free). Unlike [`can_flock`]
+/// it takes nothing, so polling it never makes a wrapper that chooses a
+/// slot at that moment pass this one by. Sees every lock from the host's
+/// PID namespace, where the tests run.
+pub fn lock_is_free(path: impl AsRef<Path>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(inode) = fs::metadata(path.as_ref()).map(|m| m.ino()) else { return true };
+    let locks = fs::read_to_string("/proc/locks").unwrap_or_default();
+    !locks.lines().any(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        // "1: FLOCK ADVISORY WRITE <pid> <maj:min:inode> 0 EOF"; a waiter's
+        // line has "->" after the number.
+        w.get(1) == Some(&"FLOCK") && w.get(5).and_then(|k| k.rsplit(':').next()) == Some(inode.to_string().as_str())
+    })
 }
 
 /// CPU time (user + system) a live process has used, from /proc.

@@ -334,8 +334,12 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     // Waiters that take part hold a shared lock of the directory until they
     // exec the test (`slots::queue`): one stopped out of `flock(2)`, or one
     // standing in for a stopped head, is blocked on no file and still waits.
+    // Waiting behind a head this process cannot see (another PID namespace)
+    // says that there is one, as a visible process blocked on a lock does.
     if let (Some(queue), Some(key)) = (found.iter().find(|f| f.queue), fd_key(dir_fd.as_fd())) {
+        let mut taking_part = false;
         for l in locks.iter().filter(|l| l.flock && !l.blocked && l.pid > 0 && l.key() == key) {
+            taking_part = true;
             if report.waiters.iter().any(|w| w.process.pid == l.pid) {
                 continue;
             }
@@ -343,6 +347,10 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
             if !(sees_all && p.command.is_none()) {
                 report.waiters.push(Waiter { process: p, position: "queued", file: path(&queue.name) });
             }
+        }
+        let file = path(&queue.name);
+        if taking_part && !sees_all && !report.waiters.iter().any(|w| w.position == "head" && w.file == file) {
+            report.waiters.push(Waiter { process: process(0), position: "head", file });
         }
     }
     let rank = |p: &str| match p {

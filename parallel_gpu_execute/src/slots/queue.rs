@@ -300,7 +300,7 @@ pub fn take(
     if try_flock(&fd, || named(dir, queue_file))? {
         return Ok((Queue::head(fd), false));
     }
-    announce(Place::Behind(queued_behind(&fd)));
+    announce(Place::Behind(queued_behind(&fd, dir_fd)));
     take_part(dir_fd);
     let dir_lock = dir_key(dir_fd);
     let s = signals.get_or_insert_with(WaitingSignals::install);

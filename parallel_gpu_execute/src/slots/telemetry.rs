@@ -92,9 +92,20 @@ fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32, prefix: &[u8]) -> Optio
     Some(busy)
 }
 
-/// How many processes wait in `flock(2)` on the queue file `queue`, as far
-/// as this process can see.
-pub fn queued_behind(queue: &OwnedFd) -> usize {
+/// How many processes wait behind the head of the queue file `queue`, as
+/// far as this process can see: those blocked on it in `flock(2)`, or, where
+/// more, those holding the shared lock of the lock directory `dir` that
+/// every waiter behind the head takes (`slots::queue`), which also counts
+/// one stopped or between two looks, out of `flock(2)` for the moment.
+pub fn queued_behind(queue: &OwnedFd, dir: &OwnedFd) -> usize {
+    let me = i64::from(rustix::process::getpid().as_raw_nonzero().get());
+    let taking_part = fd_key(dir.as_fd()).map_or(0, |key| {
+        read_locks().iter().filter(|l| l.flock && !l.blocked && l.key() == key && l.pid != me).count()
+    });
+    blocked_on(queue, me).max(taking_part)
+}
+
+fn blocked_on(queue: &OwnedFd, me: i64) -> usize {
     let Some(key) = fd_key(queue.as_fd()) else { return 0 };
     let locks = read_locks();
     if listed_held(&locks, key) {
@@ -107,7 +118,6 @@ pub fn queued_behind(queue: &OwnedFd) -> usize {
     let (Ok(st), Some(link)) = (rustix::fs::fstat(queue), own_link(queue)) else { return 0 };
     let name = link.rsplit(|&b| b == b'/').next().unwrap_or(&link);
     let file = LockFile::new(name, &st, Some((key.0, key.1)), true);
-    let me = i64::from(rustix::process::getpid().as_raw_nonzero().get());
     openers(&[file])[0].iter().filter(|o| o.blocked && o.pid != me).count()
 }
 
