@@ -409,6 +409,32 @@ fn a_multi_gpu_request_is_not_overtaken_by_later_single_gpu_requests() {
     assert!(b_start >= a_end, "B started before A ended");
 }
 
+/// A 2-GPU waiter whose blocks were each partly busy (GPU 0 and GPU 2 held
+/// by others, GPU 1 taken and given back) keeps each lock file's descriptor
+/// under its own GPU: once all are free it gets GPUs 0 and 1, holding
+/// their files. (Given back under another GPU's place, GPU 1's descriptor
+/// stood in for GPU 0, and the waiter never got a block.)
+#[test]
+fn a_multi_gpu_waiter_that_gave_back_a_partial_block_gets_the_right_files() {
+    let f = fixture("give-back");
+    let (gpu0, gpu2) = (hold_lock(f.lock("0", 0)), hold_lock(f.lock("2", 0)));
+    let record = f.dir.join("rec");
+    let mut c = f.cmd();
+    gpus(&mut c, 3, 1).env("RECORD_FILE", &record).args(["./pkg/gpu_test", "--num_processes=2"]);
+    c.timeout(Duration::from_secs(10));
+    let waiter = c.spawn();
+    assert!(eventually_taken(&f.lock_dir.join("gpulock.queue")), "it never waited\n{}", c.describe());
+    std::thread::sleep(Duration::from_millis(300));
+    drop(gpu0);
+    std::thread::sleep(Duration::from_millis(300));
+    drop(gpu2);
+    let out = waiter.wait();
+    out.assert_success();
+    let r = parse_record(&read_to_string(&record));
+    check_gpus_match_locks(&r, "HIP_VISIBLE_DEVICES", str::to_string).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    assert_eq!(record_value(&r, "HIP_VISIBLE_DEVICES"), Some("0,1"), "{}", out.explain());
+}
+
 #[test]
 fn concurrent_wrappers_never_share_a_slot() {
     let f = fixture("concurrent");
