@@ -145,14 +145,16 @@ impl PrivatePolicy {
     }
 }
 
+/// What an opened lock path is instead of a regular file. A directory, a
+/// socket and a symbolic link never open, so are named by their errors in
+/// `open_existing`: `EISDIR` and `ELOOP` come before any permission check
+/// (also for the read-only retry); a socket gives `ENXIO`, or `EACCES`
+/// where this user may not open it at all (an unusable slot, skipped).
 fn describe(file_type: FileType) -> &'static str {
     match file_type {
-        FileType::Directory => "a directory",
         FileType::Fifo => "a FIFO",
-        FileType::Socket => "a socket",
         FileType::CharacterDevice => "a character device",
         FileType::BlockDevice => "a block device",
-        FileType::Symlink => "a symbolic link",
         _ => "not a regular file",
     }
 }
