@@ -78,6 +78,18 @@ fn a_block_of_several_gpus_never_holds_a_drained_one() {
     out.assert_code(1).assert_one_error_line("GPU 1 (flaky), GPU 2 (flaky too)");
     // One GPU still can.
     assert_eq!(given(&on(&f, 4).arg("./pkg/gpu_test").run()), "0");
+
+    // The last block of the pool counts: GPUs 4 and 5 of six, the others
+    // drained; and a block that would run past the pool's end is none.
+    let g = Fixture::new("drain-last-block");
+    for gpu in ["0", "1", "2", "3"] {
+        drain(&g, 6, gpu, "gone");
+    }
+    assert_eq!(given(&on(&g, 6).arg("./pkg/gpu_test").args(["--num_processes=2"]).run()), "4,5");
+    let h = Fixture::new("drain-two");
+    drain(&h, 2, "0", "gone");
+    let out = on(&h, 2).arg("./pkg/gpu_test").args(["--num_processes=2"]).run();
+    out.assert_code(1).assert_one_error_line("GPU 0 (gone)");
 }
 
 #[test]

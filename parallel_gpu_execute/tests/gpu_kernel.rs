@@ -197,6 +197,11 @@ fn unhealthy_gpus_are_reported_warned_about_or_avoided_as_the_setting_says() {
     assert_eq!(given(&out), "1", "GPU 0 is passed over");
     let out = run(Some("avoid"), Some("0"));
     out.assert_code(1).assert_one_error_line("GPU 0 (unhealthy: uncorrectable memory errors (RAS): umc 2)");
+    // Drained and unhealthy: named once, as drained.
+    wrapper(&f, 1).args(["--drain=0", "--reason=retired"]).run().assert_success();
+    let out = run(Some("avoid"), Some("0"));
+    out.assert_code(1).assert_one_error_line("out of service: GPU 0 (retired");
+    assert!(!out.stderr.contains("unhealthy"), "GPU 0 named twice\n{}", out.explain());
     let out = run(Some("drain"), None);
     out.assert_code(2).assert_one_error_line(
         "PARALLEL_GPU_EXECUTE_UNHEALTHY: invalid value 'drain' (expected report, warn or avoid)",
