@@ -423,7 +423,7 @@ fn a_multi_gpu_waiter_that_gave_back_a_partial_block_gets_the_right_files() {
     gpus(&mut c, 3, 1).env("RECORD_FILE", &record).args(["./pkg/gpu_test", "--num_processes=2"]);
     c.timeout(Duration::from_secs(10));
     let waiter = c.spawn();
-    assert!(eventually_taken(&f.lock_dir.join("gpulock.queue")), "it never waited\n{}", c.describe());
+    assert!(eventually_taken(f.lock_dir.join("gpulock.queue")), "it never waited\n{}", c.describe());
     std::thread::sleep(Duration::from_millis(300));
     drop(gpu0);
     std::thread::sleep(Duration::from_millis(300));
