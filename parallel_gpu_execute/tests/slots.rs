@@ -282,7 +282,18 @@ fn busy_slots_are_waited_for_without_spinning() {
     let mut c = f.cmd();
     gpus(&mut c, 1, 1).env("RECORD_FILE", &record).arg("./pkg/gpu_test");
     let running = c.spawn();
-    std::thread::sleep(Duration::from_millis(1500));
+    let sleeps = || {
+        let status = read_to_string(format!("/proc/{}/status", running.pid()));
+        let line = status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")).unwrap_or("0");
+        line.trim().parse::<u64>().unwrap()
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let before = sleeps();
+    std::thread::sleep(Duration::from_millis(1000));
+    // It wakes at its beats (4 a second) and at releases, not to poll
+    // (every 50 ms) as it would without inotify.
+    let woke = sleeps() - before;
+    assert!(woke <= 12, "the waiter woke {woke} times in one second");
     assert!(!record.exists(), "the test ran while its slot was busy");
     let cpu = cpu_time(running.pid());
     assert!(cpu < Duration::from_millis(300), "waiting used {cpu:?} of CPU in 1.5 s");
