@@ -113,6 +113,38 @@ fn a_waiter_whose_gpus_are_drained_while_it_waits_fails() {
     assert!(test_support::record_value(&record, "argc").is_none(), "the test ran\n{}", out.explain());
 }
 
+/// Waiters look at the drains again after each wait: GPU 1, drained and
+/// then freed while the head waited and a second waiter was queued, is
+/// passed over by both; each takes GPU 0 in turn.
+#[test]
+fn a_waiter_that_waited_in_the_queue_sees_a_gpu_drained_meanwhile() {
+    let f = Fixture::new("drain-queued");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let (gpu0, gpu1) = (hold_lock(f.lock("0", 0)), hold_lock(f.lock("1", 0)));
+    let queue = f.lock_dir.join("gpulock.queue");
+    let start = |name: &str| {
+        let mut c = on(&f, 2);
+        c.env("SLEEP", "0.5").env("RECORD_FILE", f.dir.join(name)).arg("./pkg/gpu_test");
+        c.spawn()
+    };
+    let head = start("head");
+    assert!(wait_until(Duration::from_secs(10), || !test_support::lock_is_free(&queue)), "no head");
+    let second = start("second");
+    let pid = second.pid();
+    let queued = || std::fs::read_to_string("/proc/locks").unwrap().lines().any(|l| l.contains(&format!(" {pid} ")));
+    assert!(wait_until(Duration::from_secs(10), queued), "the second never queued");
+    drain(&f, 2, "1", "pulled");
+    drop(gpu1);
+    std::thread::sleep(Duration::from_millis(300));
+    drop(gpu0);
+    for (name, r) in [("head", head), ("second", second)] {
+        let out = r.wait();
+        out.assert_success();
+        let r = Record::read(&f.dir.join(name));
+        assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0"), "{name} was given the drained GPU 1\n{}", out.explain());
+    }
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let f = Fixture::new("drain-bad");
