@@ -132,6 +132,38 @@ fn without_a_queue_file_a_waiter_waits_and_says_so() {
     assert!(wait_until(Duration::from_secs(2), || lock_is_free(&lock)));
 }
 
+/// A waiter without the queue whose lock directory is replaced (its slot
+/// busy there too) starts over in the new one, which it cannot write
+/// either: still one warning.
+#[test]
+fn a_waiter_without_the_queue_warns_once_across_a_new_lock_directory() {
+    if !prerequisite(is_root(), "root", "running the wrapper as another user") {
+        return;
+    }
+    let f = shared_fixture("readonly-replaced");
+    let make = |held: bool| {
+        std::fs::create_dir_all(&f.lock_dir).unwrap();
+        let lock = f.lock("0", 0);
+        write_file(&lock, "");
+        std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        held.then(|| hold_lock(&lock))
+    };
+    let _held = make(true);
+    let mut c = f.cmd();
+    c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").as_user(NOBODY, NOBODY).arg("./pkg/gpu_test");
+    let waiter = c.spawn();
+    std::thread::sleep(Duration::from_millis(400));
+    std::fs::rename(&f.lock_dir, f.dir.join("old-locks")).unwrap();
+    let held = make(true);
+    std::thread::sleep(Duration::from_millis(400));
+    drop(held);
+    let out = waiter.wait();
+    out.assert_success();
+    let warnings = out.stderr.lines().filter(|l| l.contains("cannot create")).count();
+    assert_eq!(warnings, 1, "{}", out.explain());
+}
+
 /// A waiter without the queue keeps its `--wait` limit: neither a wake by
 /// an unrelated file closed in the lock directory nor the quiet two seconds
 /// until the safety rescan ends the wait early; the slot freed at 2.7 s runs
