@@ -46,8 +46,6 @@ fn listed_held(path: &Path) -> bool {
     !proc_locks(path).0.is_empty()
 }
 
-/// Whether `pid` sleeps in `flock(2)` (read from `/proc`, as root or as
-/// its parent may).
 /// Whether `/proc/locks` lists `pid` blocked in `flock(2)` (a "->" line).
 fn in_flock(pid: i32) -> bool {
     let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
