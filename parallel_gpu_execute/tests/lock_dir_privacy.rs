@@ -136,6 +136,12 @@ fn a_container_made_for_the_action_is_told_by_its_mounted_input_root() {
     let mount_input = ["--bind", inputs.to_str().unwrap(), "/work", "--dir", "/var/lock"];
     let out = sandboxed(&f, &["--tmpfs", "/"], "/work", &mount_input, "2").run();
     refused(&out, "on the root file system of a container made for this action");
+    // Bazel run inside a container: the input root is a directory of the
+    // container's root, not a mount, and its tests share the container's
+    // /var/lock: not a word.
+    let out = sandboxed(&f, &["--tmpfs", "/"], "/work", &["--dir", "/var/lock"], "2").run();
+    Record::of(out.assert_success());
+    assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
     // Bazel's own sandbox also mounts the action's directory, but over the
     // host's root (here a bind of a plain directory): not a word.
     let hostroot = f.dir.join("hostroot");
