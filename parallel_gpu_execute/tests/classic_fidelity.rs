@@ -152,6 +152,8 @@ fn a_waiter_without_the_queue_warns_once_across_a_new_lock_directory() {
     let _held = make(true);
     let mut c = f.cmd();
     c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").as_user(NOBODY, NOBODY).arg("./pkg/gpu_test");
+    // Not noticing the new directory, it would wait for the old one's slot.
+    c.timeout(Duration::from_secs(10));
     let waiter = c.spawn();
     std::thread::sleep(Duration::from_millis(400));
     std::fs::rename(&f.lock_dir, f.dir.join("old-locks")).unwrap();
