@@ -17,8 +17,7 @@ use test_support::{Cmd, Output, Running, hold_lock, wait_until};
 
 /// The inode of `path` as `/proc/locks` ends its device field with.
 fn inode(path: &Path) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| m.ino())
+    std::fs::metadata(path).ok().map(|m| std::os::unix::fs::MetadataExt::ino(&m))
 }
 
 /// `/proc/locks` lines on `path`'s inode (on any device), held ones and
@@ -116,9 +115,12 @@ fn a_classic_script_holder_is_its_shell_not_the_exited_flock_child() {
     let f = Fixture::new("status-classic");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let shell = classic_holder(&f.lock("1", 0), "");
-    assert!(wait_until(Duration::from_secs(10), || listed_held(&f.lock("1", 0))), "the script never locked");
-    // The kernel names the flock child, which has exited.
-    let taker = proc_locks(&f.lock("1", 0)).0[0];
+    let mut taker = 0; // the flock child, which the kernel names; it exits
+    let locked = wait_until(Duration::from_secs(10), || {
+        taker = proc_locks(&f.lock("1", 0)).0.first().copied().unwrap_or(0);
+        taker != 0
+    });
+    assert!(locked, "the script never locked");
     assert_ne!(taker, i64::from(shell.pid()));
     assert!(wait_until(Duration::from_secs(5), || !Path::new(&format!("/proc/{taker}")).exists()));
 
