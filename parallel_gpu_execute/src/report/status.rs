@@ -56,7 +56,7 @@
 //! | `slots[].file_exists` | whether its lock file exists (not before a test first takes the slot) |
 //! | `slots[].configured` | whether it is one of the slots these settings give; `false`: another lock file in the directory |
 //! | `waiters` | the waiting processes, head of the queue first (process objects and:) |
-//! | `waiters[].position` | `head` (holds the queue), `queued` (waits for the queue), `blocked` (waits on a lock file) |
+//! | `waiters[].position` | `head` (holds the queue), `queued` (waits for the queue: blocked on it, or holding the lock directory's shared lock that waiters take), `blocked` (waits on a lock file) |
 //! | `waiters[].file` | the queue or lock file it holds or waits for |
 //! | `waiters[].needs` | the GPUs it asks for, read from its arguments as the wrapper reads them (`--num_processes`, `--gpus_per_process`), or `null` when hidden |
 //! | `exists` | whether the lock directory exists (the first wrapper that takes a slot creates it) |
