@@ -238,4 +238,17 @@ fn status_shows_each_gpu_and_its_drain_in_text_and_json() {
     let out = on(&f, 2).arg("--status=json").run();
     let json = &out.stdout;
     assert!(json.contains(r#""gpus": [{"gpu": "0", "drained": null, "kernel_users": null, "health": "ok", "configured": true}, {"gpu": "1", "drained": {"reason": "bad \u001b[31mcolour""#), "{}", out.explain());
+    // The longest reason keeps the record's time and user after it.
+    drain(&f, 2, "0", &"r".repeat(1000));
+    let out = on(&f, 2).arg("--status=json").run();
+    let at = out.stdout.find(&"r".repeat(1000)).unwrap_or_else(|| panic!("{}", out.explain()));
+    let record = &out.stdout[at..at + out.stdout[at..].find('}').unwrap()];
+    assert!(record.contains(r#"", "time": "20"#), "{}", out.explain());
+    assert!(record.contains(&format!(r#""uid": {}, "user": "#, my_uid())), "{}", out.explain());
+}
+
+/// This process's user id, from /proc.
+fn my_uid() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status.lines().find_map(|l| l.strip_prefix("Uid:")).unwrap().split_whitespace().next().unwrap().to_string()
 }
