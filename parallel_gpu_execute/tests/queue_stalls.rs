@@ -165,6 +165,30 @@ fn one_waiter_stands_in_for_a_stopped_head_and_goes_back_when_it_runs_again() {
     assert!(order[0] < order[1] && order[1] < order[2], "out of order: {order:?}");
 }
 
+/// A waiter that became the head keeps its part in the queue until it runs
+/// its test; the next waiter still counts it once: "second in the queue".
+#[test]
+fn a_head_that_had_waited_is_counted_once_by_the_next_waiter() {
+    let f = Fixture::new("q-count-head");
+    let records = records(&f);
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let queue = f.lock_dir.join("gpulock.queue");
+    let held = hold_lock(f.lock("0", 0));
+    let first = queued(&waiter(&f, 1, &records, "first", &[]), &queue);
+    let second = queued(&waiter(&f, 1, &records, "second", &[]), &queue);
+    first.signal(libc::SIGKILL);
+    first.wait();
+    let pid = second.pid();
+    assert!(wait_until(Duration::from_secs(10), || in_flock(pid, &queue) && !blocked(pid)), "the second never led");
+    let third = queued(&waiter(&f, 1, &records, "third", &[]), &queue);
+    drop(held);
+    second.wait().assert_success();
+    let out = third.wait();
+    out.assert_success();
+    let line = out.stderr.lines().next().unwrap_or("");
+    assert!(line.ends_with(": 1 of 1 slots busy, second in the queue"), "{}", out.explain());
+}
+
 #[test]
 fn a_queue_no_one_may_add_to_with_a_stopped_head_keeps_no_one_waiting() {
     // A root-owned 0755 lock directory with gpulock0_0 and gpulock.queue

@@ -336,7 +336,9 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     // standing in for a stopped head, is blocked on no file and still waits.
     // Waiting behind a head this process cannot see (another PID namespace)
     // says that there is one, as a visible process blocked on a lock does.
-    if let (Some(queue), Some(key)) = (found.iter().find(|f| f.queue), fd_key(dir_fd.as_fd())) {
+    // The queue file itself, not an older version's `.queue.N` beside it.
+    let queue = found.iter().filter(|f| f.queue).min_by_key(|f| f.name.len());
+    if let (Some(queue), Some(key)) = (queue, fd_key(dir_fd.as_fd())) {
         let mut taking_part = false;
         for l in locks.iter().filter(|l| l.flock && !l.blocked && l.pid > 0 && l.key() == key) {
             taking_part = true;

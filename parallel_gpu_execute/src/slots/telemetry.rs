@@ -99,9 +99,12 @@ fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32, prefix: &[u8]) -> Optio
 /// one stopped or between two looks, out of `flock(2)` for the moment.
 pub fn queued_behind(queue: &OwnedFd, dir: &OwnedFd) -> usize {
     let me = i64::from(rustix::process::getpid().as_raw_nonzero().get());
-    let taking_part = fd_key(dir.as_fd()).map_or(0, |key| {
-        read_locks().iter().filter(|l| l.flock && !l.blocked && l.key() == key && l.pid != me).count()
-    });
+    let (Some(dir_key), Some(queue_key)) = (fd_key(dir.as_fd()), fd_key(queue.as_fd())) else { return 0 };
+    let locks = read_locks();
+    // A waiter that became the head keeps its part until it runs its test.
+    let head = |pid: i64| locks.iter().any(|l| l.flock && !l.blocked && l.key() == queue_key && l.pid == pid);
+    let taking_part =
+        locks.iter().filter(|l| l.flock && !l.blocked && l.key() == dir_key && l.pid != me && !head(l.pid)).count();
     blocked_on(queue, me).max(taking_part)
 }
 
