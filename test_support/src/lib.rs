@@ -274,19 +274,21 @@ pub fn can_flock(path: impl AsRef<Path>) -> bool {
 }
 
 /// Whether the kernel lists no `flock(2)` lock held on the file at `path`
-/// (`/proc/locks`, by inode; a missing file is free). Unlike [`can_flock`]
-/// it takes nothing, so polling it never makes a wrapper that chooses a
-/// slot at that moment pass this one by. Sees every lock from the host's
-/// PID namespace, where the tests run.
+/// (`/proc/locks`, by device and inode; a missing file is free). Unlike
+/// [`can_flock`] it takes nothing, so polling it never makes a wrapper that
+/// chooses a slot at that moment pass this one by. Sees every lock from the
+/// host's PID namespace, where the tests run. (Not for btrfs, whose files
+/// stat with another device than `/proc/locks` shows.)
 pub fn lock_is_free(path: impl AsRef<Path>) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let Ok(inode) = fs::metadata(path.as_ref()).map(|m| m.ino()) else { return true };
+    let Ok(m) = fs::metadata(path.as_ref()) else { return true };
+    let key = format!("{:02x}:{:02x}:{}", libc::major(m.dev()), libc::minor(m.dev()), m.ino());
     let locks = fs::read_to_string("/proc/locks").unwrap_or_default();
+    // "1: FLOCK ADVISORY WRITE <pid> <maj:min:inode> 0 EOF"; a waiter's
+    // line has "->" after the number.
     !locks.lines().any(|l| {
         let w: Vec<&str> = l.split_whitespace().collect();
-        // "1: FLOCK ADVISORY WRITE <pid> <maj:min:inode> 0 EOF"; a waiter's
-        // line has "->" after the number.
-        w.get(1) == Some(&"FLOCK") && w.get(5).and_then(|k| k.rsplit(':').next()) == Some(inode.to_string().as_str())
+        w.get(1) == Some(&"FLOCK") && w.get(5) == Some(&key.as_str())
     })
 }
 
