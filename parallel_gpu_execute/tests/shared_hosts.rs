@@ -509,4 +509,10 @@ fn a_preset_cuda_pool_is_named_by_uuid_and_its_indexes_only_in_bus_order() {
         assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some(pool), "the pool is given as it was\n{}", out.explain());
     }
     run("0", None).assert_code(2).assert_one_error_line("CUDA numbers GPUs fastest first");
+    // A MIG instance by its path: its own lock name, the pool as it was.
+    let mig = "MIG-GPU-00000006-0000-4000-8000-000000000007/1/0";
+    let out = run(mig, None);
+    let r = Record::of(out.assert_success());
+    assert!(r.locks()[0].starts_with("gpulockMIG-GPU-00000006-"), "{}", out.explain());
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some(mig), "{}", out.explain());
 }
