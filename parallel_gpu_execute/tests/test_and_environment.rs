@@ -410,6 +410,8 @@ fn the_pool_ends_where_the_runtime_stops_reading() {
     out.assert_success().assert_stdout_contains(
         "\npool: 3,1 (from ROCR_VISIBLE_DEVICES, up to its first negative index, where the runtime stops reading it)\n",
     );
+    let out = f.cmd().env("ROCR_VISIBLE_DEVICES", "3,1").arg("--list").run();
+    out.assert_success().assert_stdout_contains("\npool: 3,1 (from ROCR_VISIBLE_DEVICES)\n");
     // The classic mode reads no pool variable, also an empty one.
     let out = f.run_test(
         |c| {
