@@ -115,7 +115,7 @@ fn a_classic_script_holder_is_its_shell_not_the_exited_flock_child() {
     let f = Fixture::new("status-classic");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let shell = classic_holder(&f.lock("1", 0), "");
-    let mut taker = 0; // the flock child, which the kernel names; it exits
+    let mut taker = 0; // the flock child, named by the kernel; it exits
     let locked = wait_until(Duration::from_secs(10), || {
         taker = proc_locks(&f.lock("1", 0)).0.first().copied().unwrap_or(0);
         taker != 0
@@ -149,8 +149,8 @@ fn a_test_that_forked_and_exited_leaves_its_child_named_as_the_holder() {
     let out = f.cmd().env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").arg("./pkg/fork_test").run();
     out.assert_success();
     let child: i32 = out.stdout.trim().strip_prefix("child=").and_then(|p| p.parse().ok()).unwrap();
-    // The wrapper, which took the lock and became the test, has exited.
-    assert!(listed_held(&f.lock("0", 0)), "{}", out.explain());
+    // Its taker has exited; a long /proc/locks, read a page at a time, can skip a line.
+    assert!(wait_until(Duration::from_secs(2), || listed_held(&f.lock("0", 0))), "{}", out.explain());
 
     let st = status(&f, 1, 1, "json");
     let slot = slot_json(&st, &f.lock("0", 0));
