@@ -10,7 +10,31 @@ mod common;
 use common::{Fixture, NOBODY, Record, bin, shared_fixture};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
-use test_support::{Cmd, hold_lock, is_root, lock_is_free, prerequisite, wait_until, write_file};
+use test_support::{Cmd, HeldLock, hold_lock, is_root, lock_is_free, prerequisite, wait_until, write_file};
+
+/// A root-owned 0755 lock directory with GPU 0's lock file (0644), held by
+/// this test: another user's wrapper may lock it but create nothing there.
+fn unwritable_lock_dir(f: &Fixture) -> HeldLock {
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let lock = f.lock("0", 0);
+    write_file(&lock, "");
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    hold_lock(&lock)
+}
+
+/// The wrapper as nobody on one GPU with one slot, recording where nobody
+/// may write: the record's path and the command.
+fn nobody_waiter(f: &Fixture, args: &[&str]) -> (std::path::PathBuf, Cmd) {
+    let records = f.dir.join("records");
+    std::fs::create_dir_all(&records).unwrap();
+    std::fs::set_permissions(&records, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let record = records.join("record");
+    let mut c = f.cmd();
+    c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").env("RECORD_FILE", &record).as_user(NOBODY, NOBODY);
+    c.args(args);
+    (record, c)
+}
 
 /// A lock file ours creates is 0666 less the umask, as bash's
 /// `exec {fd}>file` makes it: under `umask 000` a classic script run later
@@ -100,22 +124,8 @@ fn without_a_queue_file_a_waiter_waits_and_says_so() {
         return;
     }
     let f = shared_fixture("readonly-wait");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    let lock = f.lock("0", 0);
-    write_file(&lock, "");
-    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
-    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let held = hold_lock(&lock);
-    let records = f.dir.join("records");
-    std::fs::create_dir_all(&records).unwrap();
-    std::fs::set_permissions(&records, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let record = records.join("record");
-    let mut c = f.cmd();
-    c.env("TF_GPU_COUNT", "1")
-        .env("TF_TESTS_PER_GPU", "1")
-        .env("RECORD_FILE", &record)
-        .as_user(NOBODY, NOBODY)
-        .arg("./pkg/gpu_test");
+    let held = unwritable_lock_dir(&f);
+    let (record, c) = nobody_waiter(&f, &["./pkg/gpu_test"]);
     let waiter = c.spawn();
     std::thread::sleep(Duration::from_millis(400));
     assert!(!record.exists(), "the test ran on a busy slot");
@@ -129,7 +139,7 @@ fn without_a_queue_file_a_waiter_waits_and_says_so() {
     );
     assert_eq!(out.stderr.lines().filter(|l| *l == warning).count(), 1, "{}", out.explain());
     assert!(!f.lock_dir.join("gpulock.queue").exists());
-    assert!(wait_until(Duration::from_secs(2), || lock_is_free(&lock)));
+    assert!(wait_until(Duration::from_secs(2), || lock_is_free(f.lock("0", 0))));
 }
 
 /// A waiter without the queue whose lock directory is replaced (its slot
@@ -141,23 +151,14 @@ fn a_waiter_without_the_queue_warns_once_across_a_new_lock_directory() {
         return;
     }
     let f = shared_fixture("readonly-replaced");
-    let make = |held: bool| {
-        std::fs::create_dir_all(&f.lock_dir).unwrap();
-        let lock = f.lock("0", 0);
-        write_file(&lock, "");
-        std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
-        std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        held.then(|| hold_lock(&lock))
-    };
-    let _held = make(true);
-    let mut c = f.cmd();
-    c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").as_user(NOBODY, NOBODY).arg("./pkg/gpu_test");
+    let _held = unwritable_lock_dir(&f);
+    let (_, mut c) = nobody_waiter(&f, &["./pkg/gpu_test"]);
     // Not noticing the new directory, it would wait for the old one's slot.
     c.timeout(Duration::from_secs(10));
     let waiter = c.spawn();
     std::thread::sleep(Duration::from_millis(400));
     std::fs::rename(&f.lock_dir, f.dir.join("old-locks")).unwrap();
-    let held = make(true);
+    let held = unwritable_lock_dir(&f);
     std::thread::sleep(Duration::from_millis(400));
     drop(held);
     let out = waiter.wait();
@@ -177,22 +178,8 @@ fn a_waiter_without_the_queue_keeps_its_wait_limit_through_wakes() {
         return;
     }
     let f = shared_fixture("readonly-limit");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    let lock = f.lock("0", 0);
-    write_file(&lock, "");
-    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
-    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let held = hold_lock(&lock);
-    let records = f.dir.join("records");
-    std::fs::create_dir_all(&records).unwrap();
-    std::fs::set_permissions(&records, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let record = records.join("record");
-    let mut c = f.cmd();
-    c.env("TF_GPU_COUNT", "1")
-        .env("TF_TESTS_PER_GPU", "1")
-        .env("RECORD_FILE", &record)
-        .as_user(NOBODY, NOBODY)
-        .args(["--wait=20", "./pkg/gpu_test"]);
+    let held = unwritable_lock_dir(&f);
+    let (record, c) = nobody_waiter(&f, &["--wait=20", "./pkg/gpu_test"]);
     let waiter = c.spawn();
     std::thread::sleep(Duration::from_millis(500));
     write_file(f.lock_dir.join("unrelated"), "closed in the lock directory: a wake");
