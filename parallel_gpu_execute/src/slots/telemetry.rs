@@ -25,7 +25,7 @@ use crate::slots::proclocks::{LockEntry, read_locks};
 use crate::slots::request::Pool;
 use crate::sys::clock::Instant;
 use core::time::Duration;
-use rustix::fd::{AsFd, AsRawFd, OwnedFd};
+use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::AtFlags;
 use wrapper_common::diag;
 
@@ -96,38 +96,20 @@ fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32, prefix: &[u8]) -> Optio
 /// far as this process can see: those blocked on it in `flock(2)`, or, where
 /// more, those holding the shared lock of the lock directory `dir` that
 /// every waiter behind the head takes (`slots::queue`), which also counts
-/// one stopped or between two looks, out of `flock(2)` for the moment.
+/// one stopped or between two looks, and, in a PID namespace of its own,
+/// those behind a head outside it (whose queue lock, with everyone blocked
+/// on it, `/proc/locks` leaves out there).
 pub fn queued_behind(queue: &OwnedFd, dir: &OwnedFd) -> usize {
     let me = i64::from(rustix::process::getpid().as_raw_nonzero().get());
     let (Some(dir_key), Some(queue_key)) = (fd_key(dir.as_fd()), fd_key(queue.as_fd())) else { return 0 };
     let locks = read_locks();
+    let on_queue = |l: &&LockEntry| l.flock && l.key() == queue_key;
+    let blocked = locks.iter().filter(on_queue).filter(|l| l.blocked).count();
     // A waiter that became the head keeps its part until it runs its test.
-    let head = |pid: i64| locks.iter().any(|l| l.flock && !l.blocked && l.key() == queue_key && l.pid == pid);
+    let head = |pid: i64| locks.iter().filter(on_queue).any(|l| !l.blocked && l.pid == pid);
     let taking_part =
         locks.iter().filter(|l| l.flock && !l.blocked && l.key() == dir_key && l.pid != me && !head(l.pid)).count();
-    blocked_on(queue, me).max(taking_part)
-}
-
-fn blocked_on(queue: &OwnedFd, me: i64) -> usize {
-    let Some(key) = fd_key(queue.as_fd()) else { return 0 };
-    let locks = read_locks();
-    if listed_held(&locks, key) {
-        // Its head is listed, and so is everyone blocked behind it (0 for
-        // those this PID namespace cannot see).
-        return locks.iter().filter(|l| l.flock && l.blocked && l.key() == key).count();
-    }
-    // The head is not listed (outside this PID namespace): count the
-    // waiters that can be seen.
-    let (Ok(st), Some(link)) = (rustix::fs::fstat(queue), own_link(queue)) else { return 0 };
-    let name = link.rsplit(|&b| b == b'/').next().unwrap_or(&link);
-    let file = LockFile::new(name, &st, Some((key.0, key.1)), true);
-    openers(&[file])[0].iter().filter(|o| o.blocked && o.pid != me).count()
-}
-
-/// Where one of this process's descriptors points.
-fn own_link(fd: &OwnedFd) -> Option<Vec<u8>> {
-    let path = alloc::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
-    rustix::fs::readlink(path, Vec::new()).ok().map(alloc::ffi::CString::into_bytes)
+    blocked.max(taking_part)
 }
 
 /// What the line says of the busy slots.
