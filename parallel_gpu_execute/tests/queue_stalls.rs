@@ -189,6 +189,26 @@ fn a_head_that_had_waited_is_counted_once_by_the_next_waiter() {
     assert!(line.ends_with(": 1 of 1 slots busy, second in the queue"), "{}", out.explain());
 }
 
+/// A waiter behind the head counts the busy slots it sees: GPUs 0 and 1
+/// held, GPU 2's lock file there but free (the head waits for all three).
+#[test]
+fn a_waiter_behind_the_head_counts_the_busy_slots() {
+    let f = Fixture::new("q-count-busy");
+    let records = records(&f);
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let queue = f.lock_dir.join("gpulock.queue");
+    let held = [hold_lock(f.lock("0", 0)), hold_lock(f.lock("1", 0))];
+    write_file(f.lock("2", 0), "");
+    let head = queued(&waiter(&f, 3, &records, "head", &["--num_processes=3"]), &queue);
+    let behind = queued(&waiter(&f, 3, &records, "behind", &[]), &queue);
+    drop(held);
+    head.wait().assert_success();
+    let out = behind.wait();
+    out.assert_success();
+    let line = out.stderr.lines().next().unwrap_or("");
+    assert!(line.ends_with(": 2 of 3 slots busy, second in the queue"), "{}", out.explain());
+}
+
 #[test]
 fn a_queue_no_one_may_add_to_with_a_stopped_head_keeps_no_one_waiting() {
     // A root-owned 0755 lock directory with gpulock0_0 and gpulock.queue
