@@ -187,6 +187,22 @@ fn a_head_that_had_waited_is_counted_once_by_the_next_waiter() {
     out.assert_success();
     let line = out.stderr.lines().next().unwrap_or("");
     assert!(line.ends_with(": 1 of 1 slots busy, second in the queue"), "{}", out.explain());
+
+    // A stopped waiter, out of flock(2), is still counted by the next.
+    let held = hold_lock(f.lock("0", 0));
+    let head = queued(&waiter(&f, 1, &records, "head", &[]), &queue);
+    let stopped = queued(&waiter(&f, 1, &records, "stopped", &[]), &queue);
+    stopped.signal(libc::SIGSTOP);
+    let last = queued(&waiter(&f, 1, &records, "last", &[]), &queue);
+    stopped.signal(libc::SIGCONT);
+    drop(held);
+    for r in [head, stopped] {
+        r.wait().assert_success();
+    }
+    let out = last.wait();
+    out.assert_success();
+    let line = out.stderr.lines().next().unwrap_or("");
+    assert!(line.ends_with(": 1 of 1 slots busy, in the queue behind 2 others"), "{}", out.explain());
 }
 
 /// A waiter behind the head counts the busy slots it sees: GPUs 0 and 1
