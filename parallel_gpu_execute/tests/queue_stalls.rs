@@ -218,7 +218,9 @@ fn a_waiter_behind_the_head_counts_the_busy_slots() {
     let head = queued(&waiter(&f, 3, &records, "head", &["--num_processes=3"]), &queue);
     let behind = queued(&waiter(&f, 3, &records, "behind", &[]), &queue);
     drop(held);
-    head.wait().assert_success();
+    let out = head.wait();
+    let line = out.assert_success().stderr.lines().next().unwrap_or("");
+    assert!(line.ends_with(": 2 of 3 slots busy, first in the queue"), "{}", out.explain());
     let out = behind.wait();
     out.assert_success();
     let line = out.stderr.lines().next().unwrap_or("");
