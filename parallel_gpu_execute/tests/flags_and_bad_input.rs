@@ -218,6 +218,11 @@ fn a_lock_directory_that_cannot_be_created_names_the_sandbox_flag() {
         dir.display(),
         dir.display()
     ));
+    // The lock directory's path itself a file: the same line, and no test.
+    let out =
+        f.cmd().env("TF_GPU_COUNT", "1").arg(format!("--lock-dir={}", file.display())).arg("./pkg/gpu_test").run();
+    out.assert_code(2)
+        .assert_one_error_line(&format!("lock directory {}: cannot open it: Not a directory", file.display()));
 }
 
 #[test]
