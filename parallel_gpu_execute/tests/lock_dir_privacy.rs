@@ -273,6 +273,15 @@ fn a_dangling_lock_directory_link_is_named_with_its_repair() {
     assert!(out.stdout.contains("is a symbolic link to ../run/lock, which does not exist"), "{}", out.explain());
     let out = f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir).env("TF_GPU_COUNT", "2").arg("--list=json").run();
     assert!(out.stdout.contains("\"lock_dir_state\": \"dangling\""), "{}", out.explain());
+    // A dangling link further up the path is the one named.
+    let deeper = lock_dir.join("gpu");
+    let out =
+        f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &deeper).env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line(&format!(
+        "lock directory {}: {} is a symbolic link to ../run/lock, which does not exist",
+        deeper.display(),
+        lock_dir.display()
+    ));
     // Its target made, the test runs.
     std::fs::create_dir_all(f.dir.join("run/lock")).unwrap();
     let out =
