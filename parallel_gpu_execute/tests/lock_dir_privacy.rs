@@ -282,11 +282,14 @@ fn a_dangling_lock_directory_link_is_named_with_its_repair() {
         deeper.display(),
         lock_dir.display()
     ));
-    // Its target made, the test runs.
+    // Its target made, the test runs, also in a directory made through it.
     std::fs::create_dir_all(f.dir.join("run/lock")).unwrap();
-    let out =
-        f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir).env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
-    Record::of(out.assert_success());
+    for dir in [&lock_dir, &deeper] {
+        let out =
+            f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir).env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
+        Record::of(out.assert_success());
+    }
+    assert!(f.dir.join("run/lock/gpu").is_dir());
 }
 
 #[test]
