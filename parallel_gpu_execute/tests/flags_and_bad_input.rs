@@ -192,6 +192,19 @@ fn a_directory_or_fifo_at_a_lock_path_is_refused() {
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
     let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
     out.assert_code(2).assert_one_error_line("it is a FIFO, not a regular file");
+    // Also where this user may only read it: the read-only retry does not
+    // block on the FIFO either.
+    if prerequisite(is_root(), "root", "a FIFO another user may only read") {
+        let g = shared_fixture("fifo-readonly");
+        std::fs::create_dir_all(&g.lock_dir).unwrap();
+        let path = std::ffi::CString::new(g.lock("0", 0).to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid path.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0);
+        let mut c = g.cmd();
+        c.env("TF_GPU_COUNT", "1").as_user(NOBODY, NOBODY).timeout(std::time::Duration::from_secs(10));
+        let out = c.arg("./pkg/gpu_test").run();
+        out.assert_code(2).assert_one_error_line("it is a FIFO, not a regular file");
+    }
     // Device nodes (/dev/null's numbers, and the first loop device's).
     if prerequisite(is_root(), "root", "device nodes at a lock path (mknod)") {
         for (kind, (major, minor), what) in
