@@ -340,7 +340,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     let queue = found.iter().filter(|f| f.queue).min_by_key(|f| f.name.len());
     if let (Some(queue), Some(key)) = (queue, fd_key(dir_fd.as_fd())) {
         let mut taking_part = false;
-        for l in locks.iter().filter(|l| l.flock && !l.blocked && l.pid > 0 && l.key() == key) {
+        for l in locks.iter().filter(|l| l.held_on(key) && l.pid > 0) {
             taking_part = true;
             if report.waiters.iter().any(|w| w.process.pid == l.pid) {
                 continue;

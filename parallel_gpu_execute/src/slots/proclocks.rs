@@ -58,6 +58,11 @@ impl LockEntry {
     pub fn key(&self) -> (u32, u32, u64) {
         (self.major, self.minor, self.inode)
     }
+
+    /// A `flock(2)` lock held (not waited for) on the file `key`.
+    pub fn held_on(&self, key: (u32, u32, u64)) -> bool {
+        self.flock && !self.blocked && self.key() == key
+    }
 }
 
 /// What `/proc/<pid>` tells about a process.

@@ -274,11 +274,9 @@ fn first_running(dir: Option<LockKey>) -> bool {
     let Some(key) = dir else { return true };
     let me = i64::from(rustix::process::getpid().as_raw_nonzero().get());
     let (_, Some(mine)) = state_and_ticks(me) else { return true };
-    read_locks().iter().filter(|l| l.flock && !l.blocked && l.key() == key && l.pid > 0 && l.pid != me).all(|l| {
-        match state_and_ticks(l.pid) {
-            (Some(state), Some(t)) => (t, l.pid) > (mine, me) || matches!(state, 'T' | 't' | 'Z' | 'X' | 'x'),
-            _ => true,
-        }
+    read_locks().iter().filter(|l| l.held_on(key) && l.pid > 0 && l.pid != me).all(|l| match state_and_ticks(l.pid) {
+        (Some(state), Some(t)) => (t, l.pid) > (mine, me) || matches!(state, 'T' | 't' | 'Z' | 'X' | 'x'),
+        _ => true,
     })
 }
 

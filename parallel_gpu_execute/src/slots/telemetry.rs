@@ -57,7 +57,7 @@ impl Default for Telemetry {
 
 /// Whether `/proc/locks` lists a lock held on `key`.
 fn listed_held(locks: &[LockEntry], key: (u32, u32, u64)) -> bool {
-    locks.iter().any(|l| l.flock && !l.blocked && l.key() == key)
+    locks.iter().any(|l| l.held_on(key))
 }
 
 /// How many of the pool's lock files (at every slot) are held, as far as
@@ -103,12 +103,10 @@ pub fn queued_behind(queue: &OwnedFd, dir: &OwnedFd) -> usize {
     let me = i64::from(rustix::process::getpid().as_raw_nonzero().get());
     let (Some(dir_key), Some(queue_key)) = (fd_key(dir.as_fd()), fd_key(queue.as_fd())) else { return 0 };
     let locks = read_locks();
-    let on_queue = |l: &&LockEntry| l.flock && l.key() == queue_key;
-    let blocked = locks.iter().filter(on_queue).filter(|l| l.blocked).count();
+    let blocked = locks.iter().filter(|l| l.flock && l.blocked && l.key() == queue_key).count();
     // A waiter that became the head keeps its part until it runs its test.
-    let head = |pid: i64| locks.iter().filter(on_queue).any(|l| !l.blocked && l.pid == pid);
-    let taking_part =
-        locks.iter().filter(|l| l.flock && !l.blocked && l.key() == dir_key && l.pid != me && !head(l.pid)).count();
+    let head = |pid: i64| locks.iter().any(|l| l.held_on(queue_key) && l.pid == pid);
+    let taking_part = locks.iter().filter(|l| l.held_on(dir_key) && l.pid != me && !head(l.pid)).count();
     blocked.max(taking_part)
 }
 
