@@ -23,6 +23,14 @@ fn waiter(f: &Fixture, gpus: u32, records: &Path, name: &str, extra: &[&str]) ->
     c
 }
 
+/// A fixture with its lock directory made, and where its tests record.
+fn fixture(name: &str) -> (Fixture, PathBuf) {
+    let f = Fixture::new(name);
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let records = records(&f);
+    (f, records)
+}
+
 fn records(f: &Fixture) -> PathBuf {
     let r = f.dir.join("records");
     std::fs::create_dir_all(&r).unwrap();
@@ -87,9 +95,7 @@ fn eight_stopped_heads_in_a_row_keep_no_one_from_a_free_slot() {
     // Each waiter is stopped once it looks for slots (the head, then each
     // one standing in for the stopped one before it). With lanes .queue
     // to .7, the ninth found no lane left and stayed blocked.
-    let f = Fixture::new("q-eight-stopped");
-    let records = records(&f);
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let (f, records) = fixture("q-eight-stopped");
     let held = hold_lock(f.lock("0", 0));
     let queue = f.lock_dir.join("gpulock.queue");
     let mut stopped = Vec::new();
@@ -130,9 +136,7 @@ fn one_waiter_stands_in_for_a_stopped_head_and_goes_back_when_it_runs_again() {
     // flock(2) (unless each waiter took part, or counted the others, all
     // stood in at once). When the head runs again, the stand-in goes back
     // into the queue, and the three are served in their order.
-    let f = Fixture::new("q-one-stand-in");
-    let records = records(&f);
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let (f, records) = fixture("q-one-stand-in");
     let queue = f.lock_dir.join("gpulock.queue");
     let held = hold_lock(f.lock("0", 0));
     let head = queued(&waiter(&f, 1, &records, "head", &[]), &queue);
@@ -169,9 +173,7 @@ fn one_waiter_stands_in_for_a_stopped_head_and_goes_back_when_it_runs_again() {
 /// its test; the next waiter still counts it once: "second in the queue".
 #[test]
 fn a_head_that_had_waited_is_counted_once_by_the_next_waiter() {
-    let f = Fixture::new("q-count-head");
-    let records = records(&f);
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let (f, records) = fixture("q-count-head");
     let queue = f.lock_dir.join("gpulock.queue");
     let held = hold_lock(f.lock("0", 0));
     let first = queued(&waiter(&f, 1, &records, "first", &[]), &queue);
@@ -209,9 +211,7 @@ fn a_head_that_had_waited_is_counted_once_by_the_next_waiter() {
 /// held, GPU 2's lock file there but free (the head waits for all three).
 #[test]
 fn a_waiter_behind_the_head_counts_the_busy_slots() {
-    let f = Fixture::new("q-count-busy");
-    let records = records(&f);
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let (f, records) = fixture("q-count-busy");
     let queue = f.lock_dir.join("gpulock.queue");
     let held = [hold_lock(f.lock("0", 0)), hold_lock(f.lock("1", 0))];
     write_file(f.lock("2", 0), "");
@@ -317,9 +317,7 @@ fn an_earlier_process_in_the_queue_that_never_acts_is_passed_by() {
     // A plain `flock` holding the queue (never beats), then one blocked
     // behind it that started before our waiter (never moves): neither
     // keeps the waiter from a free slot.
-    let f = Fixture::new("q-non-participants");
-    let records = records(&f);
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let (f, records) = fixture("q-non-participants");
     let queue = f.lock_dir.join("gpulock.queue");
     write_file(&queue, "");
     let held = hold_lock(f.lock("0", 0));
@@ -354,9 +352,7 @@ fn a_multi_gpu_waiter_keeps_its_place_after_a_stop_episode() {
     // waiters queue. The head is continued and served; then GPU 0 frees
     // while GPU 1 is still busy: the 1-GPU waiters must not take it, and
     // the 2-GPU waiter is served first when both are free.
-    let f = Fixture::new("q-multi-after-stop");
-    let records = records(&f);
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let (f, records) = fixture("q-multi-after-stop");
     let queue = f.lock_dir.join("gpulock.queue");
     let gpu0 = hold_lock(f.lock("0", 0));
     let gpu1 = hold_lock(f.lock("1", 0));
@@ -401,9 +397,7 @@ fn a_multi_gpu_waiter_keeps_its_place_after_a_stop_episode() {
 
 #[test]
 fn a_beat_in_the_future_does_not_hide_a_stopped_head() {
-    let f = Fixture::new("q-future-beat");
-    let records = records(&f);
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let (f, records) = fixture("q-future-beat");
     let queue = f.lock_dir.join("gpulock.queue");
     let held = hold_lock(f.lock("0", 0));
     let head = queued(&waiter(&f, 1, &records, "head", &[]), &queue);
@@ -471,9 +465,7 @@ fn whole_second_timestamps_on_a_full_disk_do_not_make_a_running_head_look_stoppe
 
 #[test]
 fn sigalrm_inherited_blocked_neither_stalls_a_waiter_nor_stays_unblocked_for_the_test() {
-    let f = Fixture::new("q-sigalrm-blocked");
-    let records = records(&f);
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let (f, records) = fixture("q-sigalrm-blocked");
     let queue = f.lock_dir.join("gpulock.queue");
     let held = hold_lock(f.lock("0", 0));
     // A head that waits forever keeps the second one in flock(2): only
