@@ -1,7 +1,8 @@
 //! The slot contract where real setups tried to break it: no slot given
 //! twice, and no test kept from a free slot, with age-based cleaners, a
-//! stopped waiter at the head of the queue, a full file system, a lock
-//! file another user may not open, and lock files opened for writing.
+//! stopped waiter at the head of the queue, a full file system, a disk
+//! quota, a lock file another user may not open, and lock files opened for
+//! writing.
 
 mod common;
 
@@ -161,13 +162,52 @@ fn a_full_file_system_at_the_queue_means_waiting_without_it() {
     let _mounted = test_support::mounts::Mounted::tmpfs(&mnt, "size=64k,nr_inodes=3");
     let locks = mnt.join("locks");
     std::fs::create_dir_all(&locks).unwrap();
-    let lock = locks.join("gpulock0_0");
-    write_file(&lock, "");
+    write_file(locks.join("gpulock0_0"), "");
     let nospc = std::fs::File::create(locks.join("one-more")).unwrap_err();
     assert_eq!(nospc.raw_os_error(), Some(libc::ENOSPC), "the file system is not full");
+    waits_without_the_queue(&f, &locks, "the file system is full: No space left on device (os error 28)");
+}
+
+/// Over a disk quota (a btrfs quota group's limit, which binds root too)
+/// the queue file cannot be made either, and the warning says which.
+#[test]
+fn a_disk_quota_at_the_queue_means_waiting_without_it() {
+    use test_support::mounts::{Mounted, system};
+    let f = Fixture::new("quota");
+    let fs = match Mounted::btrfs_image(&f.dir.join("btrfs.img"), &f.dir.join("mnt")) {
+        Ok(fs) => fs,
+        Err(why) => {
+            prerequisite(false, &why, "waiting without a queue over a disk quota (btrfs quota groups)");
+            return;
+        }
+    };
+    let sub = fs.path().join("sub");
+    system(&["btrfs", "quota", "enable", fs.path().to_str().unwrap()]).assert_success();
+    system(&["btrfs", "qgroup", "limit", "1M", sub.to_str().unwrap()]).assert_success();
+    let locks = sub.join("locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    write_file(locks.join("gpulock0_0"), "");
+    // Data up to the limit.
+    let mut fill = std::fs::File::create(sub.join("fill")).unwrap();
+    let quota = loop {
+        if let Err(e) = std::io::Write::write_all(&mut fill, &[7u8; 65536]) {
+            break e;
+        }
+    };
+    assert_eq!(quota.raw_os_error(), Some(libc::EDQUOT), "filling up to the quota: {quota}");
+    let dquot = std::fs::File::create(locks.join("one-more")).unwrap_err();
+    assert_eq!(dquot.raw_os_error(), Some(libc::EDQUOT), "the quota does not bind a new file");
+    waits_without_the_queue(&f, &locks, "a disk quota is reached: Disk quota exceeded (os error 122)");
+}
+
+/// A wrapper that finds the one slot in `locks` held, and cannot create
+/// the queue file there, warns once with `why` and waits without the
+/// queue; it gets the slot when it frees.
+fn waits_without_the_queue(f: &Fixture, locks: &Path, why: &str) {
+    let lock = locks.join("gpulock0_0");
     let holder = hold_lock(&lock);
     let mut c = f.cmd();
-    c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &locks)
+    c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", locks)
         .env("TF_GPU_COUNT", "1")
         .env("TF_TESTS_PER_GPU", "1")
         .arg("./pkg/gpu_test");
@@ -179,7 +219,7 @@ fn a_full_file_system_at_the_queue_means_waiting_without_it() {
     assert!(out.status.success(), "{}", out.explain());
     assert_eq!(r.locks(), ["gpulock0_0"]);
     let warning = format!(
-        "parallel_gpu_execute: warning: cannot create {} (the file system is full: No space left on device (os error 28)): waiting without the queue, so waiters are not served first come, first served",
+        "parallel_gpu_execute: warning: cannot create {} ({why}): waiting without the queue, so waiters are not served first come, first served",
         locks.join("gpulock.queue").display()
     );
     assert_eq!(out.stderr.lines().filter(|l| *l == warning).count(), 1, "{}", out.explain());

@@ -13,6 +13,7 @@ mod common;
 use common::{Fixture, bin, status};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use test_support::mounts::Mounted;
 use test_support::{Cmd, Output, Running, hold_lock, wait_until};
 
 /// The inode of `path` as `/proc/locks` ends its device field with.
@@ -378,56 +379,12 @@ fn status_takes_no_lock_so_tries_beside_it_never_fail() {
     });
 }
 
-/// Commands that mount need the system directories in `PATH`.
-const SBIN_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-fn system(words: &[&str]) -> Output {
-    let mut c = Cmd::new(words[0]);
-    c.env("PATH", SBIN_PATH).args(&words[1..]);
-    c.run()
-}
-
-/// A btrfs image mounted through a loop device; unmounted when dropped
-/// (lazily when something still has a file open there).
-struct Btrfs {
-    mount: PathBuf,
-}
-
-impl Drop for Btrfs {
-    fn drop(&mut self) {
-        let mount = self.mount.to_str().unwrap();
-        if system(&["umount", mount]).code() != 0 {
-            system(&["umount", "-l", mount]);
-        }
-    }
-}
-
-/// Mounts a new 200 MB btrfs under `dir`, or says why it cannot: in CI
-/// (`CI=true`) that fails the test, elsewhere it skips it.
-fn btrfs_or_skip(dir: &Path) -> Option<Btrfs> {
-    let unavailable = |why: &str| {
-        test_support::prerequisite(false, why, "--status on a btrfs subvolume");
-        None
-    };
-    if !test_support::is_root() {
-        return unavailable("root (to mount a btrfs image)");
-    }
-    let found = |tool: &str| SBIN_PATH.split(':').any(|d| Path::new(d).join(tool).is_file());
-    if !found("mkfs.btrfs") || !found("btrfs") {
-        return unavailable("mkfs.btrfs and btrfs (apt-get install btrfs-progs)");
-    }
-    let image = dir.join("btrfs.img");
-    std::fs::File::create(&image).unwrap().set_len(200 << 20).unwrap();
-    system(&["mkfs.btrfs", "-q", image.to_str().unwrap()]).assert_success();
-    let mount = dir.join("mnt");
-    std::fs::create_dir_all(&mount).unwrap();
-    let out = system(&["mount", "-o", "loop", image.to_str().unwrap(), mount.to_str().unwrap()]);
-    if out.code() != 0 {
-        return unavailable(&format!("btrfs image mountable here:\n{}", out.explain()));
-    }
-    let fs = Btrfs { mount };
-    system(&["btrfs", "subvolume", "create", fs.mount.join("sub").to_str().unwrap()]).assert_success();
-    Some(fs)
+/// A new btrfs under `dir` with a subvolume `sub`, or why it cannot be
+/// had: in CI (`CI=true`) that fails the test, elsewhere it skips it.
+fn btrfs_or_skip(dir: &Path) -> Option<Mounted> {
+    Mounted::btrfs_image(&dir.join("btrfs.img"), &dir.join("mnt"))
+        .map_err(|why| test_support::prerequisite(false, &why, "--status on a btrfs subvolume"))
+        .ok()
 }
 
 /// On btrfs, `stat` gives a file in a subvolume the subvolume's anonymous
@@ -439,7 +396,7 @@ fn holders_waiters_and_wait_lines_on_a_btrfs_subvolume() {
     use std::os::unix::fs::MetadataExt;
     let f = Fixture::new("status-btrfs");
     let Some(fs) = btrfs_or_skip(f.dir.path()) else { return };
-    let lock_dir = fs.mount.join("sub/locks");
+    let lock_dir = fs.path().join("sub/locks");
     std::fs::create_dir_all(&lock_dir).unwrap();
     let (lock, queue) = (lock_dir.join("gpulock0_0"), lock_dir.join("gpulock.queue"));
     let cmd = || {

@@ -1,12 +1,14 @@
-//! `--status` tells the operator the truth: a holder it can see is never
-//! called hidden (root in the host's PID namespace, while tests start and
-//! end by the hundred), and a file name reaches the text escaped.
+//! `--status` and the waiting line tell the operator the truth: a holder
+//! it can see is never called hidden (root in the host's PID namespace,
+//! while tests start and end by the hundred), a file name reaches the text
+//! escaped, and a waiter in a PID namespace of its own counts the busy
+//! slots it can prove and those it can see held.
 
 mod common;
 
-use common::{Fixture, status};
+use common::{Fixture, bin, status};
 use std::time::{Duration, Instant};
-use test_support::hold_lock;
+use test_support::{Cmd, Output, hold_lock};
 
 /// Root in the host's PID namespace sees every process: while tests start
 /// and end by the hundred, no held row may call its holder hidden (a lock
@@ -85,4 +87,65 @@ fn the_text_escapes_what_comes_from_a_file_name() {
         out.explain()
     );
     assert!(out.stdout.contains("7_0\\x0axla"), "the newline is not shown escaped\n{}", out.explain());
+}
+
+/// Runs `script` (sh) as PID 1 of a PID namespace of its own, with its own
+/// `/proc`, the fixture's sysroot and lock directory, and 4 GPUs of one
+/// slot each; `None` (after saying so) where no namespace can be made.
+fn in_pid_namespace(f: &Fixture, script: &str) -> Option<Output> {
+    let what = "the busy count of a waiter in a PID namespace";
+    let unshare = test_support::is_root() && std::path::Path::new("/usr/bin/unshare").exists();
+    if !test_support::prerequisite(unshare, "root and unshare(1)", what) {
+        return None;
+    }
+    let mut c = Cmd::new("/usr/bin/unshare");
+    c.args(["--pid", "--fork", "--mount-proc", "--mount", "sh", "-c", script])
+        .env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root)
+        .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir)
+        .env("TF_GPU_COUNT", "4")
+        .env("TF_TESTS_PER_GPU", "1");
+    let out = c.run();
+    if out.code() != 0 && out.stderr.starts_with("unshare:") {
+        let why = format!("a PID namespace (unshare failed: {})", out.stderr.trim());
+        test_support::prerequisite(false, &why, what);
+        return None;
+    }
+    Some(out)
+}
+
+/// Inside a PID namespace of its own, `/proc/locks` leaves out every lock
+/// whose taker it cannot see. A waiter at the head that needs 2 of 4 GPUs
+/// and finds none free has proven 2 slots busy (each run of two has a
+/// held GPU) even when it sees no holder; where the takers have exited and
+/// the locks live on in a process inside (the classic `flock -n "$fd"`),
+/// the scan of the processes' descriptors finds all three held.
+#[test]
+fn a_waiter_in_a_pid_namespace_counts_the_slots_it_can_prove_and_see_busy() {
+    let f = Fixture::new("telemetry-pidns");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let line = |out: &Output| {
+        out.assert_code(1);
+        let err = out.stderr.lines().find(|l| l.contains(" waiting for 2 GPU(s) for ")).unwrap_or("").to_string();
+        (err, out.explain())
+    };
+    let waiter = format!("{} --wait=0.3 /bin/true --num_processes=2", bin());
+
+    // Held from outside: nothing inside shows a holder.
+    let outside = [hold_lock(f.lock("0", 0)), hold_lock(f.lock("2", 0))];
+    let Some(out) = in_pid_namespace(&f, &waiter) else { return };
+    let (err, explain) = line(&out);
+    assert!(err.ends_with(": 2 of 4 slots busy as seen from this PID namespace, first in the queue"), "{explain}");
+    drop(outside);
+
+    // Taken by processes that exited, held by the namespace's shell.
+    let dir = f.lock_dir.display();
+    let script = format!(
+        "exec 7>{dir}/gpulock0_0 8>{dir}/gpulock2_0 9>{dir}/gpulock3_0\n\
+         flock -n 7 && flock -n 8 && flock -n 9 || {{ echo 'flock failed' >&2; exit 3; }}\n\
+         {waiter} 7>&- 8>&- 9>&-\n\
+         exit $?"
+    );
+    let Some(out) = in_pid_namespace(&f, &script) else { return };
+    let (err, explain) = line(&out);
+    assert!(err.ends_with(": 3 of 4 slots busy as seen from this PID namespace, first in the queue"), "{explain}");
 }

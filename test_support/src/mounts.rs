@@ -1,9 +1,22 @@
 //! File systems mounted for a test (as root): a small tmpfs for a full
-//! disk, an ext4 image made with chosen options; each unmounted (lazily)
-//! when dropped, also when the test fails.
+//! disk, an ext4 image made with chosen options, a btrfs image; each
+//! unmounted when dropped (lazily where something still has a file open
+//! there), also when the test fails.
 
+use crate::cmd::{Cmd, Output};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Commands that make and mount file systems need the system directories
+/// in `PATH`.
+pub const SBIN_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Runs `words` with [`SBIN_PATH`].
+pub fn system(words: &[&str]) -> Output {
+    let mut c = Cmd::new(words[0]);
+    c.env("PATH", SBIN_PATH).args(&words[1..]);
+    c.run()
+}
 
 /// A mount of a test's own; unmounted when dropped.
 pub struct Mounted {
@@ -30,10 +43,42 @@ impl Mounted {
         assert!(st.is_ok_and(|s| s.success()), "mount -o loop {} {}", image.display(), at.display());
         Mounted { at: at.to_path_buf() }
     }
+
+    /// A new 200 MB btrfs made in `image` and loop-mounted at `at`, with a
+    /// subvolume `sub` (whose files `stat` gives the subvolume's anonymous
+    /// device, not the superblock's that `/proc/locks` prints). `Err` says
+    /// what is missing: root, btrfs-progs, a loop device.
+    pub fn btrfs_image(image: &Path, at: &Path) -> Result<Mounted, String> {
+        if !crate::is_root() {
+            return Err("root (to mount a btrfs image)".into());
+        }
+        let found = |tool: &str| SBIN_PATH.split(':').any(|d| Path::new(d).join(tool).is_file());
+        if !found("mkfs.btrfs") || !found("btrfs") {
+            return Err("mkfs.btrfs and btrfs (apt-get install btrfs-progs)".into());
+        }
+        std::fs::File::create(image).unwrap().set_len(200 << 20).unwrap();
+        system(&["mkfs.btrfs", "-q", image.to_str().unwrap()]).assert_success();
+        std::fs::create_dir_all(at).unwrap();
+        let out = system(&["mount", "-o", "loop", image.to_str().unwrap(), at.to_str().unwrap()]);
+        if out.code() != 0 {
+            return Err(format!("a btrfs image mountable here:\n{}", out.explain()));
+        }
+        let fs = Mounted { at: at.to_path_buf() };
+        system(&["btrfs", "subvolume", "create", at.join("sub").to_str().unwrap()]).assert_success();
+        Ok(fs)
+    }
+
+    /// Where it is mounted.
+    pub fn path(&self) -> &Path {
+        &self.at
+    }
 }
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.at).status();
+        let at = self.at.to_str().unwrap_or_default();
+        if system(&["umount", at]).code() != 0 {
+            system(&["umount", "-l", at]);
+        }
     }
 }
