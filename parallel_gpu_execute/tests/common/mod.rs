@@ -128,6 +128,12 @@ pub const NOBODY: u32 = 65534;
 /// A fixture whose directory tree an unprivileged user can traverse.
 pub fn shared_fixture(label: &str) -> Fixture {
     let f = Fixture::new(label);
+    make_shared(&f);
+    f
+}
+
+/// Lets an unprivileged user traverse `f`'s directory and those above it.
+pub fn make_shared(f: &Fixture) {
     let mut p = f.dir.path().to_path_buf();
     loop {
         let mode = std::fs::metadata(&p).unwrap().permissions().mode();
@@ -136,7 +142,6 @@ pub fn shared_fixture(label: &str) -> Fixture {
             break;
         }
     }
-    f
 }
 
 /// `--status=<format>` with `gpus` GPUs of `slots` slots each; it must succeed.
