@@ -10,11 +10,11 @@
 
 mod common;
 
-use common::{Fixture, bin, status};
+use common::{Fixture, bin, slot_json, status, waiters_json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use test_support::mounts::Mounted;
-use test_support::{Cmd, Output, Running, hold_lock, wait_until};
+use test_support::{Cmd, Running, hold_lock, wait_until};
 
 /// The inode of `path` as `/proc/locks` ends its device field with.
 fn inode(path: &Path) -> Option<u64> {
@@ -58,22 +58,6 @@ fn in_flock(pid: i32) -> bool {
 fn state_of(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat[stat.rfind(')')? + 1..].split_whitespace().next()?.chars().next()
-}
-
-/// The object of the slot whose lock file is `file`, in `--status=json`.
-#[track_caller]
-fn slot_json<'a>(out: &'a Output, file: &Path) -> &'a str {
-    let key = format!("{{\"file\": \"{}\", ", file.display());
-    let at = out.stdout.find(&key).unwrap_or_else(|| panic!("no slot {}\n{}", file.display(), out.explain()));
-    let rest = &out.stdout[at..];
-    let last = rest.find("\"configured\": ").unwrap();
-    &rest[..last + rest[last..].find('}').unwrap() + 1]
-}
-
-/// The waiters' array of `--status=json`.
-fn waiters_json(out: &Output) -> &str {
-    let at = out.stdout.find("\"waiters\": [").unwrap_or_else(|| panic!("{}", out.explain()));
-    &out.stdout[at..]
 }
 
 /// The value of `"key": "…"` at its first place in `text`.

@@ -1,14 +1,17 @@
 //! `--status` and the waiting line tell the operator the truth: a holder
 //! it can see is never called hidden (root in the host's PID namespace,
 //! while tests start and end by the hundred), a file name reaches the text
-//! escaped, and a waiter in a PID namespace of its own counts the busy
-//! slots it can prove and those it can see held.
+//! escaped, a lock of another kind is no slot's, a process is found
+//! holding or waiting through any of its descriptors and by its wait
+//! channel where its system call cannot be read, and a waiter in a PID
+//! namespace of its own counts the busy slots it can prove and those it
+//! can see held.
 
 mod common;
 
-use common::{Fixture, bin, status};
+use common::{Fixture, NOBODY, bin, shared_fixture, slot_in, slot_json, status};
 use std::time::{Duration, Instant};
-use test_support::{Cmd, Output, hold_lock};
+use test_support::{Cmd, Output, hold_lock, lock_is_free, wait_until};
 
 /// Root in the host's PID namespace sees every process: while tests start
 /// and end by the hundred, no held row may call its holder hidden (a lock
@@ -148,4 +151,103 @@ fn a_waiter_in_a_pid_namespace_counts_the_slots_it_can_prove_and_see_busy() {
     let Some(out) = in_pid_namespace(&f, &script) else { return };
     let (err, explain) = line(&out);
     assert!(err.ends_with(": 3 of 4 slots busy as seen from this PID namespace, first in the queue"), "{explain}");
+}
+
+/// A POSIX lock (`lockf`) on a lock file is not the slot's `flock`: the
+/// slot is free, as the wrapper finds it. A holder whose shell opened the
+/// lock file twice, and locked it through the first descriptor, holds it
+/// (the second, which holds nothing, does not undo the first).
+#[test]
+fn a_posix_lock_holds_no_slot_and_a_second_descriptor_undoes_no_holder() {
+    let f = Fixture::new("status-kinds");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let (posix, twice) = (f.lock("0", 0), f.lock("1", 0));
+    let marker = f.dir.join("lockf-taken");
+    let script = "import fcntl, os, sys, time\n\
+                  fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n\
+                  fcntl.lockf(fd, fcntl.LOCK_EX)\n\
+                  open(sys.argv[2], 'w').close()\n\
+                  time.sleep(30)";
+    let mut c = Cmd::new("python3");
+    c.args(["-c", script]).arg(&posix).arg(&marker).own_process_group();
+    let lockf = c.spawn();
+    let mut c = Cmd::new("/bin/bash");
+    c.args(["-c", "exec 8<>\"$0\" 9<\"$0\"; flock -n 8 || exit 9; exec sleep 30"]).arg(&twice).own_process_group();
+    let holder = c.spawn();
+    assert!(wait_until(Duration::from_secs(10), || marker.exists()), "python3 never took its lockf lock");
+    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(&twice)), "bash never locked");
+
+    let out = status(&f, 2, 1, "json");
+    assert!(slot_json(&out, &posix).contains("\"held\": false, \"holders\": []"), "{}", out.explain());
+    let held = format!("\"held\": true, \"holders\": [{{\"pid\": {}, \"visible\": true, ", holder.pid());
+    assert!(slot_json(&out, &twice).contains(&held), "{}", out.explain());
+    for p in [lockf, holder] {
+        p.signal_group(libc::SIGKILL);
+        p.wait();
+    }
+}
+
+/// Where a user may not read its own processes' `syscall` (Yama's
+/// ptrace_scope 1, made here by mounting a root-only file over it), a
+/// waiter is found by its wait channel, and in a PID namespace of its own
+/// (whose `/proc/locks` leaves out a lock taken outside, with everyone
+/// blocked on it) that is all that shows it. W and E each have the lock
+/// file open twice and wait through one of the two descriptors, W with its
+/// `syscall` unreadable, E with it readable; O has the file open, its
+/// `syscall` unreadable too, and waits for nothing.
+#[test]
+fn waiters_are_found_by_their_wait_channel_where_their_system_call_cannot_be_read() {
+    let what = "waiters found by their wait channel";
+    let unshare = test_support::is_root() && std::path::Path::new("/usr/bin/unshare").exists();
+    if !test_support::prerequisite(unshare, "root and unshare(1)", what) {
+        return;
+    }
+    let f = shared_fixture("status-wchan");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let lock = f.lock("0", 0);
+    let _outside = hold_lock(&lock);
+    let secret = f.dir.join("secret");
+    test_support::write_file(&secret, "");
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let dir = f.dir.path().display();
+    let script = format!(
+        "nobody='setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups'\n\
+         blocked() {{ [ \"$(cut -d' ' -f1 /proc/$1/syscall)\" = {nr} ]; }}\n\
+         L={lock}\n\
+         $nobody sh -c 'exec 8<\"$0\"; exec flock \"$0\" true' \"$L\" & W=$!\n\
+         $nobody sh -c 'exec 8<\"$0\"; exec flock \"$0\" true' \"$L\" & E=$!\n\
+         $nobody sh -c 'exec 8<\"$0\"; exec sleep 60' \"$L\" & O=$!\n\
+         for i in $(seq 500); do blocked $W && blocked $E && [ -e /proc/$O/fd/8 ] && break; sleep 0.02; done\n\
+         blocked $W && blocked $E || {{ echo 'the waiters never blocked' >&2; exit 3; }}\n\
+         for p in $W $O; do for t in /proc/$p/task/*; do mount --bind {secret} $t/syscall || exit 4; done; done\n\
+         $nobody cat /proc/$W/task/$W/syscall 2>/dev/null && {{ echo 'syscall still readable' >&2; exit 5; }}\n\
+         $nobody {bin} --status=json >{dir}/status.json; echo \"$W $E $O\" >{dir}/pids\n\
+         kill $W $E $O",
+        nr = libc::SYS_flock,
+        lock = lock.display(),
+        secret = secret.display(),
+        bin = bin(),
+    );
+    let mut c = Cmd::new("/usr/bin/unshare");
+    c.args(["--pid", "--fork", "--mount-proc", "--mount", "sh", "-c", &script])
+        .env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root)
+        .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir)
+        .env("TF_GPU_COUNT", "1")
+        .env("TF_TESTS_PER_GPU", "1");
+    let out = c.run();
+    if out.code() != 0 && out.stderr.starts_with("unshare:") {
+        test_support::prerequisite(false, &format!("a PID namespace ({})", out.stderr.trim()), what);
+        return;
+    }
+    out.assert_success();
+    let json = std::fs::read_to_string(f.dir.join("status.json")).unwrap();
+    let pids = std::fs::read_to_string(f.dir.join("pids")).unwrap();
+    let [w, e, o] = [0, 1, 2].map(|k| pids.split_whitespace().nth(k).unwrap().to_string());
+    let slot = slot_in(&json, &lock).unwrap_or_default();
+    assert!(slot.contains("\"held\": true, \"holders\": [{\"pid\": 0, \"visible\": false"), "{json}");
+    let waiters = &json[json.find("\"waiters\": [").unwrap_or_default()..];
+    for pid in [&w, &e] {
+        assert!(waiters.contains(&format!("{{\"pid\": {pid}, ")), "waiter {pid} (W {w}, E {e}, O {o}) missing\n{json}");
+    }
+    assert!(!waiters.contains(&format!("{{\"pid\": {o}, ")), "O ({o}) waits for nothing\n{json}");
 }

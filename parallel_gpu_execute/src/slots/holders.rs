@@ -209,18 +209,17 @@ fn flock_fd(line: &str) -> Option<i64> {
 }
 
 /// How a process sleeps, per thread: in `flock(2)` on which descriptor,
-/// or (when `syscall` cannot be read) in a lock wait on one not known.
+/// or (where `syscall` cannot be read, its wait channel can) in a lock
+/// wait on one not known.
 #[derive(Default)]
 struct Sleep {
-    /// `syscall` was read for every thread.
-    exact: bool,
     fds: Vec<i64>,
     in_lock_wait: bool,
 }
 
 fn sleep_of(proc_dir: BorrowedFd, pid: i64) -> Sleep {
-    let mut sleep = Sleep { exact: true, ..Sleep::default() };
-    let Ok(tasks) = open_dir_at(proc_dir, &cstring(format!("{pid}/task"))) else { return Sleep::default() };
+    let mut sleep = Sleep::default();
+    let Ok(tasks) = open_dir_at(proc_dir, &cstring(format!("{pid}/task"))) else { return sleep };
     let _ = for_each_entry(&tasks, |tid, _| {
         let Some(tid) = pid_of(tid.to_bytes()) else { return ControlFlow::<()>::Continue(()) };
         let text = |file: &str| {
@@ -229,8 +228,9 @@ fn sleep_of(proc_dir: BorrowedFd, pid: i64) -> Sleep {
         match text("syscall") {
             Some(line) => sleep.fds.extend(flock_fd(&line)),
             None => {
-                sleep.exact = false;
-                // Readable where `syscall` is not (it needs ptrace access).
+                // Readable where `syscall` is not (`syscall` needs the
+                // right to attach with ptrace, which Yama's ptrace_scope
+                // 1 refuses a user for its own processes but its children).
                 let wchan = text("wchan").unwrap_or_default();
                 sleep.in_lock_wait |= wchan.contains("lock_inode_wait") || wchan.contains("lock_file_wait");
             }
@@ -312,18 +312,20 @@ pub fn openers(files: &[LockFile]) -> Vec<Vec<Opener>> {
         }
         let sleep = sleep_of(proc_dir.as_fd(), pid);
         // Without `syscall`, a lock wait is put on the one file it can be:
-        // the only one not held, or else the only queue file.
-        let waiting: Vec<&Found> = found.iter().filter(|f| !f.holds).collect();
+        // the only one not held (through however many descriptors), or
+        // else the only queue file.
+        let mut waiting: Vec<usize> = found.iter().filter(|f| !f.holds).map(|f| f.file).collect();
+        waiting.sort_unstable();
+        waiting.dedup();
         let guess = match waiting.as_slice() {
-            [one] => Some(one.file),
+            [one] => Some(*one),
             many => {
-                let queues: Vec<&&Found> = many.iter().filter(|f| files[f.file].queue).collect();
-                if let [one] = queues.as_slice() { Some(one.file) } else { None }
+                let queues: Vec<&usize> = many.iter().filter(|&&i| files[i].queue).collect();
+                if let [one] = queues.as_slice() { Some(**one) } else { None }
             }
         };
         for f in &found {
-            let blocked =
-                !f.holds && (sleep.fds.contains(&f.fd) || !sleep.exact && sleep.in_lock_wait && guess == Some(f.file));
+            let blocked = !f.holds && (sleep.fds.contains(&f.fd) || sleep.in_lock_wait && guess == Some(f.file));
             let list = &mut out[f.file];
             match list.iter_mut().find(|o| o.pid == pid) {
                 Some(o) => {
@@ -379,6 +381,10 @@ mod tests {
         // Open, neither held nor waited for: free.
         let l = lockers(&FILE, &[opener(6, false, None, false)], &[], false);
         assert!(!l.held() && l.waiters.is_empty());
+        // Two shared locks listed, one taken by a visible holder: the
+        // other's holder is hidden.
+        let l = lockers(&FILE, &[opener(90, true, Some(90), false)], &[entry(90, false), entry(77, false)], false);
+        assert_eq!((l.holders, l.hidden_holders), (vec![90], 1));
         // Entries of other files do not count.
         let other = LockEntry { inode: 259, ..entry(7, false) };
         assert!(!lockers(&FILE, &[], &[other], false).held());

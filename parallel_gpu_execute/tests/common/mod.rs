@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use test_support::{Cmd, Output, RECORDING_TEST, Runfiles, Sysroot, TempDir, parse_record, record_value};
 
 /// The binary under test: this build's, or the one in
@@ -154,4 +154,23 @@ pub fn status(f: &Fixture, gpus: u32, slots: u32, format: &str) -> Output {
         .run();
     out.assert_success();
     out
+}
+
+/// The object of the slot whose lock file is `file`, in `--status=json`.
+#[track_caller]
+pub fn slot_json<'a>(out: &'a Output, file: &Path) -> &'a str {
+    slot_in(&out.stdout, file).unwrap_or_else(|| panic!("no slot {}\n{}", file.display(), out.explain()))
+}
+
+/// The object of the slot whose lock file is `file`, in the JSON `json`.
+pub fn slot_in<'a>(json: &'a str, file: &Path) -> Option<&'a str> {
+    let rest = &json[json.find(&format!("{{\"file\": \"{}\", ", file.display()))?..];
+    let last = rest.find("\"configured\": ")?;
+    Some(&rest[..last + rest[last..].find('}')? + 1])
+}
+
+/// The waiters' array of `--status=json`.
+pub fn waiters_json(out: &Output) -> &str {
+    let at = out.stdout.find("\"waiters\": [").unwrap_or_else(|| panic!("{}", out.explain()));
+    &out.stdout[at..]
 }
