@@ -107,16 +107,6 @@ fn stat_fields(pid: i64) -> Option<String> {
     Some(stat.rfind(')').map_or("", |at| &stat[at + 1..]).to_string())
 }
 
-/// The state letter of `pid` (`R`, `S`, `D`, `T`, `t`, `Z`, ...).
-pub fn process_state(pid: i64) -> Option<char> {
-    stat_fields(pid)?.split_ascii_whitespace().next().and_then(|s| s.chars().next())
-}
-
-/// When `pid` started (to the clock tick).
-pub fn started(pid: i64) -> Option<SystemTime> {
-    state_and_start(pid).1
-}
-
 /// The state letter and start time of `pid`, from `/proc/<pid>/stat`
 /// (starttime is field 22).
 fn state_and_start(pid: i64) -> (Option<char>, Option<SystemTime>) {
@@ -205,6 +195,47 @@ mod tests {
         assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(1_796_113_431)), "2026-12-01T08:23:51Z");
         assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00Z");
+        // The first day of an era (day 0 of the 400-year cycle), and dates
+        // past a century's end in it.
+        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(951_868_800)), "2000-03-01T00:00:00Z");
+        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(4_107_456_000)), "2100-02-28T00:00:00Z");
+        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(4_107_542_400)), "2100-03-01T00:00:00Z");
+        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(13_574_563_200)), "2400-02-29T00:00:00Z");
+    }
+
+    /// A child started now, with a command line of `len` characters.
+    fn child_with_command_of(len: usize) -> std::process::Child {
+        // "sh -c sleep\ 30 " is 15 characters, then the last argument.
+        let tail = "x".repeat(len - 15);
+        std::process::Command::new("sh").args(["-c", "sleep 30", &tail]).spawn().unwrap()
+    }
+
+    #[test]
+    fn a_process_is_shown_with_its_start_and_its_command_cut_to_the_limit() {
+        for (len, shown) in
+            [(MAX_COMMAND, MAX_COMMAND), (MAX_COMMAND + 1, MAX_COMMAND), (MAX_COMMAND + 60, MAX_COMMAND)]
+        {
+            let before = SystemTime::now();
+            let mut child = child_with_command_of(len);
+            let mut info = process(i64::from(child.id()));
+            for _ in 0..100 {
+                if info.command.as_ref().is_some_and(|c| c.starts_with("sh -c")) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+                info = process(i64::from(child.id()));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            let command = info.command.unwrap_or_default();
+            assert_eq!(command.chars().count(), shown, "{len}: {command}");
+            assert_eq!(command.ends_with("..."), len > MAX_COMMAND, "{len}: {command}");
+            // /proc/stat's boot time is whole seconds: within 2 s.
+            let started = info.started.expect("a start time");
+            let off =
+                started.duration_since(before).or_else(|| before.duration_since(started)).unwrap_or(Duration::MAX);
+            assert!(off < Duration::from_secs(2), "started {started:?}, spawned at {before:?}");
+        }
     }
 
     #[test]
