@@ -276,11 +276,26 @@ fn a_wrapper_and_an_external_flock_holder_exclude_each_other() {
 
 #[test]
 fn busy_slots_are_waited_for_without_spinning() {
-    let f = fixture("wait");
+    waits_without_spinning(&fixture("wait"), 1);
+}
+
+/// A drained GPU's record lies in a directory of the lock directory, which
+/// the waiter reads at each wake: closing it must not wake the waiter
+/// again (it did, without end).
+#[test]
+fn a_drained_gpu_does_not_make_the_waiter_spin() {
+    let f = fixture("wait-drained");
+    f.cmd().env("TF_GPU_COUNT", "2").args(["--drain=1", "--reason=fan"]).run().assert_success();
+    waits_without_spinning(&f, 2);
+}
+
+/// A waiter for one of `gpus` GPUs (GPU 0 held, the others drained) wakes
+/// at its beats and at releases, and runs at once when GPU 0 frees.
+fn waits_without_spinning(f: &Fixture, gpus_here: u32) {
     let held = hold_lock(f.lock("0", 0));
     let record = f.dir.join("record");
     let mut c = f.cmd();
-    gpus(&mut c, 1, 1).env("RECORD_FILE", &record).arg("./pkg/gpu_test");
+    gpus(&mut c, gpus_here, 1).env("RECORD_FILE", &record).arg("./pkg/gpu_test");
     let running = c.spawn();
     let sleeps = || {
         let status = read_to_string(format!("/proc/{}/status", running.pid()));

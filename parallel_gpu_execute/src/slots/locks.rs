@@ -163,12 +163,14 @@ impl<'a> Slots<'a> {
 
     /// Reads which GPUs of the pool are drained (one failed `openat` when
     /// none is) and adds `avoided` (pool index, description); fails when
-    /// no block of `needed` GPUs is left.
-    fn out_of_service(&mut self, needed: usize, avoided: &[(usize, String)]) -> Result<(), Error> {
+    /// no block of `needed` GPUs is left. Whether that changed since the
+    /// last read.
+    fn out_of_service(&mut self, needed: usize, avoided: &[(usize, String)]) -> Result<bool, Error> {
         let drained = drain::of_pool(self.dir_fd, self.pool);
         if drained.is_none() && avoided.is_empty() {
+            let changed = !self.out.is_empty();
             self.out.clear();
-            return Ok(());
+            return Ok(changed);
         }
         let len = self.pool.ids.len();
         let mut out = vec![false; len];
@@ -189,8 +191,22 @@ impl<'a> Slots<'a> {
             let gpus: Vec<String> = why.into_iter().map(|(_, w)| w).collect();
             return Err(Error::AllDrained { gpus: gpus.join(", ") });
         }
-        self.out = if why.is_empty() { Vec::new() } else { out };
-        Ok(())
+        let out = if why.is_empty() { Vec::new() } else { out };
+        let changed = out != self.out;
+        self.out = out;
+        Ok(changed)
+    }
+
+    /// Whether `grant`'s block holds a GPU out of service at the last read.
+    fn holds_out_of_service(&self, grant: &Grant) -> bool {
+        !self.out.is_empty() && (grant.start..grant.start + grant.fds.len()).any(|g| self.out[g])
+    }
+
+    /// Releases the locks of a block from `start` at `slot`.
+    fn give_back_block(&mut self, slot: u32, start: usize, fds: Vec<OwnedFd>) {
+        for (k, fd) in fds.into_iter().enumerate() {
+            self.give_back(slot, start + k, fd);
+        }
     }
 
     /// One pass over every block at every slot, in the classic order. When
@@ -223,9 +239,7 @@ impl<'a> Slots<'a> {
                 let Some(busy) = busy_at else {
                     return Ok(Some(Grant { fds: got, start, slot, waited: None }));
                 };
-                for (k, fd) in got.into_iter().enumerate() {
-                    self.give_back(slot, start + k, fd);
-                }
+                self.give_back_block(slot, start, got);
                 // Every block that contains the busy GPU is busy too.
                 start = busy + 1;
             }
@@ -407,19 +421,34 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
 
         // At the head of the queue (or queueless): take a block, or wait.
         let mut watch: Option<SlotWatch> = None;
+        let mut last_look = false;
         let outcome = loop {
             if waited && !dir_still_there(dir, &dir_fd) {
                 break None;
             }
-            if waited {
-                // Drained while it waited: fail now rather than wait forever.
-                table.out_of_service(needed, avoid)?;
-            }
             match table.scan(needed) {
-                Ok(Some(grant)) => break Some(grant),
+                Ok(Some(grant)) if !waited => break Some(grant),
+                Ok(Some(grant)) => {
+                    // After a wait the drains are read with the block's
+                    // locks held: a drain read before the scan could be
+                    // older than the release that freed the block.
+                    table.out_of_service(needed, avoid)?;
+                    if !table.holds_out_of_service(&grant) {
+                        break Some(grant);
+                    }
+                    let Grant { fds, start, slot, .. } = grant;
+                    table.give_back_block(slot, start, fds);
+                    continue;
+                }
+                // Drained while it waited: fail now rather than wait
+                // forever; a GPU back in service is looked at at once.
+                Ok(None) if waited && table.out_of_service(needed, avoid)? => continue,
                 Ok(None) => {}
                 Err(_) if !dir_still_there(dir, &dir_fd) => break None,
                 Err(e) => return Err(e),
+            }
+            if last_look {
+                return Err(no_slot());
             }
             signals.get_or_insert_with(WaitingSignals::install);
             // Watch before the next scan, so that a release between the scan
@@ -457,16 +486,8 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
                     wake
                 }
             };
-            match wake {
-                Wake::Rescan => {}
-                Wake::TimedOut => {
-                    // One last look: a slot freed at the deadline still counts.
-                    match table.scan(needed)? {
-                        Some(grant) => break Some(grant),
-                        None => return Err(no_slot()),
-                    }
-                }
-            }
+            // At the deadline, one last look: a slot freed then still counts.
+            last_look = wake == Wake::TimedOut;
         };
         match outcome {
             Some(mut grant) if table.still_linked(&grant) => {

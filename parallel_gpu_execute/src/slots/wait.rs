@@ -22,7 +22,7 @@ use core::mem::MaybeUninit;
 use core::time::Duration;
 use rustix::event::{PollFd, PollFlags};
 use rustix::fd::OwnedFd;
-use rustix::fs::inotify;
+use rustix::fs::inotify::{self, ReadFlags};
 use rustix::io::Errno;
 
 /// How often a waiter rescans even without an inotify event.
@@ -196,11 +196,17 @@ impl SlotWatch {
         };
         match self {
             SlotWatch::Inotify(fd) => {
-                let mut fds = [PollFd::new(fd, PollFlags::IN)];
-                let ts =
-                    rustix::event::Timespec { tv_sec: timeout.as_secs() as _, tv_nsec: timeout.subsec_nanos() as _ };
-                if matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) {
-                    drain(fd);
+                let until = now + timeout;
+                loop {
+                    let left = until.saturating_duration_since(Instant::now());
+                    let ts = rustix::event::Timespec { tv_sec: left.as_secs() as _, tv_nsec: left.subsec_nanos() as _ };
+                    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+                    // Only directories closed (the drain records' directory,
+                    // which this waiter itself reads at each wake): wait on,
+                    // or it would wake itself without end.
+                    if !matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) || drain(fd) {
+                        break;
+                    }
                 }
             }
             SlotWatch::Polling => crate::sys::clock::sleep(timeout),
@@ -212,14 +218,26 @@ impl SlotWatch {
     }
 }
 
-/// Reads every pending event, so that the next poll blocks until a new one.
-fn drain(fd: &OwnedFd) {
+/// Reads every pending event, so that the next poll blocks until a new
+/// one; whether any may mean a released slot or a directory gone (all but
+/// a subdirectory closed).
+fn drain(fd: &OwnedFd) -> bool {
     let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
     let mut reader = inotify::Reader::new(fd, &mut buf);
+    let mut release = false;
     loop {
         match reader.next() {
-            Ok(_) | Err(Errno::INTR) => {}
-            Err(_) => return,
+            Ok(event) => {
+                let e = event.events();
+                let dir_closed = e.contains(ReadFlags::ISDIR)
+                    && e.intersects(ReadFlags::CLOSE_WRITE | ReadFlags::CLOSE_NOWRITE)
+                    && !e.intersects(ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::IGNORED);
+                release |= !dir_closed;
+            }
+            Err(Errno::INTR) => {}
+            Err(Errno::AGAIN) => return release,
+            // Unreadable events: rescan, to be safe.
+            Err(_) => return true,
         }
     }
 }
