@@ -145,6 +145,23 @@ fn a_waiter_that_waited_in_the_queue_sees_a_gpu_drained_meanwhile() {
     }
 }
 
+/// A GPU put back in service while a test waits is taken, with the other
+/// still held: the waiter reads the drains again at each wake.
+#[test]
+fn a_waiter_takes_a_gpu_undrained_while_it_waits() {
+    let f = Fixture::new("drain-undrained");
+    drain(&f, 2, "1", "reseated");
+    let _gpu0 = hold_lock(f.lock("0", 0));
+    let mut c = on(&f, 2);
+    c.arg("./pkg/gpu_test");
+    let waiter = c.spawn();
+    let queue = f.lock_dir.join("gpulock.queue");
+    assert!(wait_until(Duration::from_secs(10), || !test_support::lock_is_free(&queue)), "no head");
+    on(&f, 2).arg("--undrain=1").run().assert_success();
+    let out = waiter.wait();
+    assert_eq!(given(&out), "1", "{}", out.explain());
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let f = Fixture::new("drain-bad");
