@@ -6,7 +6,7 @@ mod common;
 use common::{Fixture, Record};
 use std::time::{Duration, Instant};
 use test_support::{
-    Cmd, can_flock, check_gpus_match_locks, cpu_time, hold_lock, lock_is_free, parse_record, read_to_string,
+    Cmd, Output, can_flock, check_gpus_match_locks, cpu_time, hold_lock, lock_is_free, parse_record, read_to_string,
     record_value, wait_until,
 };
 
@@ -281,17 +281,20 @@ fn busy_slots_are_waited_for_without_spinning() {
 
 /// A drained GPU's record lies in a directory of the lock directory, which
 /// the waiter reads at each wake: closing it must not wake the waiter
-/// again (it did, without end).
+/// again (it did, without end). The waiting line counts the drained GPU,
+/// which nobody holds, as not busy.
 #[test]
 fn a_drained_gpu_does_not_make_the_waiter_spin() {
     let f = fixture("wait-drained");
     f.cmd().env("TF_GPU_COUNT", "2").args(["--drain=1", "--reason=fan"]).run().assert_success();
-    waits_without_spinning(&f, 2);
+    let out = waits_without_spinning(&f, 2);
+    let line = out.stderr.lines().next().unwrap_or("");
+    assert!(line.ends_with(": 1 of 2 slots busy, first in the queue"), "{}", out.explain());
 }
 
 /// A waiter for one of `gpus` GPUs (GPU 0 held, the others drained) wakes
 /// at its beats and at releases, and runs at once when GPU 0 frees.
-fn waits_without_spinning(f: &Fixture, gpus_here: u32) {
+fn waits_without_spinning(f: &Fixture, gpus_here: u32) -> Output {
     let held = hold_lock(f.lock("0", 0));
     let record = f.dir.join("record");
     let mut c = f.cmd();
@@ -319,6 +322,7 @@ fn waits_without_spinning(f: &Fixture, gpus_here: u32) {
     assert!(record.exists());
     // A release is noticed through inotify, well before the 2 s safety rescan.
     assert!(released.elapsed() < Duration::from_millis(1500), "took {:?} to notice the release", released.elapsed());
+    out
 }
 
 #[test]

@@ -352,7 +352,8 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
                 private_lock_dir(dir, why, pool, private)?;
             }
         }
-        let mut announce = |place| telemetry.waiting(&dir_fd, pool, slots, prefix, needed, &test(), place);
+        // Behind the head (in the queue), no count is proven.
+        let mut announce = |place| telemetry.waiting(&dir_fd, pool, slots, prefix, needed, &test(), place, &[]);
         let mut table = Slots::new(dir, &dir_fd, pool, slots, prefix, cache);
         table.out_of_service(needed, avoid)?;
         if wait == Some(Duration::ZERO) {
@@ -461,7 +462,8 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
                 }
             };
             waited = true;
-            announce(if queue.is_some() { Place::Head } else { Place::NoQueue });
+            let place = if queue.is_some() { Place::Head } else { Place::NoQueue };
+            telemetry.waiting(&dir_fd, pool, slots, prefix, needed, &test(), place, &table.out);
             // The head beats while it waits, so that the waiters behind it
             // can tell it from a stopped one; a stand-in for a stopped head
             // looks whether to go on (`queue`).

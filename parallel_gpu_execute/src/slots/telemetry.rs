@@ -122,7 +122,8 @@ fn busy_text(busy: Option<usize>, total: usize) -> String {
 }
 
 impl Telemetry {
-    /// The first time the wrapper has to wait: one line.
+    /// The first time the wrapper has to wait: one line. `out_of_service`:
+    /// the pool's GPUs drained or avoided, by index (empty when none is).
     #[allow(clippy::too_many_arguments)]
     pub fn waiting(
         &mut self,
@@ -133,6 +134,7 @@ impl Telemetry {
         needed: usize,
         test: &str,
         place: Place,
+        out_of_service: &[bool],
     ) {
         if self.announced {
             return;
@@ -142,8 +144,14 @@ impl Telemetry {
         let mut busy = busy_slots(dir_fd, pool, slots, prefix);
         if matches!(place, Place::Head | Place::NoQueue) {
             // It has just found no free block of `needed` GPUs: at each
-            // slot, every run of `needed` GPUs has a busy one.
-            let proven = (slots as usize).saturating_mul(pool.ids.len() / needed.max(1));
+            // slot, every run of `needed` GPUs in service has a busy one.
+            let needed = needed.max(1);
+            let blocks: usize = if out_of_service.is_empty() {
+                pool.ids.len() / needed
+            } else {
+                out_of_service.split(|&out| out).map(|run| run.len() / needed).sum()
+            };
+            let proven = (slots as usize).saturating_mul(blocks);
             busy = busy.map(|n| n.max(proven));
         }
         let busy = busy_text(busy, total);
