@@ -162,6 +162,39 @@ fn a_waiter_takes_a_gpu_undrained_while_it_waits() {
     assert_eq!(given(&out), "1", "{}", out.explain());
 }
 
+/// An undrain wakes the waiting wrappers, also while another GPU stays
+/// drained (its record leaves `gpudrain/`, which the lock directory's
+/// watch does not see into): a waiter without the queue, which otherwise
+/// looks again only at its 2 s safety rescan, takes the GPU at once.
+#[test]
+fn an_undrain_wakes_a_waiter_without_the_queue() {
+    if !test_support::prerequisite(is_root(), "root", "a waiter without the queue woken by an undrain") {
+        return;
+    }
+    let f = shared_fixture("drain-wakes");
+    // A lock directory nobody may write: nobody waits without the queue.
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    for gpu in ["0", "1", "2"] {
+        test_support::write_file(f.lock(gpu, 0), "");
+        std::fs::set_permissions(f.lock(gpu, 0), std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    drain(&f, 3, "1", "reseated");
+    drain(&f, 3, "2", "fan");
+    let _gpu0 = hold_lock(f.lock("0", 0));
+    let mut c = on(&f, 3);
+    c.as_user(NOBODY, NOBODY).arg("./pkg/gpu_test");
+    let waiter = c.spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    let undrained = Instant::now();
+    on(&f, 3).arg("--undrain=1").run().assert_success();
+    let out = waiter.wait();
+    assert_eq!(given(&out), "1", "{}", out.explain());
+    out.assert_stderr_contains("waiting without the queue");
+    let took = undrained.elapsed();
+    assert!(took < Duration::from_millis(1000), "took {took:?} to see GPU 1 back\n{}", out.explain());
+    assert!(f.lock_dir.join("gpudrain/2").exists(), "GPU 2 stays drained");
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let f = Fixture::new("drain-bad");
@@ -205,8 +238,7 @@ fn a_lock_directory_that_cannot_be_written_is_one_line_and_exit_2() {
 
 #[test]
 fn users_sharing_a_lock_directory_share_its_drain_state() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run as two users");
+    if !test_support::prerequisite(is_root(), "root", "the drain state shared by two users") {
         return;
     }
     let f = shared_fixture("drain-users");

@@ -167,7 +167,11 @@ fn a_per_action_tmp_does_not_hold_the_jax_locks_silently() {
     let hermetic = f.dir.join("sandbox/linux-sandbox/7/_hermetic_tmp");
     let here = f.dir.path().strip_prefix("/tmp").map(|p| p.to_path_buf()).ok();
     let Some(here) = here else {
-        eprintln!("skipped: the fixture is not under /tmp");
+        test_support::prerequisite(
+            false,
+            "a fixture under /tmp (TMPDIR elsewhere)",
+            "the jax locks in a per-action /tmp",
+        );
         return;
     };
     std::fs::create_dir_all(hermetic.join(&here)).unwrap();

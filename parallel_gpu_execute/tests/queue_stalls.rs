@@ -514,6 +514,10 @@ fn a_queue_file_this_user_cannot_use_is_passed_by_with_the_repair() {
             std::fs::set_permissions(q, std::fs::Permissions::from_mode(0o644)).unwrap();
         }),
         ("a planted link", &|q: &Path| std::os::unix::fs::symlink("/etc/passwd", q).unwrap()),
+        ("a FIFO", &|q: &Path| {
+            let st = Command::new("mkfifo").arg("-m").arg("0644").arg(q).status();
+            assert!(st.is_ok_and(|s| s.success()), "mkfifo {}", q.display());
+        }),
     ] {
         let f = shared_fixture("q-unusable-queue");
         std::fs::create_dir_all(&f.lock_dir).unwrap();
@@ -536,10 +540,15 @@ fn a_queue_file_this_user_cannot_use_is_passed_by_with_the_repair() {
         c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").as_user(NOBODY, NOBODY);
         c.arg("./pkg/gpu_test");
         let r = c.spawn();
-        std::thread::sleep(Duration::from_millis(500));
+        // Past the first wait (the 2 s safety rescan), where it looks at the
+        // queue file again: opening and closing it must not wake it at once
+        // (it spun, where it could open the file).
+        std::thread::sleep(Duration::from_millis(2600));
+        let cpu = test_support::cpu_time(r.pid());
         drop(held);
         let out = r.wait();
         out.assert_success();
+        assert!(cpu < Duration::from_millis(300), "{what}: waiting used {cpu:?} of CPU in 2.6 s\n{}", out.explain());
         let q = queue.display().to_string();
         assert!(
             out.stderr.contains(&format!("cannot use queue file {q}")) && out.stderr.contains(&format!("rm -f {q}")),

@@ -27,7 +27,10 @@
 //! is opened through a symbolic link. Undrain removes the file, then the
 //! directory when it is empty (`rmdir` fails on a directory another drain
 //! has just written into, and a drain that finds its directory removed
-//! under it makes it again).
+//! under it makes it again), and wakes the waiting wrappers the same way,
+//! with an empty file made and removed under that temporary name (the
+//! watch does not see into `gpudrain/`, and a directory closed there wakes
+//! nobody).
 
 use crate::error::Error;
 use crate::prelude::*;
@@ -167,9 +170,7 @@ fn failed(dir: &CStr, action: &str, errno: Errno) -> Error {
 /// when missing), replacing any earlier record of that GPU.
 pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
     let dir_fd = open_lock_dir(dir)?;
-    let tmp = format!("gpudrain.{}.tmp", rustix::process::getpid().as_raw_nonzero());
-    let mut tmp_name = LockName::new();
-    let _ = tmp_name.push(tmp.as_bytes());
+    let tmp_name = tmp_name();
     let mut gpu = LockName::new();
     gpu.push(&record.gpu).map_err(|_| Error::Drain("GPU name too long".to_string()))?;
     for _ in 0..8 {
@@ -215,6 +216,27 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
     Err(failed(dir, "write gpudrain/", Errno::AGAIN))
 }
 
+/// This process's temporary name in the lock directory.
+fn tmp_name() -> LockName {
+    let mut name = LockName::new();
+    let _ = name.push(format!("gpudrain.{}.tmp", rustix::process::getpid().as_raw_nonzero()).as_bytes());
+    name
+}
+
+/// Wakes the wrappers waiting on the lock directory (its inotify watch
+/// sees a file there closed after writing), so that they look at the
+/// drains again: a file inside `gpudrain/` raises nothing there. Best
+/// effort: where the lock directory is not writable, they look at their
+/// next wake.
+fn wake_waiters(dir_fd: &OwnedFd) {
+    let name = tmp_name();
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    if let Ok(fd) = rustix::fs::openat(dir_fd, name.as_cstr(), flags, Mode::from_raw_mode(0o600)) {
+        drop(fd);
+        let _ = rustix::fs::unlinkat(dir_fd, name.as_cstr(), AtFlags::empty());
+    }
+}
+
 /// Removes the record of the GPU named `gpu` (as lock file names have it);
 /// `Ok(false)` when it was not drained.
 pub fn undrain(dir: &CStr, gpu: &[u8]) -> Result<bool, Error> {
@@ -230,6 +252,7 @@ pub fn undrain(dir: &CStr, gpu: &[u8]) -> Result<bool, Error> {
     // The last one: no drained GPU left, and the slot search back to one
     // failed openat. Fails (ENOTEMPTY) while another GPU is drained.
     let _ = rustix::fs::unlinkat(&dir_fd, DRAIN_DIR, AtFlags::REMOVEDIR);
+    wake_waiters(&dir_fd);
     Ok(true)
 }
 

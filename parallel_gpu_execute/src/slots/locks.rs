@@ -457,7 +457,7 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
             let w = match &mut watch {
                 Some(w) => w,
                 None => {
-                    watch = Some(SlotWatch::new(dir, cache));
+                    watch = Some(SlotWatch::new(dir, cache, queue_file));
                     continue;
                 }
             };

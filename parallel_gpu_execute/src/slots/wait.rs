@@ -148,15 +148,18 @@ pub enum Wake {
 
 /// Watches the lock directory for released slots.
 pub enum SlotWatch {
-    Inotify(OwnedFd),
+    /// The watch, and the queue file's name (its closes free no slot).
+    Inotify(OwnedFd, &'static [u8]),
     /// inotify unavailable (or not safe to use): rescan periodically.
     Polling,
 }
 
 impl SlotWatch {
     /// `use_inotify` is false when the caller closes lock files while
-    /// waiting, which would wake it up itself.
-    pub fn new(lock_dir: &CStr, use_inotify: bool) -> SlotWatch {
+    /// waiting, which would wake it up itself. `queue_file`: the queue
+    /// file's name, which a queueless waiter opens and closes at each wake
+    /// to look whether it may use it now.
+    pub fn new(lock_dir: &CStr, use_inotify: bool, queue_file: &'static [u8]) -> SlotWatch {
         if !use_inotify {
             return SlotWatch::Polling;
         }
@@ -174,7 +177,7 @@ impl SlotWatch {
             | inotify::WatchFlags::MOVE_SELF
             | inotify::WatchFlags::ONLYDIR;
         match inotify::add_watch(&fd, lock_dir, mask) {
-            Ok(_) => SlotWatch::Inotify(fd),
+            Ok(_) => SlotWatch::Inotify(fd, queue_file),
             Err(_) => SlotWatch::Polling,
         }
     }
@@ -185,7 +188,7 @@ impl SlotWatch {
     /// place that decides).
     pub fn wait(&mut self, deadline: Option<Instant>) -> Wake {
         let period = match self {
-            SlotWatch::Inotify(_) => SAFETY_RESCAN,
+            SlotWatch::Inotify(..) => SAFETY_RESCAN,
             SlotWatch::Polling => POLL_INTERVAL,
         };
         let now = Instant::now();
@@ -195,16 +198,17 @@ impl SlotWatch {
             None => period,
         };
         match self {
-            SlotWatch::Inotify(fd) => {
+            SlotWatch::Inotify(fd, queue_file) => {
                 let until = now + timeout;
                 loop {
                     let left = until.saturating_duration_since(Instant::now());
                     let ts = rustix::event::Timespec { tv_sec: left.as_secs() as _, tv_nsec: left.subsec_nanos() as _ };
-                    let mut fds = [PollFd::new(fd, PollFlags::IN)];
-                    // Only directories closed (the drain records' directory,
-                    // which this waiter itself reads at each wake): wait on,
-                    // or it would wake itself without end.
-                    if !matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) || drain(fd) {
+                    let mut fds = [PollFd::new(&*fd, PollFlags::IN)];
+                    // Only a directory or the queue file closed (the drain
+                    // records' directory, which this waiter reads at each
+                    // wake, the queue file a queueless waiter looks at):
+                    // wait on, or it would wake itself without end.
+                    if !matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) || drain(fd, queue_file) {
                         break;
                     }
                 }
@@ -220,8 +224,8 @@ impl SlotWatch {
 
 /// Reads every pending event, so that the next poll blocks until a new
 /// one; whether any may mean a released slot or a directory gone (all but
-/// a subdirectory closed).
-fn drain(fd: &OwnedFd) -> bool {
+/// a subdirectory or the queue file `queue_file` closed).
+fn drain(fd: &OwnedFd, queue_file: &[u8]) -> bool {
     let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
     let mut reader = inotify::Reader::new(fd, &mut buf);
     let mut release = false;
@@ -229,10 +233,10 @@ fn drain(fd: &OwnedFd) -> bool {
         match reader.next() {
             Ok(event) => {
                 let e = event.events();
-                let dir_closed = e.contains(ReadFlags::ISDIR)
-                    && e.intersects(ReadFlags::CLOSE_WRITE | ReadFlags::CLOSE_NOWRITE)
+                let closed = e.intersects(ReadFlags::CLOSE_WRITE | ReadFlags::CLOSE_NOWRITE)
                     && !e.intersects(ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::IGNORED);
-                release |= !dir_closed;
+                let no_slot = e.contains(ReadFlags::ISDIR) || event.file_name().map(CStr::to_bytes) == Some(queue_file);
+                release |= !(closed && no_slot);
             }
             Err(Errno::INTR) => {}
             Err(Errno::AGAIN) => return release,
