@@ -119,9 +119,11 @@ fn in_pid_namespace(f: &Fixture, script: &str) -> Option<Output> {
 /// Inside a PID namespace of its own, `/proc/locks` leaves out every lock
 /// whose taker it cannot see. A waiter at the head that needs 2 of 4 GPUs
 /// and finds none free has proven 2 slots busy (each run of two has a
-/// held GPU) even when it sees no holder; where the takers have exited and
+/// held GPU) even when it sees no holder, and 1 when GPUs 0 and 3 are
+/// drained (one run of two in service); where the takers have exited and
 /// the locks live on in a process inside (the classic `flock -n "$fd"`),
-/// the scan of the processes' descriptors finds all three held.
+/// the scan of the processes' descriptors finds all four held, and the
+/// count, being all, needs no "as seen from" suffix.
 #[test]
 fn a_waiter_in_a_pid_namespace_counts_the_slots_it_can_prove_and_see_busy() {
     let f = Fixture::new("telemetry-pidns");
@@ -143,14 +145,25 @@ fn a_waiter_in_a_pid_namespace_counts_the_slots_it_can_prove_and_see_busy() {
     // Taken by processes that exited, held by the namespace's shell.
     let dir = f.lock_dir.display();
     let script = format!(
-        "exec 7>{dir}/gpulock0_0 8>{dir}/gpulock2_0 9>{dir}/gpulock3_0\n\
-         flock -n 7 && flock -n 8 && flock -n 9 || {{ echo 'flock failed' >&2; exit 3; }}\n\
-         {waiter} 7>&- 8>&- 9>&-\n\
+        "exec 6>{dir}/gpulock0_0 7>{dir}/gpulock1_0 8>{dir}/gpulock2_0 9>{dir}/gpulock3_0\n\
+         flock -n 6 && flock -n 7 && flock -n 8 && flock -n 9 || {{ echo 'flock failed' >&2; exit 3; }}\n\
+         {waiter} 6>&- 7>&- 8>&- 9>&-\n\
          exit $?"
     );
     let Some(out) = in_pid_namespace(&f, &script) else { return };
     let (err, explain) = line(&out);
-    assert!(err.ends_with(": 3 of 4 slots busy as seen from this PID namespace, first in the queue"), "{explain}");
+    assert!(err.ends_with(": 4 of 4 slots busy, first in the queue"), "{explain}");
+
+    // GPUs 0 and 3 drained, GPU 1 held from outside: one block in service.
+    for gpu in ["0", "3"] {
+        let mut c = f.cmd();
+        c.env("TF_GPU_COUNT", "4").env("TF_TESTS_PER_GPU", "1").args([format!("--drain={gpu}"), "--reason=x".into()]);
+        c.run().assert_success();
+    }
+    let _outside = hold_lock(f.lock("1", 0));
+    let Some(out) = in_pid_namespace(&f, &waiter) else { return };
+    let (err, explain) = line(&out);
+    assert!(err.ends_with(": 1 of 4 slots busy as seen from this PID namespace, first in the queue"), "{explain}");
 }
 
 /// A POSIX lock (`lockf`) on a lock file is not the slot's `flock`: the
