@@ -345,3 +345,27 @@ pub fn take(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A head that beats with its counter is taken for stopped after
+    /// `STALE_AFTER` without a change; one whose queue file holds no counter
+    /// (a full disk) beats by its times alone, which may change only once a
+    /// second, and gets the longer limit.
+    #[test]
+    fn a_head_without_its_counter_gets_the_longer_limit() {
+        let path = std::env::temp_dir().join(format!("pulse-{}", std::process::id()));
+        for (size, stale) in [(0usize, false), (8, true)] {
+            std::fs::write(&path, vec![0u8; size]).unwrap();
+            let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+            let fd =
+                rustix::fs::open(c_path.as_c_str(), rustix::fs::OFlags::RDONLY, rustix::fs::Mode::empty()).unwrap();
+            let mut pulse = Pulse::new(&fd);
+            std::thread::sleep(STALE_AFTER + Duration::from_millis(100));
+            assert_eq!(pulse.stale(&fd), stale, "a queue file of {size} bytes");
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+}
