@@ -325,6 +325,38 @@ fn waits_without_spinning(f: &Fixture, gpus_here: u32) -> Output {
     out
 }
 
+/// A waiter behind the head keeps its `--wait` limit: not given up at its
+/// first check of the head (every 250 ms), nor when it gets the queue and
+/// gives it up to a process that takes part and started before it (here a
+/// stand-in that holds the lock directory's shared lock and sleeps): it
+/// fails with the wait limit's line, no sooner than the limit.
+#[test]
+fn a_waiter_behind_the_head_keeps_its_wait_limit() {
+    let f = fixture("wait-behind");
+    let _held = hold_lock(f.lock("0", 0));
+    let queue = f.lock_dir.join("gpulock.queue");
+    let mut head = f.cmd();
+    gpus(&mut head, 1, 1).arg("/bin/true");
+    let head = head.spawn();
+    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(&queue)), "no head");
+    let mut earlier = Cmd::new("flock");
+    earlier.arg("-s").arg(&f.lock_dir).args(["sleep", "30"]).own_process_group();
+    let earlier = earlier.spawn();
+    std::thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    let mut c = f.cmd();
+    gpus(&mut c, 1, 1).args(["--wait=3", "./pkg/gpu_test"]);
+    let waiter = c.spawn();
+    std::thread::sleep(Duration::from_millis(600));
+    head.signal(libc::SIGKILL);
+    let out = waiter.wait();
+    let took = started.elapsed();
+    out.assert_code(1).assert_stderr_contains("within the wait limit of 3.000s");
+    assert!(took >= Duration::from_secs(3), "gave up after {took:?}\n{}", out.explain());
+    earlier.signal_group(libc::SIGKILL);
+    let _ = (head.wait(), earlier.wait());
+}
+
 #[test]
 fn the_wait_limit_gives_up_with_exit_1() {
     let f = fixture("waitlimit");
