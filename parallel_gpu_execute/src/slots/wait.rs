@@ -232,9 +232,10 @@ fn drain(fd: &OwnedFd, queue_file: &[u8]) -> bool {
     loop {
         match reader.next() {
             Ok(event) => {
+                // Each event has one event bit (a close, a deletion, the
+                // directory's own removal, ...) and maybe `ISDIR`.
                 let e = event.events();
-                let closed = e.intersects(ReadFlags::CLOSE_WRITE | ReadFlags::CLOSE_NOWRITE)
-                    && !e.intersects(ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::IGNORED);
+                let closed = e.intersects(ReadFlags::CLOSE_WRITE | ReadFlags::CLOSE_NOWRITE);
                 let no_slot = e.contains(ReadFlags::ISDIR) || event.file_name().map(CStr::to_bytes) == Some(queue_file);
                 release |= !(closed && no_slot);
             }
