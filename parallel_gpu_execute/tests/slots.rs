@@ -357,6 +357,32 @@ fn a_waiter_behind_the_head_keeps_its_wait_limit() {
     let _ = (head.wait(), earlier.wait());
 }
 
+/// A waiter without the queue (a lock directory it may not write) has no
+/// beats: a release reaches it through inotify, well before its 2 s safety
+/// rescan.
+#[test]
+fn a_waiter_without_the_queue_sees_a_release_at_once() {
+    if !test_support::prerequisite(test_support::is_root(), "root", "a waiter without the queue") {
+        return;
+    }
+    let f = common::shared_fixture("wait-queueless");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let lock = f.lock("0", 0);
+    test_support::write_file(&lock, "");
+    std::fs::set_permissions(&lock, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let held = hold_lock(&lock);
+    let mut c = f.cmd();
+    gpus(&mut c, 1, 1).as_user(common::NOBODY, common::NOBODY).arg("./pkg/gpu_test");
+    let waiter = c.spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    let released = Instant::now();
+    drop(held);
+    let out = waiter.wait();
+    out.assert_success().assert_stderr_contains("waiting without the queue");
+    let took = released.elapsed();
+    assert!(took < Duration::from_millis(1000), "took {took:?} to see the release\n{}", out.explain());
+}
+
 #[test]
 fn the_wait_limit_gives_up_with_exit_1() {
     let f = fixture("waitlimit");
