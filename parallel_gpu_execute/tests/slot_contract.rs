@@ -380,3 +380,40 @@ fn a_waiter_whose_lock_file_was_replaced_takes_the_new_one() {
     second.assert_code(1);
     assert!(record.exists(), "the waiter's test never ran\n{}", first.explain());
 }
+
+/// A 2-GPU waiter that took GPU 0 at slot 1 and gave it back (GPU 1 was
+/// busy there) keeps each lock file's descriptor under its own slot: when
+/// another test then takes that file and GPU 0 frees at slot 0, the waiter
+/// takes slot 0, and it waits without starting over meanwhile (a
+/// descriptor kept under the wrong slot made it take slot 1's file for
+/// slot 0's, fail the check, and start over without end).
+#[test]
+fn a_waiter_that_gave_back_a_lock_at_one_slot_sees_another_slot_free() {
+    let f = Fixture::new("give-back-slots");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let gpu0 = hold_lock(f.lock("0", 0));
+    let _gpu1_slot1 = hold_lock(f.lock("1", 1));
+    let mut c = f.cmd();
+    c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "2").args(["./pkg/gpu_test", "--num_processes=2"]);
+    c.timeout(Duration::from_secs(15));
+    let waiter = c.spawn();
+    let queue = f.lock_dir.join("gpulock.queue");
+    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(&queue)), "it never waited\n{}", c.describe());
+    // Waiting, not starting over and over (a descriptor under the wrong
+    // slot made its grants fail their check, and the wrapper start over):
+    // it wakes at its beats, 4 a second.
+    let sleeps = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", waiter.pid())).unwrap_or_default();
+        let line = status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")).unwrap_or("0");
+        line.trim().parse::<u64>().unwrap_or(0)
+    };
+    let before = sleeps();
+    std::thread::sleep(Duration::from_millis(1000));
+    let woke = sleeps() - before;
+    assert!(woke <= 12, "the waiter woke {woke} times in one second\n{}", c.describe());
+    let _gpu0_slot1 = hold_lock(f.lock("0", 1));
+    drop(gpu0);
+    let out = waiter.wait();
+    out.assert_success();
+    assert_eq!(Record::of(&out).locks(), ["gpulock0_0", "gpulock1_0"], "{}", out.explain());
+}
