@@ -260,6 +260,11 @@ fn a_lock_file_this_user_may_not_open_is_skipped_with_a_warning() {
     let other = hold_lock(f.lock("1", 0));
     let out = as_nobody("2", "--wait=0");
     assert_eq!(out.status.code(), Some(1), "{}", out.explain());
+    // Waiting, the line counts one slot busy: the file passed over is not
+    // proven busy.
+    let out = as_nobody("2", "--wait=0.2");
+    assert_eq!(out.status.code(), Some(1), "{}", out.explain());
+    assert!(out.stderr.contains(": 1 of 2 slots busy, first in the queue\n"), "{}", out.explain());
     drop(other);
     // No slot usable at all: an error naming the file.
     let out = as_nobody("1", "--wait=0");

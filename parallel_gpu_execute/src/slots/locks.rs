@@ -353,7 +353,7 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
             }
         }
         // Behind the head (in the queue), no count is proven.
-        let mut announce = |place| telemetry.waiting(&dir_fd, pool, slots, prefix, needed, &test(), place, &[]);
+        let mut announce = |place| telemetry.waiting(&dir_fd, pool, slots, prefix, needed, &test(), place, None);
         let mut table = Slots::new(dir, &dir_fd, pool, slots, prefix, cache);
         table.out_of_service(needed, avoid)?;
         if wait == Some(Duration::ZERO) {
@@ -463,7 +463,10 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
             };
             waited = true;
             let place = if queue.is_some() { Place::Head } else { Place::NoQueue };
-            telemetry.waiting(&dir_fd, pool, slots, prefix, needed, &test(), place, &table.out);
+            // No free block was found: proof of busy GPUs, unless a lock
+            // file this user may not open was passed over.
+            let proof = table.warned.is_empty().then_some(table.out.as_slice());
+            telemetry.waiting(&dir_fd, pool, slots, prefix, needed, &test(), place, proof);
             // The head beats while it waits, so that the waiters behind it
             // can tell it from a stopped one; a stand-in for a stopped head
             // looks whether to go on (`queue`).

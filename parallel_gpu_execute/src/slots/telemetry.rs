@@ -122,8 +122,11 @@ fn busy_text(busy: Option<usize>, total: usize) -> String {
 }
 
 impl Telemetry {
-    /// The first time the wrapper has to wait: one line. `out_of_service`:
-    /// the pool's GPUs drained or avoided, by index (empty when none is).
+    /// The first time the wrapper has to wait: one line. `proof`: when the
+    /// wrapper has just found no free block of `needed` GPUs, the pool's
+    /// GPUs out of service (drained or avoided; by index, empty when none
+    /// is); `None` where nothing is proven (behind the head, or a lock file
+    /// this user may not open made a block look busy).
     #[allow(clippy::too_many_arguments)]
     pub fn waiting(
         &mut self,
@@ -134,7 +137,7 @@ impl Telemetry {
         needed: usize,
         test: &str,
         place: Place,
-        out_of_service: &[bool],
+        proof: Option<&[bool]>,
     ) {
         if self.announced {
             return;
@@ -142,9 +145,9 @@ impl Telemetry {
         self.announced = true;
         let total = pool.ids.len().saturating_mul(slots as usize);
         let mut busy = busy_slots(dir_fd, pool, slots, prefix);
-        if matches!(place, Place::Head | Place::NoQueue) {
-            // It has just found no free block of `needed` GPUs: at each
-            // slot, every run of `needed` GPUs in service has a busy one.
+        if let Some(out_of_service) = proof {
+            // At each slot, every run of `needed` GPUs in service has a
+            // busy one.
             let needed = needed.max(1);
             let blocks: usize = if out_of_service.is_empty() {
                 pool.ids.len() / needed
