@@ -358,34 +358,41 @@ fn the_queue_file_a_waiter_creates_is_writable_by_all() {
 /// busy; granted the old file, both would run on GPU 0.
 #[test]
 fn a_waiter_whose_lock_file_was_replaced_takes_the_new_one() {
-    let f = Fixture::new("replaced-lock");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    let lock = f.lock("0", 0);
-    let held = hold_lock(&lock);
-    let record = f.dir.join("record");
-    let mut c = f.cmd();
-    c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").env("RECORD_FILE", &record).env("SLEEP", "3");
-    c.arg("./pkg/gpu_test");
-    let waiter = c.spawn();
-    let queue = f.lock_dir.join("gpulock.queue");
-    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(&queue)), "it never waited\n{}", c.describe());
-    std::thread::sleep(Duration::from_millis(300));
-    std::fs::remove_file(&lock).unwrap();
-    write_file(&lock, "");
-    drop(held);
-    // The waiter runs its test (3 s) holding the file now at the path.
-    let took_new = wait_until(Duration::from_secs(5), || !lock_is_free(&lock));
-    let second = f.run_test(
-        |c| {
-            c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").arg("--wait=0");
-        },
-        &[],
-    );
-    let first = waiter.wait();
-    first.assert_success();
-    assert!(took_new, "the waiter never locked the new lock file\n{}", first.explain());
-    second.assert_code(1);
-    assert!(record.exists(), "the waiter's test never ran\n{}", first.explain());
+    // Removed, or moved away (still linked elsewhere), then made anew.
+    for moved in [false, true] {
+        let f = Fixture::new("replaced-lock");
+        std::fs::create_dir_all(&f.lock_dir).unwrap();
+        let lock = f.lock("0", 0);
+        let held = hold_lock(&lock);
+        let record = f.dir.join("record");
+        let mut c = f.cmd();
+        c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").env("RECORD_FILE", &record).env("SLEEP", "3");
+        c.arg("./pkg/gpu_test");
+        let waiter = c.spawn();
+        let queue = f.lock_dir.join("gpulock.queue");
+        assert!(wait_until(Duration::from_secs(10), || !lock_is_free(&queue)), "it never waited\n{}", c.describe());
+        std::thread::sleep(Duration::from_millis(300));
+        if moved {
+            std::fs::rename(&lock, f.dir.join("moved-away")).unwrap();
+        } else {
+            std::fs::remove_file(&lock).unwrap();
+        }
+        write_file(&lock, "");
+        drop(held);
+        // The waiter runs its test (3 s) holding the file now at the path.
+        let took_new = wait_until(Duration::from_secs(5), || !lock_is_free(&lock));
+        let second = f.run_test(
+            |c| {
+                c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").arg("--wait=0");
+            },
+            &[],
+        );
+        let first = waiter.wait();
+        first.assert_success();
+        assert!(took_new, "moved {moved}: the waiter never locked the new lock file\n{}", first.explain());
+        second.assert_code(1);
+        assert!(record.exists(), "moved {moved}: the waiter's test never ran\n{}", first.explain());
+    }
 }
 
 /// A 2-GPU waiter that took GPU 0 at slot 1 and gave it back (GPU 1 was
