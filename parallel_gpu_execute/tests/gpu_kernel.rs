@@ -46,6 +46,14 @@ fn ras(f: &Fixture, minor: u32, block: &str, ue: u64, ce: u64) {
 struct Procs(Vec<Child>);
 
 impl Procs {
+    /// A test holding `lock` (`flock lock sleep 60`), once its child, which
+    /// holds it through the inherited descriptor, has started.
+    fn holder(&mut self, lock: &Path) -> u32 {
+        let holder = self.start("flock", &[lock.to_str().unwrap(), "sleep", "60"]);
+        assert!(wait_until(Duration::from_secs(10), || children(holder).len() == 1), "flock did not start its child");
+        holder
+    }
+
     fn start(&mut self, program: &str, args: &[&str]) -> u32 {
         let child = Command::new(program).args(args).stdin(Stdio::null()).spawn().unwrap();
         let pid = child.id();
@@ -137,8 +145,7 @@ fn a_gpu_in_use_outside_the_lock_protocol_is_told_and_only_then() {
     // A test that holds GPU 1's slot 1 (flock) and its child (sleep),
     // which holds it through the inherited descriptor.
     let lock11 = f.lock("1", 1);
-    let holder = procs.start("flock", &[lock11.to_str().unwrap(), "sleep", "60"]);
-    assert!(wait_until(Duration::from_secs(10), || children(holder).len() == 1), "flock did not start its child");
+    let holder = procs.holder(&lock11);
     let child = children(holder)[0];
     assert!(wait_until(Duration::from_secs(10), || holds_lock(child, &lock11)), "the child has no lock descriptor");
     kfd_process(&f, holder, [0, 1 << 30]);
@@ -188,8 +195,7 @@ fn a_process_waiting_for_a_slot_or_locking_a_stray_directory_holds_none() {
     // GPU 1's slot 1 is held by a test that is no ancestor of the others
     // (an ancestor's slot covers its children).
     let lock11 = f.lock("1", 1);
-    let holder = procs.start("flock", &[lock11.to_str().unwrap(), "sleep", "60"]);
-    assert!(wait_until(Duration::from_secs(10), || children(holder).len() == 1), "flock did not start its child");
+    procs.holder(&lock11);
     let waiting = procs.start("flock", &[lock11.to_str().unwrap(), "sleep", "60"]);
     assert!(wait_until(Duration::from_secs(10), || blocked_in_flock(waiting)), "flock never blocked");
     let stray = f.lock("1", 2);
@@ -220,8 +226,7 @@ fn no_false_alarm_for_another_users_holder_or_from_a_pid_namespace() {
     std::fs::set_permissions(&f.lock_dir, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let mut procs = Procs(Vec::new());
     let lock11 = f.lock("1", 1);
-    let holder = procs.start("flock", &[lock11.to_str().unwrap(), "sleep", "60"]);
-    assert!(wait_until(Duration::from_secs(10), || children(holder).len() == 1), "flock did not start its child");
+    let holder = procs.holder(&lock11);
     kfd_process(&f, holder, [0, 1 << 30]);
     kfd_process(&f, children(holder)[0], [0, 1 << 30]);
     let outsider = procs.start("sleep", &["61"]);

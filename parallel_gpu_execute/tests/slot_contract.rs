@@ -416,11 +416,7 @@ fn a_waiter_that_gave_back_a_lock_at_one_slot_sees_another_slot_free() {
     // Waiting, not starting over and over (a descriptor under the wrong
     // slot made its grants fail their check, and the wrapper start over):
     // it wakes at its beats, 4 a second.
-    let sleeps = || {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", waiter.pid())).unwrap_or_default();
-        let line = status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")).unwrap_or("0");
-        line.trim().parse::<u64>().unwrap_or(0)
-    };
+    let sleeps = || test_support::voluntary_switches(waiter.pid());
     let before = sleeps();
     std::thread::sleep(Duration::from_millis(1000));
     let woke = sleeps() - before;

@@ -300,11 +300,7 @@ fn waits_without_spinning(f: &Fixture, gpus_here: u32) -> Output {
     let mut c = f.cmd();
     gpus(&mut c, gpus_here, 1).env("RECORD_FILE", &record).arg("./pkg/gpu_test");
     let running = c.spawn();
-    let sleeps = || {
-        let status = read_to_string(format!("/proc/{}/status", running.pid()));
-        let line = status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")).unwrap_or("0");
-        line.trim().parse::<u64>().unwrap()
-    };
+    let sleeps = || test_support::voluntary_switches(running.pid());
     std::thread::sleep(Duration::from_millis(500));
     let before = sleeps();
     std::thread::sleep(Duration::from_millis(1000));

@@ -292,6 +292,14 @@ pub fn lock_is_free(path: impl AsRef<Path>) -> bool {
     })
 }
 
+/// How many times a live process has gone to sleep (its voluntary context
+/// switches, from /proc): its wake-ups, to tell waiting from spinning.
+pub fn voluntary_switches(pid: i32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let line = status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")).unwrap_or("0");
+    line.trim().parse().unwrap_or(0)
+}
+
 /// CPU time (user + system) a live process has used, from /proc.
 pub fn cpu_time(pid: i32) -> Duration {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");
