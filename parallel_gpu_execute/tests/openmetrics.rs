@@ -4,8 +4,10 @@
 //! textfile collector reads.
 //!
 //! The parser is python3 with prometheus_client: `$PROMETHEUS_CLIENT_PYTHON`,
-//! else the virtual environment `tools/prometheus_client_venv.sh` makes
-//! (which `.ci/run` runs), else a `python3` that imports it. Under `CI=true`,
+//! else the virtual environment `tools/prometheus_client_venv.sh` makes,
+//! else the `python3` first on `PATH` (pyenv's, a virtual environment's, the
+//! system's) when it imports it; the test runs that interpreter by the
+//! absolute path it reports (`sys.executable`). Under `CI=true`,
 //! or with `$PROMETHEUS_CLIENT_PYTHON` set, a missing parser fails the test;
 //! elsewhere it says it is skipped.
 
@@ -15,33 +17,29 @@ use common::Fixture;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
-use test_support::{Cmd, hold_lock, wait_until};
+use test_support::{Cmd, hold_lock, python_with, wait_until};
 
 const VERSION: &str = "0.21.1";
 
-fn has_parser(python: &PathBuf) -> bool {
-    std::process::Command::new(python)
-        .args(["-c", "import prometheus_client.openmetrics.parser"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+const MODULES: &[&str] = &["prometheus_client.openmetrics.parser", "prometheus_client.parser"];
 
-/// python3 with prometheus_client, or what is missing.
+/// python3 with prometheus_client, as the absolute path of the interpreter
+/// (a `python3` on `PATH` may be a pyenv shim or a virtual environment's,
+/// and the parser runs under a scrubbed `PATH`), or what is missing.
 fn parser() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("PROMETHEUS_CLIENT_PYTHON") {
-        let p = PathBuf::from(p);
-        return if has_parser(&p) { Ok(p) } else { Err(format!("{} able to import prometheus_client", p.display())) };
+        let p = p.to_string_lossy().into_owned();
+        return python_with(&p, MODULES).ok_or_else(|| format!("{p} able to import prometheus_client"));
     }
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
     let venv = cache.map(|c| c.join(format!("gpu_ci_wrappers/prometheus_client-{VERSION}/bin/python")));
-    for candidate in venv.into_iter().chain([PathBuf::from("python3")]) {
-        if has_parser(&candidate) {
-            return Ok(candidate);
-        }
-    }
-    Err("python3 with prometheus_client (tools/prometheus_client_venv.sh makes one)".to_string())
+    let venv = venv.map(|v| v.to_string_lossy().into_owned());
+    venv.into_iter()
+        .chain(["python3".to_string()])
+        .find_map(|candidate| python_with(&candidate, MODULES))
+        .ok_or_else(|| "python3 with prometheus_client (tools/prometheus_client_venv.sh makes one)".to_string())
 }
 
 /// Parses `text` with both parsers and prints each sample as

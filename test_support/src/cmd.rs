@@ -132,6 +132,9 @@ impl Output {
     }
 }
 
+/// The `PATH` a command gets unless the test sets one.
+const SCRUBBED_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
 /// A command with a scrubbed environment: only `PATH` and what the test sets
 /// reach the program, so the host (a CI runner with `CUDA_VISIBLE_DEVICES`,
 /// say) cannot change the outcome.
@@ -149,11 +152,16 @@ pub struct Cmd {
 }
 
 impl Cmd {
+    /// `program` is a path, or a bare name. Unless the test sets the
+    /// command's `PATH` itself, a bare name is looked up on this test
+    /// process's `PATH` ([`find_program`](crate::find_program), what
+    /// [`have_program`](crate::have_program) checks), not on the scrubbed
+    /// one the command gets: a test runs the program it checked.
     pub fn new(program: impl AsRef<Path>) -> Cmd {
         Cmd {
             program: program.as_ref().to_path_buf(),
             args: Vec::new(),
-            env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+            env: vec![("PATH".into(), SCRUBBED_PATH.into())],
             cwd: None,
             stdin: None,
             timeout: Duration::from_secs(60),
@@ -245,7 +253,7 @@ impl Cmd {
         for (k, v) in &self.env {
             let _ = write!(s, " {}={}", k.to_string_lossy(), shell_quote(v));
         }
-        let _ = write!(s, " {}", shell_quote(self.program.as_os_str()));
+        let _ = write!(s, " {}", shell_quote(self.program().as_os_str()));
         for a in &self.args {
             let _ = write!(s, " {}", shell_quote(a));
         }
@@ -264,8 +272,16 @@ impl Cmd {
         s
     }
 
+    /// What runs: a bare name found on this process's `PATH` when the
+    /// command keeps the scrubbed one (see [`Cmd::new`]).
+    fn program(&self) -> PathBuf {
+        let own_path = self.env.iter().any(|(k, v)| k == "PATH" && v != SCRUBBED_PATH);
+        let bare = self.program.to_str().filter(|p| !p.contains('/') && !own_path);
+        bare.and_then(crate::find_program).unwrap_or_else(|| self.program.clone())
+    }
+
     fn command(&self) -> Command {
-        let mut c = Command::new(&self.program);
+        let mut c = Command::new(self.program());
         c.args(&self.args).env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some(cwd) = &self.cwd {
             c.current_dir(cwd);

@@ -25,7 +25,7 @@ pub mod proc_locks;
 pub mod record;
 pub use cmd::{Cmd, Output, Running};
 pub use hardware::Sysroot;
-pub use prerequisite::{have_program, in_ci, prerequisite};
+pub use prerequisite::{find_program, have_program, in_ci, prerequisite, python_with};
 pub use proc_locks::{QueueFaults, queued_pids};
 pub use record::{RECORDING_TEST, check_gpus_match_locks, parse_record, record_value};
 

@@ -44,11 +44,39 @@ pub fn skip_line(what: &str, checks: &str) -> String {
 
 /// Whether `program` is an executable on the `PATH` (or is a path to one).
 pub fn have_program(program: &str) -> bool {
+    find_program(program).is_some()
+}
+
+/// Where `program` is: itself when it names a path (has a `/`), else the
+/// first executable of that name on this test process's `PATH`. A
+/// [`Cmd`](crate::Cmd) made with a bare name runs what this finds, so a
+/// test runs the program it checked, whatever `PATH` the command itself
+/// is given.
+pub fn find_program(program: &str) -> Option<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &std::path::Path| p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let runnable = |p: &std::path::Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if program.contains('/') {
-        return runnable(std::path::Path::new(program)).unwrap_or(false);
+        let p = std::path::PathBuf::from(program);
+        return runnable(&p).then_some(p);
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path).any(|d| runnable(&d.join(program)).unwrap_or(false))
+    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| runnable(p))
+}
+
+/// The interpreter behind `python` (a path, or a name looked up as
+/// [`find_program`] does) as an absolute path, when it can import every
+/// module of `modules`: its `sys.executable`. A `python3` on `PATH` may be
+/// a pyenv shim or a virtual environment's; asked here with this process's
+/// environment, as a user runs it, the answer runs the same interpreter
+/// under a [`Cmd`](crate::Cmd)'s scrubbed environment.
+pub fn python_with(python: &str, modules: &[&str]) -> Option<std::path::PathBuf> {
+    let program = find_program(python)?;
+    let imports: String = modules.iter().map(|m| format!("import {m}\n")).collect();
+    let out = std::process::Command::new(&program)
+        .args(["-c", &format!("{imports}import sys\nprint(sys.executable)")])
+        .output()
+        .ok()?;
+    let printed = String::from_utf8(out.stdout).ok()?;
+    let executable = std::path::PathBuf::from(printed.trim_end());
+    (out.status.success() && executable.is_absolute()).then_some(executable)
 }
