@@ -24,7 +24,8 @@ const PGE_LAYERS: &[&[&str]] = &[
     &["sys"],
 ];
 
-const CRATES: &[&str] = &["parallel_gpu_execute", "sanitizer_wrapper", "tag_filters", "wrapper_common", "test_support"];
+const CRATES: &[&str] =
+    &["parallel_gpu_execute", "sanitizer_wrapper", "tag_filters", "wrapper_common", "test_support", "wait_model"];
 const MAX_LINES: usize = 600;
 const MAX_FILES_IN_SRC: usize = 8;
 

@@ -1,0 +1,267 @@
+//! The protocol the wrapper runs (docs/design.md, "The wait queue").
+//!
+//! A waiter has a record in `gpuqueue/`: its place (the time it began to
+//! wait), what it asks for, and a beat it renews at every tick, under an
+//! exclusive `flock` held for its whole wait. A participant counts another
+//! one's record when it is earlier, its lock is held, its beat is fresh and
+//! it wants some of the same lock files. It takes a free block among the
+//! lock files that no counted record wants; when there is none, it sleeps
+//! until a lock file in the lock directory is released (when it may take
+//! some files) or until the latest counted record's lock is released (when
+//! it may take none), and at its next beat in any case.
+//!
+//! Nothing else: no head, no `/proc`, no lock of the directory. A record
+//! removed is made again by its owner at its next beat, with its place;
+//! a record whose lock is free belongs to a dead participant and is
+//! removed by whoever sees it.
+
+use crate::world::{MAX_PARTICIPANTS, Phase, Protocol, Request, STALE, Sys};
+
+/// A participant's own state.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct Local {
+    pub stage: Stage,
+    pub sleep: Sleep,
+}
+
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Stage {
+    /// Looking for a slot before it waits (the fast path).
+    Arriving,
+    /// Found none: makes its record at its next step.
+    Joining,
+    /// Has its record.
+    Waiting,
+}
+
+/// What wakes a sleeping waiter besides its timer.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Sleep {
+    Nothing,
+    /// A release in the lock directory (inotify).
+    Releases,
+    /// The release of participant `j`'s record lock (a blocking `flock`).
+    RecordOf(u8),
+}
+
+/// A participant's record in `gpuqueue/`.
+#[derive(Clone, Copy, Debug, Default, Hash, PartialEq, Eq)]
+pub struct Record {
+    /// Linked in the directory.
+    pub present: bool,
+    /// Its owner holds its lock (on the file as made last).
+    pub owner_locks: bool,
+    /// Another user holds an exclusive lock on it (possible once its owner
+    /// let go).
+    pub other_locks: bool,
+    /// Ticks since its owner last beat, up to `STALE + 1`.
+    pub beat_age: u8,
+    /// Its place.
+    pub ticket: u8,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct Shared {
+    pub records: [Record; MAX_PARTICIPANTS],
+}
+
+/// What the adversary may do to the queue.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Meddle {
+    /// A cleaner removes one record.
+    RemoveRecord(u8),
+    /// `rm -rf gpuqueue`.
+    RemoveQueue,
+    /// Another user takes an exclusive lock on a dead participant's record.
+    LockDeadRecord(u8),
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct Tickets;
+
+/// The records `me` counts: earlier than its own place (every one, for a
+/// participant without a record), locked, fresh, and wanting some of the
+/// same lock files. Records whose lock is free are removed on the way.
+fn counted(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, mine: Option<u8>) -> Counted {
+    let mut out = Counted::default();
+    for j in 0..requests.len() {
+        let r = &mut sys.shared.records[j];
+        if j == me || !r.present {
+            continue;
+        }
+        if !r.owner_locks && !r.other_locks {
+            r.present = false;
+            continue;
+        }
+        let (ticket, earlier) = (r.ticket, mine.is_none_or(|m| r.ticket < m));
+        if earlier && r.beat_age <= STALE && requests[j].wants() & requests[me].wants() != 0 {
+            out.wanted |= requests[j].wants();
+            let ticket_of = |k: Option<usize>| k.map(|k| sys.shared.records[k].ticket);
+            if ticket_of(out.latest).is_none_or(|t| t < ticket) {
+                out.latest = Some(j);
+            }
+            if requests[me].covered_by(&requests[j]) && ticket_of(out.covering).is_none_or(|t| t < ticket) {
+                out.covering = Some(j);
+            }
+        }
+    }
+    out
+}
+
+/// What the counted records come to.
+#[derive(Default)]
+struct Counted {
+    /// The lock files they want.
+    wanted: u16,
+    /// The latest of them.
+    latest: Option<usize>,
+    /// The latest of them that wants every lock file `me` may take.
+    covering: Option<usize>,
+}
+
+/// Wakes whoever sleeps on `me`'s record lock (it was released).
+fn wake_on_record(sys: &mut Sys<Tickets>, me: usize) {
+    for (j, l) in sys.local.iter().enumerate().take(usize::from(sys.participants)) {
+        if l.sleep == Sleep::RecordOf(me as u8) && sys.who[j].phase == Phase::Active {
+            sys.who[j].awake = true;
+        }
+    }
+}
+
+/// Removes `me`'s record and lets its lock go.
+fn leave(sys: &mut Sys<Tickets>, me: usize) {
+    let r = &mut sys.shared.records[me];
+    let had = r.owner_locks;
+    r.present = false;
+    r.owner_locks = false;
+    if had {
+        wake_on_record(sys, me);
+    }
+}
+
+/// Looks for a block among the files no counted record wants; sleeps when
+/// there is none.
+fn look(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, mine: Option<u8>) -> bool {
+    let before = counted(sys, requests, me, mine);
+    let allowed = requests[me].wants() & !before.wanted;
+    if sys.try_take(requests, me, allowed) {
+        sys.local[me].sleep = Sleep::Nothing;
+        return true;
+    }
+    sys.local[me].sleep = match (allowed, before.covering.or(before.latest)) {
+        (0, Some(j)) => Sleep::RecordOf(j as u8),
+        _ => Sleep::Releases,
+    };
+    false
+}
+
+impl Protocol for Tickets {
+    type Local = Local;
+    type Shared = Shared;
+    type Meddle = Meddle;
+
+    fn init(_: &[Request]) -> (Local, Shared) {
+        (
+            Local { stage: Stage::Arriving, sleep: Sleep::Nothing },
+            Shared { records: [Record::default(); MAX_PARTICIPANTS] },
+        )
+    }
+
+    fn step(sys: &mut Sys<Tickets>, requests: &[Request], me: usize) {
+        sys.who[me].awake = false;
+        if let Phase::Granted(_) = sys.who[me].phase {
+            if sys.validate(me) {
+                leave(sys, me);
+            }
+            return;
+        }
+        match sys.local[me].stage {
+            Stage::Arriving => {
+                if !look(sys, requests, me, None) {
+                    sys.local[me].stage = Stage::Joining;
+                    sys.who[me].awake = true;
+                }
+            }
+            Stage::Joining => {
+                sys.begin_waiting(me);
+                let ticket = sys.who[me].ticket.unwrap_or_default();
+                sys.shared.records[me] =
+                    Record { present: true, owner_locks: true, other_locks: false, beat_age: 0, ticket };
+                sys.local[me].stage = Stage::Waiting;
+                look(sys, requests, me, Some(ticket));
+            }
+            Stage::Waiting => {
+                if sys.out_of_time(me) {
+                    leave(sys, me);
+                    sys.give_up(me);
+                    return;
+                }
+                let r = &mut sys.shared.records[me];
+                r.beat_age = 0;
+                let ticket = r.ticket;
+                if !r.present {
+                    // Made again, with its place; the old file's lock goes
+                    // with the old descriptor.
+                    r.present = true;
+                    wake_on_record(sys, me);
+                }
+                look(sys, requests, me, Some(ticket));
+            }
+        }
+    }
+
+    fn meddles(sys: &Sys<Tickets>, out: &mut Vec<Meddle>) {
+        for (j, r) in sys.shared.records.iter().enumerate() {
+            if r.present {
+                out.push(Meddle::RemoveRecord(j as u8));
+                if !r.owner_locks && !r.other_locks {
+                    out.push(Meddle::LockDeadRecord(j as u8));
+                }
+            }
+        }
+        if sys.shared.records.iter().filter(|r| r.present).count() > 1 {
+            out.push(Meddle::RemoveQueue);
+        }
+    }
+
+    fn meddle(sys: &mut Sys<Tickets>, meddle: Meddle) {
+        match meddle {
+            Meddle::RemoveRecord(j) => {
+                sys.shared.records[j as usize].present = false;
+                sys.who[j as usize].undisturbed = 0;
+            }
+            Meddle::RemoveQueue => {
+                for (j, r) in sys.shared.records.iter_mut().enumerate() {
+                    if r.present {
+                        r.present = false;
+                        sys.who[j].undisturbed = 0;
+                    }
+                }
+            }
+            Meddle::LockDeadRecord(j) => sys.shared.records[j as usize].other_locks = true,
+        }
+    }
+
+    fn on_release(sys: &mut Sys<Tickets>) {
+        for (j, l) in sys.local.iter().enumerate().take(usize::from(sys.participants)) {
+            if l.sleep == Sleep::Releases && sys.who[j].phase == Phase::Active {
+                sys.who[j].awake = true;
+            }
+        }
+    }
+
+    fn on_kill(sys: &mut Sys<Tickets>, me: usize) {
+        if sys.shared.records[me].owner_locks {
+            sys.shared.records[me].owner_locks = false;
+            wake_on_record(sys, me);
+        }
+    }
+
+    fn on_tick(sys: &mut Sys<Tickets>) {
+        for r in &mut sys.shared.records {
+            if r.owner_locks || r.present {
+                r.beat_age = (r.beat_age + 1).min(STALE + 1);
+            }
+        }
+    }
+}
