@@ -31,6 +31,23 @@ fn released(path: &std::path::Path) -> bool {
     wait_until(Duration::from_secs(2), || !is_held(path))
 }
 
+/// How many records of the queue have their lock held: waiters alive.
+fn live_records(s: &GpuSandbox) -> usize {
+    let records =
+        std::fs::read_dir(s.queue()).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_else(|_| Vec::new());
+    records.iter().filter(|r| is_held(r)).count()
+}
+
+/// Whether someone waits in the queue within ten seconds.
+fn queued(s: &GpuSandbox) -> bool {
+    wait_until(Duration::from_secs(10), || live_records(s) > 0)
+}
+
+/// Whether no waiter is left in the queue within two seconds.
+fn queue_released(s: &GpuSandbox) -> bool {
+    wait_until(Duration::from_secs(2), || live_records(s) == 0)
+}
+
 /// The lock directory removed while a test holds GPU 0's only slot: the
 /// running test keeps going (it holds its descriptor), and new wrappers
 /// re-create the directory and run instead of failing or waiting forever.
@@ -61,7 +78,7 @@ fn removing_the_lock_directory_under_running_tests_does_not_stop_new_wrappers() 
 
     running.signal_group(libc::SIGKILL);
     running.wait().assert_code(137);
-    assert!(released(&s.lock("0", 0)) && released(&s.queue()), "something is still held");
+    assert!(released(&s.lock("0", 0)) && queue_released(&s), "something is still held");
 }
 
 /// A wrapper at the head of the queue, waiting for a busy slot, when the
@@ -79,7 +96,7 @@ fn a_waiting_wrapper_starts_over_when_the_lock_directory_goes_away() {
         let mut waiter = s.cmd_with_gpus(1, 1);
         waiter.env("RECORD_FILE", &record).arg("./pkg/gpu_test");
         let waiter = waiter.spawn();
-        assert!(wait_until(Duration::from_secs(10), || is_held(&s.queue())), "{how}: the wrapper never queued");
+        assert!(queued(&s), "{how}: the wrapper never queued");
         // Let it finish its scan and go to sleep on the directory.
         std::thread::sleep(Duration::from_millis(300));
         assert!(!record.exists(), "{how}: the test ran on a busy slot");
@@ -93,18 +110,18 @@ fn a_waiting_wrapper_starts_over_when_the_lock_directory_goes_away() {
         out.assert_success().assert_waited_and_at_most_one_other_line();
         let took = gone.elapsed();
         // A rename is reported at once. A removal is seen when the lock
-        // files' removal wakes the waiter, or at the latest at its 2 s
-        // safety rescan (the kernel reports a directory's own deletion only
-        // once nothing holds it open, and the waiter holds files in it).
+        // files' removal wakes the waiter, or at the latest at its next beat
+        // (the kernel reports a directory's own deletion only once nothing
+        // holds it open, and the waiter holds files in it).
         assert!(took < Duration::from_secs(5), "{how}: took {took:?} to notice\n{}", out.explain());
         let rec = parse_record(&read_to_string(&record));
         assert_eq!(record_value(&rec, "locks"), Some("gpulock0_0"), "{how}\n{}", out.explain());
         // It started over in a new directory at the same path, where its slot
-        // was free: it took it at once, without creating a queue there.
+        // was free: it took it at once, and left no queue there.
         assert!(s.lock("0", 0).is_file(), "{how}: no lock file in the new directory");
         assert!(!s.queue().exists(), "{how}: a free slot needs no queue");
         drop(held);
-        assert!(released(&s.lock("0", 0)) && released(&s.queue()), "{how}: something is still held");
+        assert!(released(&s.lock("0", 0)) && queue_released(&s), "{how}: something is still held");
     }
 }
 
@@ -125,38 +142,38 @@ fn waiters_killed_with_sigkill_leave_no_lock_held() {
         c.arg("./pkg/gpu_test").spawn()
     };
     let head = spawn_waiter(None);
-    assert!(wait_until(Duration::from_secs(10), || is_held(&s.queue())), "the head never queued");
+    assert!(queued(&s), "the head never queued");
     let record = s.dir.join("record-survivor");
     let survivor = spawn_waiter(Some(&record));
-    let queued = spawn_waiter(None);
-    // Both sleep in flock(2) on the queue behind the head.
+    let third = spawn_waiter(None);
+    // Both sleep behind the first, the third on the second's record.
     std::thread::sleep(Duration::from_millis(300));
 
     head.signal(libc::SIGKILL);
     head.wait().assert_code(137);
-    queued.signal(libc::SIGKILL);
-    queued.wait().assert_code(137);
-    // The survivor is the head now (or becomes it), and waits for the slot.
-    assert!(wait_until(Duration::from_secs(10), || is_held(&s.queue())), "nobody took over the queue");
+    third.signal(libc::SIGKILL);
+    third.wait().assert_code(137);
+    // The survivor is first now, and waits for the slot.
+    assert!(queued(&s), "nobody took over the queue");
     assert!(!record.exists(), "the test ran on a busy slot");
 
     drop(held);
     let out = survivor.wait();
     out.assert_success().assert_waited_and_at_most_one_other_line();
     assert_eq!(record_value(&parse_record(&read_to_string(&record)), "locks"), Some("gpulock0_0"));
-    assert!(released(&s.queue()), "the queue lock is still held");
+    assert!(queue_released(&s), "the queue lock is still held");
     assert!(released(&s.lock("0", 0)), "the slot is still held");
 
     // And when every waiter is killed, nothing at all is left held.
     let held = hold_lock(s.lock("0", 0));
     let waiters: Vec<_> = (0..3).map(|_| spawn_waiter(None)).collect();
-    assert!(wait_until(Duration::from_secs(10), || is_held(&s.queue())), "nobody queued");
+    assert!(queued(&s), "nobody queued");
     std::thread::sleep(Duration::from_millis(200));
     for w in waiters {
         w.signal(libc::SIGKILL);
         w.wait().assert_code(137);
     }
-    assert!(released(&s.queue()), "the queue lock is still held after every waiter died");
+    assert!(queue_released(&s), "the queue lock is still held after every waiter died");
     drop(held);
     assert!(released(&s.lock("0", 0)), "the slot is still held after every waiter died");
 }

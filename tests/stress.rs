@@ -19,12 +19,14 @@
 //! their start rank), which starvation breaks; a test of the measures shows
 //! that a starved schedule fails them.
 //!
-//! A second load stops up to 8 wrappers seen waiting in the queue (the head
-//! among them) for 3.5 s, with the other stall cases mixed in (SIGALRM
-//! blocked in every seventh wrapper, a plain `flock` blocked on the queue,
-//! the queue file's time an hour ahead): the same checks hold, the stopped
-//! ones ran only once continued, and the others were held up (no test
-//! running while one of them waited) for at most 2 s.
+//! A second load stops up to 8 wrappers seen waiting in the queue (the first
+//! among them) for 3.5 s, half with SIGSTOP and half with the cgroup
+//! freezer (as `docker pause`: `/proc` shows them sleeping), with the other
+//! stall cases mixed in (SIGALRM blocked in every seventh wrapper, another
+//! user's `flock` of the lock directory and of `gpuqueue/`, a file there
+//! that is no record, and `gpuqueue/` removed while they wait): the same
+//! checks hold, the stopped ones ran only once continued, and the others
+//! were held up (no test running while one of them waited) for at most 2 s.
 //!
 //! `cargo test` runs a small version (48 wrappers, 0.2 s tests). The full
 //! one, 200 wrappers:
@@ -35,10 +37,9 @@
 //! change the size, the test length and the mix of either.
 
 use std::{path::PathBuf, time::Duration, time::SystemTime, time::UNIX_EPOCH};
-use test_support::hardware::KfdNode;
 use test_support::{
-    Cmd, RECORDING_TEST, Runfiles, Running, Sysroot, TempDir, XorShift64, check_gpus_match_locks, parse_record,
-    read_to_string, record_value, workspace_bin,
+    Cmd, RECORDING_TEST, Runfiles, Running, Sysroot, TempDir, XorShift64, check_gpus_match_locks, max_overlap,
+    parse_record, read_to_string, record_value, workspace_bin,
 };
 
 const GPUS: u32 = 8;
@@ -86,23 +87,6 @@ fn request_args(gpus: u32, variant: u64) -> Vec<String> {
         _ => unreachable!(),
     };
     words.iter().map(|w| w.to_string()).collect()
-}
-
-/// Most intervals open at once: a sweep over the end points, ends before
-/// starts at the same instant (a slot handed over is not shared).
-fn max_overlap(intervals: impl IntoIterator<Item = (u128, u128)>) -> usize {
-    let mut events: Vec<(u128, i32)> = Vec::new();
-    for (start, end) in intervals {
-        events.push((start, 1));
-        events.push((end, -1));
-    }
-    events.sort();
-    let (mut open, mut most) = (0i32, 0i32);
-    for (_, delta) in events {
-        open += delta;
-        most = most.max(open);
-    }
-    most as usize
 }
 
 /// Checks every rule over a set of runs; `Err` names the first broken one.
@@ -183,16 +167,17 @@ fn load(label: &str, wrappers: usize, sleep: &str, seed: u64) -> Vec<Run> {
 }
 
 /// When waiters were stopped and continued (ns since the epoch), and
-/// whether the head of the queue was among them.
+/// whether the first waiter of the queue was among them.
 struct Stops {
     stopped_at: u128,
     continued_at: u128,
-    head_stopped: bool,
+    first_stopped: bool,
 }
 
 /// [`load`]; with `stop` set, once the queue has formed, up to 8 of its
-/// waiters (the head first) are stopped for that long and continued, as a
-/// `docker pause` or a Ctrl-Z would, among the other stall cases.
+/// waiters (the first one first) are stopped for that long and continued,
+/// half of them by a `docker pause` (the cgroup freezer), half by a Ctrl-Z
+/// (SIGSTOP), among the other stall cases.
 fn load_with_stops(
     label: &str,
     wrappers: usize,
@@ -237,32 +222,51 @@ fn load_with_stops(
 
     let mut stopped = Vec::new();
     let stops = stop.map(|pause| {
-        // Waiters, seen in /proc/locks on the queue: the head first.
+        // Waiters, from their records, earliest first.
         let ours: Vec<i32> = started.iter().map(|s| s.3.pid()).collect();
-        let mut waiting = (Vec::new(), Vec::new());
+        let mut waiting = Vec::new();
         let formed = test_support::wait_until(Duration::from_secs(10), || {
             waiting = test_support::queued_pids(&lock_dir);
-            waiting.0.iter().any(|p| ours.contains(p)) && waiting.1.iter().filter(|p| ours.contains(p)).count() >= 4
+            waiting.retain(|p| ours.contains(p));
+            waiting.len() >= 5
         });
-        assert!(formed, "no queue formed (heads {:?}, blocked {:?})", waiting.0, waiting.1);
-        let faults = test_support::QueueFaults::start(&lock_dir.join("gpulock.queue"));
-        let head = waiting.0.iter().copied().find(|p| ours.contains(p));
-        stopped = head.into_iter().chain(waiting.1.iter().copied().filter(|p| ours.contains(p)).step_by(2)).collect();
-        stopped.truncate(8);
+        assert!(formed, "no queue formed (waiters {waiting:?})");
+        let faults = test_support::QueueFaults::start(&lock_dir);
+        stopped = waiting.iter().copied().step_by(2).take(8).collect();
+        let freezer = test_support::Freezer::new("stress");
+        let freezer = match freezer {
+            Ok(f) => Some(f),
+            Err(why) => {
+                test_support::prerequisite(false, &why, "waiters frozen by the cgroup freezer in the load");
+                None
+            }
+        };
         let stopped_at = now_ns();
-        for &pid in &stopped {
-            // SAFETY: kill(2) on a child of ours (an ended one is a zombie until reaped).
-            unsafe { libc::kill(pid, libc::SIGSTOP) };
+        for (k, &pid) in stopped.iter().enumerate() {
+            match &freezer {
+                Some(f) if k % 2 == 0 => f.add(pid),
+                // SAFETY: kill(2) on a child of ours (an ended one is a zombie until reaped).
+                _ => {
+                    unsafe { libc::kill(pid, libc::SIGSTOP) };
+                }
+            }
         }
-        faults.beat_in_the_future();
-        std::thread::sleep(pause);
+        if let Some(f) = &freezer {
+            f.freeze();
+        }
+        std::thread::sleep(pause / 2);
+        faults.remove_queue();
+        std::thread::sleep(pause / 2);
         let continued_at = now_ns();
         drop(faults);
+        if let Some(f) = &freezer {
+            f.thaw();
+        }
         for &pid in &stopped {
             // SAFETY: as above.
             unsafe { libc::kill(pid, libc::SIGCONT) };
         }
-        Stops { stopped_at, continued_at, head_stopped: head.is_some() }
+        Stops { stopped_at, continued_at, first_stopped: !stopped.is_empty() }
     });
     let mut runs = Vec::with_capacity(wrappers);
     for (needed, record, spawned, running) in started {
@@ -369,7 +373,7 @@ fn starvation(f: &Fairness) -> Result<(), String> {
     Ok(())
 }
 
-/// How long a stopped head may hold up the waiters behind it: until its
+/// How long a stopped waiter may hold up the waiters behind it: until its
 /// beats are stale and they notice (parallel_gpu_execute's queue:
 /// STALE_AFTER 1 s, checked every 0.25 s), with room for a loaded machine;
 /// well under [`STOP`], the time the stopped waiters stay stopped.
@@ -390,10 +394,10 @@ fn stopped_and_continued_waiters_neither_stall_the_others_nor_share_a_slot() {
     // SIGSTOP, they said so, and their tests started only once continued.
     let stopped: Vec<&Run> = runs.iter().filter(|r| r.stopped).collect();
     assert!(
-        stopped.len() >= 3 && stops.head_stopped,
-        "{} stopped, head among them: {}",
+        stopped.len() >= 3 && stops.first_stopped,
+        "{} stopped, the first waiter among them: {}",
         stopped.len(),
-        stops.head_stopped
+        stops.first_stopped
     );
     for r in &stopped {
         assert!(r.said_waiting, "a stopped wrapper never said it waited: {r:?}");
@@ -403,7 +407,7 @@ fn stopped_and_continued_waiters_neither_stall_the_others_nor_share_a_slot() {
     let stall = longest_stall(&runs, stops.stopped_at, stops.continued_at);
     let stall = Duration::from_nanos(stall as u64);
     println!(
-        "load with {} of 40 wrappers (the head among them) stopped for {STOP:?}: all passed in {elapsed:.1?}; \
+        "load with {} of 40 wrappers (the first waiter among them) stopped or frozen for {STOP:?}: all passed in {elapsed:.1?}; \
          the others were held up for {stall:.2?} at most (bound {STALL_BOUND:?})",
         stopped.len()
     );
@@ -507,94 +511,4 @@ fn the_fairness_and_stall_measures_catch_starvation_and_a_stalled_queue() {
     resumed[3].start = resumed[2].end;
     resumed[3].end = to + S;
     assert_eq!(longest_stall(&resumed, from, to), 6 * S / 5);
-}
-
-/// One host of 4 GPUs (unique ids 500-503) seen by two containers that share
-/// its lock directory: A was given GPUs 0-2, B GPUs 1-3, so each calls its
-/// own 0, 1, 2 and they share physical GPUs 1 and 2. With
-/// `--lock-names=physical`, the same checker as above, applied to physical
-/// identities (the lock file names), proves that no physical GPU ever had
-/// more tests than slots, and no slot two tests.
-#[test]
-fn containers_sharing_a_lock_directory_never_book_a_physical_gpu_twice() {
-    const HOST_GPUS: u64 = 4;
-    const PHYS_SLOTS: u32 = 1;
-    let dir = TempDir::new("stress-physical");
-    let mut runfiles = Runfiles::new(&dir, "ws");
-    runfiles.add("ws/pkg/gpu_test", RECORDING_TEST, true);
-    let lock_dir = dir.join("host-locks");
-    let bin = workspace_bin("parallel_gpu_execute");
-    let mut roots = Vec::new();
-    for (name, given) in [("a", 0..3u64), ("b", 1..4u64)] {
-        let sub = TempDir::new(&format!("stress-physical-{name}"));
-        let mut root = Sysroot::new(&sub);
-        root.add_kfd_node(&KfdNode::cpu(64));
-        for i in 0..HOST_GPUS {
-            let gpu = KfdNode::gpu(90402, 304, 128 + i).unique(500 + i);
-            if given.contains(&i) {
-                root.add_kfd_node_with_render(&gpu);
-            } else {
-                root.add_kfd_node(&gpu);
-            }
-        }
-        roots.push((sub, root));
-    }
-    let wrappers = env_or("STRESS_PHYSICAL_WRAPPERS", 24usize);
-    let mut rng = XorShift64::new(env_or("STRESS_SEED", 4));
-    let mut started = Vec::new();
-    for i in 0..wrappers {
-        let (_, root) = &roots[i % 2];
-        let needed = if rng.below(4) == 0 { 2 } else { 1 };
-        let record = dir.join(format!("record-{i}"));
-        let mut c = Cmd::new(&bin);
-        runfiles.apply(&mut c);
-        c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &root.root)
-            .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir)
-            .env("PARALLEL_GPU_EXECUTE_LOCK_NAMES", "physical")
-            .env("TF_TESTS_PER_GPU", PHYS_SLOTS.to_string())
-            .env("RECORD_FILE", &record)
-            .env("SLEEP", "0.1")
-            .timeout(Duration::from_secs(300))
-            .arg("./pkg/gpu_test")
-            .arg(format!("--num_processes={needed}"));
-        started.push((needed, record, c.spawn()));
-    }
-    // (physical GPU, slot) per run, with its start and end.
-    type PhysicalRun = (Vec<(u64, u32)>, u128, u128);
-    let mut runs: Vec<PhysicalRun> = Vec::new();
-    for (i, (needed, record, running)) in started.into_iter().enumerate() {
-        let out = running.wait();
-        out.assert_success();
-        let rec = parse_record(&read_to_string(&record));
-        // The ids the test sees are its container's indices of the physical
-        // GPUs whose locks it holds: A's index i is GPU 500+i, B's 501+i.
-        let first = 500 + (i % 2) as u64;
-        let physical = |id: &str| format!("uid-{}", first + id.parse::<u64>().expect("a numeric id"));
-        if let Err(e) = check_gpus_match_locks(&rec, "HIP_VISIBLE_DEVICES", physical) {
-            panic!("{e}\nrecord: {rec:?}\n{}", out.explain());
-        }
-        let get = |k: &str| {
-            record_value(&rec, k).unwrap_or_else(|| panic!("no {k} in {rec:?}\n{}", out.explain())).to_string()
-        };
-        let locks: Vec<(u64, u32)> = get("locks")
-            .split_whitespace()
-            .map(|l| {
-                let (id, slot) =
-                    l.strip_prefix("gpulockuid-").and_then(|l| l.split_once('_')).expect("a physical lock name");
-                (id.parse().unwrap(), slot.parse().unwrap())
-            })
-            .collect();
-        assert_eq!(locks.len(), needed, "{}", out.explain());
-        runs.push((locks, get("start").parse().unwrap(), get("end").parse().unwrap()));
-    }
-    for gpu in 500..500 + HOST_GPUS {
-        let on_gpu = runs.iter().filter(|(l, ..)| l.iter().any(|&(g, _)| g == gpu)).map(|&(_, s, e)| (s, e));
-        let most = max_overlap(on_gpu);
-        assert!(most <= PHYS_SLOTS as usize, "physical GPU {gpu} had {most} tests at once ({PHYS_SLOTS} slot)");
-    }
-    let shared: usize = runs.iter().filter(|(l, ..)| l.iter().any(|&(g, _)| g == 501 || g == 502)).count();
-    assert!(shared > 0, "no run used a shared GPU");
-    println!(
-        "physical: {wrappers} wrappers in two containers over 4 GPUs: no physical GPU booked twice ({shared} runs on the shared GPUs)"
-    );
 }

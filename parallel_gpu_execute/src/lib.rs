@@ -61,7 +61,7 @@ use hardware::gpu_count;
 use profile::CUDA_POOL_VARIABLE;
 use report::{list, service, status};
 use settings::Settings;
-use slots::{locks, request};
+use slots::{locks, request, take};
 use wrapper_common::argv::Argv;
 use wrapper_common::{diag, env, exec};
 
@@ -166,7 +166,7 @@ fn run_on_gpus(
         private: settings.private_lock_dir,
         avoid: &avoid,
     };
-    let grant = locks::acquire(&lock_dir, &pool, &ask, &describe)?;
+    let grant = take::acquire(&lock_dir, &pool, &ask, &describe)?;
     if source == gpu_count::Source::Kfd {
         let (start, n) = (grant.start, grant.fds.len());
         let prefix = settings.profile.lock_prefix();

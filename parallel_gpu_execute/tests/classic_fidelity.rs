@@ -79,7 +79,7 @@ fn a_lock_file_we_create_can_be_locked_by_another_users_classic_script() {
 }
 
 /// A read-only lock directory (0755, owned by root) with lock files an
-/// administrator pre-created (0644) and no queue file: every user gets a
+/// administrator pre-created (0644) and no queue: every user gets a
 /// slot, as with the classic script, and nothing is created there.
 #[test]
 fn a_read_only_lock_directory_with_precreated_lock_files_serves_every_user() {
@@ -112,14 +112,14 @@ fn a_read_only_lock_directory_with_precreated_lock_files_serves_every_user() {
     after.sort();
     let mut before = before;
     before.sort();
-    assert_eq!(after, before, "nothing created in the lock directory (no gpulock.queue)");
+    assert_eq!(after, before, "nothing created in the lock directory (no gpuqueue/)");
 }
 
-/// A wrapper that must wait in a lock directory where it cannot create the
-/// queue file waits without it, says so in one line, and runs its test when
-/// the slot frees, instead of failing.
+/// A wrapper that must wait in a lock directory where it cannot make its
+/// record waits without a place in the queue, says so in one line, and runs
+/// its test when the slot frees, instead of failing.
 #[test]
-fn without_a_queue_file_a_waiter_waits_and_says_so() {
+fn without_a_record_a_waiter_waits_and_says_so() {
     if !prerequisite(is_root(), "root", "running the wrapper as another user") {
         return;
     }
@@ -133,20 +133,21 @@ fn without_a_queue_file_a_waiter_waits_and_says_so() {
     let out = waiter.wait();
     out.assert_success();
     assert!(record.exists(), "the test never ran\n{}", out.explain());
+    let queue = f.lock_dir.join("gpuqueue");
     let warning = format!(
-        "parallel_gpu_execute: warning: cannot create {} (the lock directory is not writable: Permission denied (os error 13)): waiting without the queue, so waiters are not served first come, first served",
-        f.lock_dir.join("gpulock.queue").display()
+        "parallel_gpu_execute: warning: cannot make a record in {q} (this user may not add to it: Permission denied (os error 13)): waiting without a place in the queue, so later tests may be served first; to repair, root runs: mkdir -p {q} && chmod 1777 {q}",
+        q = queue.display()
     );
     assert_eq!(out.stderr.lines().filter(|l| *l == warning).count(), 1, "{}", out.explain());
-    assert!(!f.lock_dir.join("gpulock.queue").exists());
+    assert!(!queue.exists());
     assert!(wait_until(Duration::from_secs(2), || lock_is_free(f.lock("0", 0))));
 }
 
-/// A waiter without the queue whose lock directory is replaced (its slot
+/// A waiter without a record whose lock directory is replaced (its slot
 /// busy there too) starts over in the new one, which it cannot write
 /// either: still one warning.
 #[test]
-fn a_waiter_without_the_queue_warns_once_across_a_new_lock_directory() {
+fn a_waiter_without_a_record_warns_once_across_a_new_lock_directory() {
     if !prerequisite(is_root(), "root", "running the wrapper as another user") {
         return;
     }
@@ -163,17 +164,17 @@ fn a_waiter_without_the_queue_warns_once_across_a_new_lock_directory() {
     drop(held);
     let out = waiter.wait();
     out.assert_success();
-    let warnings = out.stderr.lines().filter(|l| l.contains("cannot create")).count();
+    let warnings = out.stderr.lines().filter(|l| l.contains("cannot make a record")).count();
     assert_eq!(warnings, 1, "{}", out.explain());
 }
 
-/// A waiter without the queue keeps its `--wait` limit: neither a wake by
-/// an unrelated file closed in the lock directory nor the quiet two seconds
-/// until the safety rescan ends the wait early; the slot freed at 2.7 s runs
-/// the test. (Guards `SlotWatch::wait`'s deadline check: answering
-/// "timed out" at a wake made this waiter exit 1 at 0.5 s.)
+/// A waiter without a record keeps its `--wait` limit: neither a wake by
+/// an unrelated file closed in the lock directory nor its beats end the
+/// wait early; the slot freed at 2.7 s runs the test. (Guards
+/// `SlotWatch::wait`'s deadline check: answering "timed out" at a wake made
+/// this waiter exit 1 at 0.5 s.)
 #[test]
-fn a_waiter_without_the_queue_keeps_its_wait_limit_through_wakes() {
+fn a_waiter_without_a_record_keeps_its_wait_limit_through_wakes() {
     if !prerequisite(is_root(), "root", "running the wrapper as another user") {
         return;
     }
@@ -190,9 +191,9 @@ fn a_waiter_without_the_queue_keeps_its_wait_limit_through_wakes() {
     out.assert_success();
     assert!(record.exists(), "the test never ran\n{}", out.explain());
     assert!(out.elapsed >= Duration::from_millis(2600), "it did not wait for the slot\n{}", out.explain());
-    let warnings = out.stderr.lines().filter(|l| l.contains("cannot create")).count();
-    assert_eq!(warnings, 1, "one warning about the queue file, not one per wake\n{}", out.explain());
-    let waits = out.stderr.lines().filter(|l| l.contains("waiting without the queue")).count();
+    let warnings = out.stderr.lines().filter(|l| l.contains("cannot make a record")).count();
+    assert_eq!(warnings, 1, "one warning about the record, not one per wake\n{}", out.explain());
+    let waits = out.stderr.lines().filter(|l| l.contains("waiting without a place in the queue")).count();
     assert_eq!(waits, 2, "the warning and one waiting line\n{}", out.explain());
 }
 

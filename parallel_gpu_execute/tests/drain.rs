@@ -8,7 +8,7 @@ mod common;
 use common::{Fixture, NOBODY, Record, shared_fixture};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
-use test_support::{Cmd, Output, hold_lock, is_root, wait_until};
+use test_support::{Cmd, Output, hold_lock, is_root};
 
 /// The wrapper on `gpus` GPUs (TF_GPU_COUNT) with one slot each.
 fn on(f: &Fixture, gpus: u32) -> Cmd {
@@ -100,14 +100,13 @@ fn a_waiter_whose_gpus_are_drained_while_it_waits_fails() {
     let mut c = on(&f, 1);
     c.arg("./pkg/gpu_test");
     let waiter = c.spawn();
-    let queue = f.lock_dir.join("gpulock.queue");
-    assert!(wait_until(Duration::from_secs(10), || queue.exists()), "the wrapper did not start waiting");
+    assert!(f.queued(1), "the wrapper did not start waiting");
     std::thread::sleep(Duration::from_millis(200));
     let drained_at = Instant::now();
     drain(&f, 1, "0", "pulled while busy");
     let out = waiter.wait();
     out.assert_code(1).assert_stderr_contains("GPU 0 (pulled while busy)");
-    // Woken by the drain (inotify), well before the 2 s safety rescan.
+    // Woken by the drain (inotify), or at its next beat.
     assert!(drained_at.elapsed() < Duration::from_secs(5), "{:?}\n{}", drained_at.elapsed(), out.explain());
     let record = test_support::parse_record(&out.stdout);
     assert!(test_support::record_value(&record, "argc").is_none(), "the test ran\n{}", out.explain());
@@ -121,18 +120,15 @@ fn a_waiter_that_waited_in_the_queue_sees_a_gpu_drained_meanwhile() {
     let f = Fixture::new("drain-queued");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let (gpu0, gpu1) = (hold_lock(f.lock("0", 0)), hold_lock(f.lock("1", 0)));
-    let queue = f.lock_dir.join("gpulock.queue");
     let start = |name: &str| {
         let mut c = on(&f, 2);
         c.env("SLEEP", "0.5").env("RECORD_FILE", f.dir.join(name)).arg("./pkg/gpu_test");
         c.spawn()
     };
     let head = start("head");
-    assert!(wait_until(Duration::from_secs(10), || !test_support::lock_is_free(&queue)), "no head");
+    assert!(f.queued(1), "no head");
     let second = start("second");
-    let pid = second.pid();
-    let queued = || std::fs::read_to_string("/proc/locks").unwrap().lines().any(|l| l.contains(&format!(" {pid} ")));
-    assert!(wait_until(Duration::from_secs(10), queued), "the second never queued");
+    assert!(f.queued(2), "the second never queued");
     drain(&f, 2, "1", "pulled");
     drop(gpu1);
     std::thread::sleep(Duration::from_millis(300));
@@ -155,8 +151,7 @@ fn a_waiter_takes_a_gpu_undrained_while_it_waits() {
     let mut c = on(&f, 2);
     c.arg("./pkg/gpu_test");
     let waiter = c.spawn();
-    let queue = f.lock_dir.join("gpulock.queue");
-    assert!(wait_until(Duration::from_secs(10), || !test_support::lock_is_free(&queue)), "no head");
+    assert!(f.queued(1), "no head");
     on(&f, 2).arg("--undrain=1").run().assert_success();
     let out = waiter.wait();
     assert_eq!(given(&out), "1", "{}", out.explain());
@@ -164,15 +159,15 @@ fn a_waiter_takes_a_gpu_undrained_while_it_waits() {
 
 /// An undrain wakes the waiting wrappers, also while another GPU stays
 /// drained (its record leaves `gpudrain/`, which the lock directory's
-/// watch does not see into): a waiter without the queue, which otherwise
-/// looks again only at its 2 s safety rescan, takes the GPU at once.
+/// watch does not see into): a waiter without a place in the queue takes
+/// the GPU at once.
 #[test]
 fn an_undrain_wakes_a_waiter_without_the_queue() {
     if !test_support::prerequisite(is_root(), "root", "a waiter without the queue woken by an undrain") {
         return;
     }
     let f = shared_fixture("drain-wakes");
-    // A lock directory nobody may write: nobody waits without the queue.
+    // A lock directory nobody may write: nobody has a place in the queue.
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     for gpu in ["0", "1", "2"] {
         test_support::write_file(f.lock(gpu, 0), "");
@@ -189,7 +184,7 @@ fn an_undrain_wakes_a_waiter_without_the_queue() {
     on(&f, 3).arg("--undrain=1").run().assert_success();
     let out = waiter.wait();
     assert_eq!(given(&out), "1", "{}", out.explain());
-    out.assert_stderr_contains("waiting without the queue");
+    out.assert_stderr_contains("waiting without a place in the queue");
     let took = undrained.elapsed();
     assert!(took < Duration::from_millis(1000), "took {took:?} to see GPU 1 back\n{}", out.explain());
     assert!(f.lock_dir.join("gpudrain/2").exists(), "GPU 2 stays drained");

@@ -17,7 +17,7 @@ use common::Fixture;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
-use test_support::{Cmd, hold_lock, python_with, wait_until};
+use test_support::{Cmd, hold_lock, python_with};
 
 const VERSION: &str = "0.21.1";
 
@@ -85,8 +85,7 @@ fn openmetrics_output_parses_and_says_what_status_says() {
     let mut c = f.cmd();
     on(&mut c);
     let waiter = c.arg("./pkg/gpu_test").spawn();
-    let queue = f.lock_dir.join("gpulock.queue");
-    assert!(wait_until(Duration::from_secs(10), || queue.exists()), "the wrapper did not start waiting");
+    assert!(f.queued(1), "the wrapper did not start waiting");
     std::thread::sleep(Duration::from_millis(1100));
 
     let mut c = f.cmd();

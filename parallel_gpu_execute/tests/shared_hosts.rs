@@ -30,11 +30,12 @@ fn status_shows_holders_free_slots_and_waiters() {
     assert!(wait_until(Duration::from_secs(10), || is_held(&f.lock("0", 0))), "the holder never locked");
     let classic = hold_lock(f.lock("1", 0));
     write_file(f.lock_dir.join("unrelated.txt"), "");
-    // A waiter needing both GPUs: head of the queue.
+    // A waiter needing both GPUs: first in the queue.
     let mut waiter = f.cmd();
     waiter.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").arg("./pkg/gpu_test").arg("--num_processes=2");
     let waiter = waiter.spawn();
-    assert!(wait_until(Duration::from_secs(10), || is_held(&f.lock_dir.join("gpulock.queue"))), "no head");
+    assert!(f.queued(1), "no waiter");
+    let record = std::fs::read_dir(f.lock_dir.join("gpuqueue")).unwrap().flatten().next().unwrap().path();
 
     let out = f.cmd().arg("--status").run();
     out.assert_success();
@@ -51,17 +52,19 @@ fn status_shows_holders_free_slots_and_waiters() {
     let me = std::process::id();
     let gpu1 = text.lines().find(|l| l.starts_with("xla      1 ")).unwrap();
     assert!(gpu1.contains(&format!(" held  {me:<12}")), "the classic holder (this process)\n{}", out.explain());
-    let head = text.lines().find(|l| l.starts_with("head ")).unwrap_or_else(|| panic!("{}", out.explain()));
-    assert!(head.contains(&waiter.pid().to_string()) && head.contains("2 GPU(s)"), "{}", out.explain());
+    let queued = text.lines().find(|l| l.starts_with("queued ")).unwrap_or_else(|| panic!("{}", out.explain()));
+    assert!(queued.contains(&waiter.pid().to_string()) && queued.contains("2 GPU(s)"), "{}", out.explain());
+    assert!(queued.contains(" ok "), "its beat\n{}", out.explain());
 
     let json = f.cmd().arg("--status=json").run();
     json.assert_success()
         .assert_stdout_contains(&format!("{{\"lock_dir\": \"{}\", \"slots\": [{{\"file\": \"{}\", \"profile\": \"xla\", \"gpu\": \"0\", \"slot\": 0, \"held\": true, \"holders\": [{{\"pid\": {}, \"visible\": true, \"command\": \"", f.lock_dir.display(), f.lock("0", 0).display(), holder.pid()))
         .assert_stdout_contains(&format!("\"waiters\": [{{\"pid\": {}, \"visible\": true, ", waiter.pid()))
-        .assert_stdout_contains("\"position\": \"head\", \"file\": ")
-        .assert_stdout_contains("\"needs\": 2}], \"exists\": true, \"host_pid_namespace\": true, \"gpus\": []}\n");
+        .assert_stdout_contains(&format!("\"position\": \"queued\", \"file\": \"{}\", \"needs\": 2, ", record.display()))
+        .assert_stdout_contains("\"owner_uid\": 0, \"record_test\": ")
+        .assert_stdout_contains("}], \"exists\": true, \"host_pid_namespace\": true, \"gpus\": []}\n");
     // Nothing was taken or created by --status.
-    assert!(is_held(&f.lock("0", 0)) && is_held(&f.lock_dir.join("gpulock.queue")));
+    assert!(is_held(&f.lock("0", 0)) && is_held(&record));
 
     holder.signal_group(libc::SIGKILL);
     holder.wait();

@@ -321,20 +321,18 @@ fn waits_without_spinning(f: &Fixture, gpus_here: u32) -> Output {
     out
 }
 
-/// A waiter behind the head keeps its `--wait` limit: not given up at its
-/// first check of the head (every 250 ms), nor when it gets the queue and
-/// gives it up to a process that takes part and started before it (here a
-/// stand-in that holds the lock directory's shared lock and sleeps): it
-/// fails with the wait limit's line, no sooner than the limit.
+/// A waiter behind another keeps its `--wait` limit: not given up at its
+/// first look at the one ahead (every 250 ms), nor when that one dies and
+/// it is first (another user's shared lock of the lock directory changes
+/// nothing): it fails with the wait limit's line, no sooner than the limit.
 #[test]
 fn a_waiter_behind_the_head_keeps_its_wait_limit() {
     let f = fixture("wait-behind");
     let _held = hold_lock(f.lock("0", 0));
-    let queue = f.lock_dir.join("gpulock.queue");
     let mut head = f.cmd();
     gpus(&mut head, 1, 1).arg("/bin/true");
     let head = head.spawn();
-    assert!(wait_until(Duration::from_secs(10), || !lock_is_free(&queue)), "no head");
+    assert!(f.queued(1), "no waiter ahead");
     let mut earlier = Cmd::new("flock");
     earlier.arg("-s").arg(&f.lock_dir).args(["sleep", "30"]).own_process_group();
     let earlier = earlier.spawn();
@@ -353,9 +351,8 @@ fn a_waiter_behind_the_head_keeps_its_wait_limit() {
     let _ = (head.wait(), earlier.wait());
 }
 
-/// A waiter without the queue (a lock directory it may not write) has no
-/// beats: a release reaches it through inotify, well before its 2 s safety
-/// rescan.
+/// A waiter without a record (a lock directory it may not write) sees a
+/// release through inotify at once, not at its next beat.
 #[test]
 fn a_waiter_without_the_queue_sees_a_release_at_once() {
     if !test_support::prerequisite(test_support::is_root(), "root", "a waiter without the queue") {
@@ -374,7 +371,7 @@ fn a_waiter_without_the_queue_sees_a_release_at_once() {
     let released = Instant::now();
     drop(held);
     let out = waiter.wait();
-    out.assert_success().assert_stderr_contains("waiting without the queue");
+    out.assert_success().assert_stderr_contains("waiting without a place in the queue");
     let took = released.elapsed();
     assert!(took < Duration::from_millis(1000), "took {took:?} to see the release\n{}", out.explain());
 }
@@ -417,9 +414,8 @@ fn the_wait_limit_also_bounds_the_queue() {
     let mut head = f.cmd();
     gpus(&mut head, 1, 1).arg("./pkg/gpu_test");
     let head = head.spawn();
-    let queue = f.lock_dir.join("gpulock.queue");
-    assert!(eventually_taken(&queue), "the first waiter never queued");
-    // The second waiter sleeps on the queue lock; its limit still holds.
+    assert!(f.queued(1), "the first waiter never queued");
+    // The second waiter sleeps on the first one's record; its limit still holds.
     let start = Instant::now();
     let out =
         f.cmd().env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").args(["--wait=0.5", "./pkg/gpu_test"]).run();
@@ -441,11 +437,10 @@ fn the_wait_limit_also_bounds_the_queue() {
 fn sigterm_while_waiting_exits_143_and_holds_nothing() {
     let f = fixture("sigterm");
     let held = hold_lock(f.lock("0", 0));
-    let queue = f.lock_dir.join("gpulock.queue");
     let mut head = f.cmd();
     gpus(&mut head, 1, 1).arg("./pkg/gpu_test");
     let head = head.spawn();
-    assert!(eventually_taken(&queue), "head never queued");
+    assert!(f.queued(1), "head never queued");
     let mut second = f.cmd();
     gpus(&mut second, 1, 1).arg("./pkg/gpu_test");
     let second = second.spawn();
@@ -458,7 +453,8 @@ fn sigterm_while_waiting_exits_143_and_holds_nothing() {
         assert_eq!(out.status.code(), Some(143), "an exit status, not a death by signal\n{}", out.explain());
         assert!(sent.elapsed() < Duration::from_secs(2), "took {:?} to exit", sent.elapsed());
     }
-    assert!(eventually_free(&queue), "the queue lock was left held");
+    // Each removed its record on the way out.
+    assert_eq!(f.waiters(), Vec::<i32>::new(), "records were left in the queue");
     drop(held);
     assert!(eventually_free(f.lock("0", 0)));
 }
@@ -467,12 +463,11 @@ fn sigterm_while_waiting_exits_143_and_holds_nothing() {
 fn a_multi_gpu_request_is_not_overtaken_by_later_single_gpu_requests() {
     let f = fixture("fair");
     let held = hold_lock(f.lock("0", 0));
-    let queue = f.lock_dir.join("gpulock.queue");
     let (rec_a, rec_b) = (f.dir.join("a"), f.dir.join("b"));
     let mut a = f.cmd();
     gpus(&mut a, 2, 1).env("RECORD_FILE", &rec_a).env("SLEEP", "0.5").args(["./pkg/gpu_test", "--num_processes=2"]);
     let a = a.spawn();
-    assert!(eventually_taken(&queue), "A never queued");
+    assert!(f.queued(1), "A never queued");
     // GPU 1 is free, but B arrived after A, which waits for GPUs 0 and 1.
     let mut b = f.cmd();
     gpus(&mut b, 2, 1).env("RECORD_FILE", &rec_b);
@@ -507,7 +502,7 @@ fn a_multi_gpu_waiter_that_gave_back_a_partial_block_gets_the_right_files() {
     gpus(&mut c, 3, 1).env("RECORD_FILE", &record).args(["./pkg/gpu_test", "--num_processes=2"]);
     c.timeout(Duration::from_secs(10));
     let waiter = c.spawn();
-    assert!(eventually_taken(f.lock_dir.join("gpulock.queue")), "it never waited\n{}", c.describe());
+    assert!(f.queued(1), "it never waited\n{}", c.describe());
     std::thread::sleep(Duration::from_millis(300));
     drop(gpu0);
     std::thread::sleep(Duration::from_millis(300));

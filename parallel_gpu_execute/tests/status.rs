@@ -214,8 +214,11 @@ fn every_slot_of_the_settings_is_listed_held_or_free_then_other_lock_files() {
     stop(lone);
 }
 
+/// Waiters stopped (SIGSTOP) are listed stopped, in arrival order, and
+/// without a beat once a second has passed: nobody waits for them. Let go,
+/// they beat again.
 #[test]
-fn stopped_waiters_are_shown_stopped() {
+fn stopped_waiters_are_shown_stopped_and_without_a_beat() {
     let f = Fixture::new("status-stopped");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let held = hold_lock(f.lock("0", 0));
@@ -224,53 +227,47 @@ fn stopped_waiters_are_shown_stopped() {
         c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").args(["/bin/true"]);
         c.spawn()
     };
-    let queue = f.lock_dir.join("gpulock.queue");
-    let head = waiter();
-    assert!(wait_until(Duration::from_secs(10), || listed_held(&queue)), "no head");
-    let queued = waiter();
-    assert!(wait_until(Duration::from_secs(10), || in_flock(queued.pid())), "the second never queued");
-    head.signal(libc::SIGSTOP);
-    queued.signal(libc::SIGSTOP);
-    for p in [&head, &queued] {
+    let first = waiter();
+    assert!(f.queued(1), "the first never queued");
+    let second = waiter();
+    assert!(f.queued(2), "the second never queued");
+    first.signal(libc::SIGSTOP);
+    second.signal(libc::SIGSTOP);
+    for p in [&first, &second] {
         assert!(wait_until(Duration::from_secs(5), || state_of(p.pid()) == Some('T')), "not stopped");
     }
+    std::thread::sleep(Duration::from_millis(1300));
 
     let out = status(&f, 1, 1, "json");
     let waiters = waiters_json(&out);
-    for (p, position) in [(&head, "head"), (&queued, "queued")] {
-        let at = waiters.find(&format!("{{\"pid\": {}, ", p.pid())).unwrap_or_else(|| panic!("{}", out.explain()));
+    let at = |pid: i32| waiters.find(&format!("{{\"pid\": {pid}, "));
+    let (a, b) = (at(first.pid()), at(second.pid()));
+    assert!(a.is_some_and(|a| b.is_some_and(|b| a < b)), "not both listed, in arrival order\n{}", out.explain());
+    for p in [&first, &second] {
+        let at = at(p.pid()).unwrap();
         let object = &waiters[at..at + waiters[at..].find('}').unwrap()];
-        assert!(object.contains("\"state\": \"stopped\""), "{position}\n{}", out.explain());
-        assert!(object.contains(&format!("\"position\": \"{position}\"")), "{position}\n{}", out.explain());
+        assert!(object.contains("\"state\": \"stopped\""), "{}", out.explain());
+        assert!(object.contains("\"position\": \"queued\""), "{}", out.explain());
+        let age = object.split("\"beat_age_seconds\": ").nth(1).unwrap().split(',').next().unwrap();
+        let age: f64 = age.parse().unwrap();
+        assert!(age > 1.0, "a beat {age} s old from a stopped waiter\n{}", out.explain());
     }
     let text = status(&f, 1, 1, "text");
-    let row = text.stdout.lines().find(|l| l.starts_with("head ")).unwrap_or_else(|| panic!("{}", text.explain()));
-    assert!(row.contains(&format!(" {:<12} stopped ", head.pid())), "{}", text.explain());
+    let row = text.stdout.lines().find(|l| l.starts_with("queued ")).unwrap_or_else(|| panic!("{}", text.explain()));
+    assert!(row.contains(&format!(" {:<12} stopped ", first.pid())), "{}", text.explain());
+    assert!(row.contains(" none for 1 s "), "{}", text.explain());
 
-    // Continued, the second stands in for the stopped head: still a waiter.
-    queued.signal(libc::SIGCONT);
-    let mut looks = 0;
-    let stood_in = wait_until(Duration::from_secs(10), || {
-        looks = if in_flock(queued.pid()) { 0 } else { looks + 1 };
-        std::thread::sleep(Duration::from_millis(30));
-        looks >= 5
-    });
-    assert!(stood_in, "the second never stood in for the stopped head");
-    let out = status(&f, 1, 1, "json");
-    let waiters = waiters_json(&out);
-    let at = waiters.find(&format!("{{\"pid\": {}, ", queued.pid()));
-    let at = at.unwrap_or_else(|| panic!("the stand-in is not listed\n{}", out.explain()));
-    let object = &waiters[at..at + waiters[at..].find('}').unwrap()];
-    assert!(
-        object.contains("\"position\": \"queued\"") && !object.contains("\"state\": \"stopped\""),
-        "{}",
-        out.explain()
-    );
-
-    head.signal(libc::SIGCONT);
+    // Let go, they beat again.
+    for p in [&first, &second] {
+        p.signal(libc::SIGCONT);
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let out = status(&f, 1, 1, "text");
+    let rows: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with("queued ")).collect();
+    assert!(rows.len() == 2 && rows.iter().all(|r| r.contains(" ok ")), "{}", out.explain());
     drop(held);
-    head.wait().assert_success();
-    queued.wait().assert_success();
+    first.wait().assert_success();
+    second.wait().assert_success();
 }
 
 #[test]
@@ -439,11 +436,11 @@ fn holders_waiters_and_wait_lines_on_a_btrfs_subvolume() {
 }
 
 /// From inside a PID namespace of its own, `/proc/locks` leaves out every
-/// lock whose taker is outside, with everyone blocked on it. The waiters
-/// queued there behind a head outside are found by their own `/proc`
-/// entries and their part in the queue; the head is shown as hidden.
+/// lock whose taker is outside. A waiter outside is still listed, from its
+/// record: as a hidden process, with what its record says and who owns it;
+/// the waiters inside are listed with their processes, in arrival order.
 #[test]
-fn waiters_behind_a_head_outside_the_pid_namespace_are_counted() {
+fn waiters_outside_the_pid_namespace_are_listed_from_their_records() {
     let pid_namespace = test_support::is_root() && Path::new("/usr/bin/unshare").exists();
     if !test_support::prerequisite(pid_namespace, "root and unshare(1)", "waiters seen from a PID namespace") {
         return;
@@ -451,11 +448,10 @@ fn waiters_behind_a_head_outside_the_pid_namespace_are_counted() {
     let f = Fixture::new("status-pidns");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let held = hold_lock(f.lock("0", 0));
-    let queue = f.lock_dir.join("gpulock.queue");
-    let mut head = f.cmd();
-    head.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").arg("/bin/true");
-    let head = head.spawn();
-    assert!(wait_until(Duration::from_secs(10), || listed_held(&queue)), "no head");
+    let mut first = f.cmd();
+    first.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").arg("/bin/true");
+    let first = first.spawn();
+    assert!(f.queued(1), "no first waiter");
 
     let dir = f.dir.path().display();
     let script = format!(
@@ -488,18 +484,18 @@ fn waiters_behind_a_head_outside_the_pid_namespace_are_counted() {
     }
     let json = std::fs::read_to_string(f.dir.join("status.json")).unwrap();
     let text = std::fs::read_to_string(f.dir.join("status.txt")).unwrap();
-    assert!(
-        json.contains("\"waiters\": [{\"pid\": 0, \"visible\": false, \"command\": null, \"started\": null, \"state\": null, \"position\": \"head\", "),
-        "the head outside, hidden\n{json}"
-    );
-    assert_eq!(json.matches("\"position\": \"queued\"").count(), 2, "{json}");
+    let hidden = "\"waiters\": [{\"pid\": 0, \"visible\": false, \"command\": null, \"started\": null, \"state\": null, \"position\": \"queued\", ";
+    assert!(json.contains(hidden), "the first, outside, hidden\n{json}");
+    assert!(json.contains("\"owner_uid\": 0, \"record_test\": \"/bin/true\"}"), "{json}");
+    assert_eq!(json.matches("\"position\": \"queued\"").count(), 3, "{json}");
     assert_eq!(json.matches("\"state\": \"sleeping\", \"position\": \"queued\", ").count(), 2, "{json}");
     assert!(text.contains(": 1 slot(s), 0 held, 3 waiting\n"), "{text}");
+    assert!(text.contains("/bin/true (as its record says; made by uid 0)"), "{text}");
     assert!(text.contains("note: no kernel threads in /proc"), "{text}");
     assert!(json.contains("\"host_pid_namespace\": false, \"gpus\": ["), "{json}");
 
     drop(held);
-    head.wait().assert_success();
+    first.wait().assert_success();
     inside.wait().assert_success();
     for (name, place) in [("second", "second in the queue"), ("third", "in the queue behind 2 others")] {
         let err = std::fs::read_to_string(f.dir.join(format!("{name}.err"))).unwrap();

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 pub mod bins;
 pub mod cmd;
+pub mod freezer;
 pub mod hardware;
 pub mod mounts;
 pub use bins::{TEST_BINS_ENV, bin_from_env, bin_under_test, workspace_bin};
@@ -24,9 +25,10 @@ pub mod prerequisite;
 pub mod proc_locks;
 pub mod record;
 pub use cmd::{Cmd, Output, Running};
+pub use freezer::Freezer;
 pub use hardware::Sysroot;
 pub use prerequisite::{find_program, have_program, in_ci, prerequisite, python_with};
-pub use proc_locks::{QueueFaults, queued_pids};
+pub use proc_locks::{QueueFaults, Queued, queued_pids, records};
 pub use record::{RECORDING_TEST, check_gpus_match_locks, parse_record, record_value};
 
 /// A directory removed when the test passes and kept (and named on stderr)
@@ -518,9 +520,14 @@ impl GpuSandbox {
         self.lock_dir.join(format!("gpulock{gpu}_{slot}"))
     }
 
-    /// `<lock dir>/gpulock.queue`, the waiters' queue.
+    /// `<lock dir>/gpuqueue`, the waiters' records.
     pub fn queue(&self) -> PathBuf {
-        self.lock_dir.join("gpulock.queue")
+        self.lock_dir.join("gpuqueue")
+    }
+
+    /// The PIDs of the waiters with a record, earliest first.
+    pub fn waiters(&self) -> Vec<i32> {
+        queued_pids(&self.lock_dir)
     }
 }
 
@@ -536,4 +543,21 @@ pub fn leaked_argv(words: &[&str]) -> wrapper_common::argv::Argv {
     let ptrs = Box::leak(ptrs.into_boxed_slice());
     // SAFETY: a NULL-terminated array of leaked, hence 'static, C strings.
     unsafe { wrapper_common::argv::Argv::from_main(words.len() as i32, ptrs.as_ptr()) }
+}
+
+/// Most intervals open at once: a sweep over the end points, ends before
+/// starts at the same instant (a slot handed over is not shared).
+pub fn max_overlap(intervals: impl IntoIterator<Item = (u128, u128)>) -> usize {
+    let mut events: Vec<(u128, i32)> = Vec::new();
+    for (start, end) in intervals {
+        events.push((start, 1));
+        events.push((end, -1));
+    }
+    events.sort();
+    let (mut open, mut most) = (0i32, 0i32);
+    for (_, delta) in events {
+        open += delta;
+        most = most.max(open);
+    }
+    most as usize
 }

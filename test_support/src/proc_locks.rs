@@ -1,58 +1,82 @@
-//! What `/proc/locks` says about parallel_gpu_execute's wait queue.
+//! What the wait queue's records say (`<lockdir>/gpuqueue/`, docs/design.md,
+//! "The wait queue"), and the faults a load test puts in its way.
 
-/// The pids that hold or wait for a lock on one of the queue's lane files
-/// (`gpulock.queue`, `gpulock.queue.N`), from `/proc/locks`: the wrappers
-/// that are waiting right now; the first list holds the heads.
-pub fn queued_pids(lock_dir: &std::path::Path) -> (Vec<i32>, Vec<i32>) {
-    use std::os::unix::fs::MetadataExt;
-    let lanes: Vec<u64> = std::fs::read_dir(lock_dir)
+use std::path::{Path, PathBuf};
+
+/// A waiter's record, as its name and text give it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Queued {
+    /// Its file name: `<ticket>.<pid>`.
+    pub name: String,
+    /// The PID its name carries (its own PID namespace's).
+    pub pid: i32,
+    /// The GPUs it asks for.
+    pub needed: u32,
+}
+
+/// The records of `lock_dir`'s queue, earliest first (whatever their
+/// waiters' state: a dead one's record stays until another waiter sees
+/// it).
+pub fn records(lock_dir: &Path) -> Vec<Queued> {
+    let mut out: Vec<Queued> = std::fs::read_dir(lock_dir.join("gpuqueue"))
         .map(|d| {
             d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("gpulock.queue"))
-                .filter_map(|e| e.metadata().ok().map(|m| m.ino()))
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let (ticket, pid) = name.split_once('.')?;
+                    if ticket.len() != 16 || !ticket.bytes().all(|b| b.is_ascii_hexdigit()) {
+                        return None;
+                    }
+                    let text = std::fs::read(e.path()).ok()?;
+                    let text = String::from_utf8_lossy(text.get(32..)?).into_owned();
+                    let needed = text.lines().find_map(|l| l.strip_prefix("needed ")?.parse().ok()).unwrap_or(0);
+                    Some(Queued { pid: pid.parse().ok()?, name, needed })
+                })
                 .collect()
         })
         .unwrap_or_default();
-    let (mut heads, mut blocked) = (Vec::new(), Vec::new());
-    for line in std::fs::read_to_string("/proc/locks").unwrap_or_default().lines() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let (is_blocked, rest) = if words.get(1) == Some(&"->") { (true, &words[2..]) } else { (false, &words[1..]) };
-        // FLOCK ADVISORY WRITE <pid> <maj:min:inode> 0 EOF
-        let (Some(pid), Some(inode)) = (rest.get(3).and_then(|p| p.parse().ok()), rest.get(4)) else { continue };
-        let ino: Option<u64> = inode.rsplit(':').next().and_then(|i| i.parse().ok());
-        if rest.first() == Some(&"FLOCK") && ino.is_some_and(|i| lanes.contains(&i)) {
-            if is_blocked { blocked.push(pid) } else { heads.push(pid) }
-        }
-    }
-    (heads, blocked)
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
 }
 
-/// The wait queue's stall cases for a load test: a plain `flock` blocked on
-/// the queue file (a process in the queue that never acts), and the file's
-/// time set an hour ahead (a beat in the future). The `flock` is killed when
+/// The PIDs of the waiters with a record in `lock_dir`'s queue, earliest first.
+pub fn queued_pids(lock_dir: &Path) -> Vec<i32> {
+    records(lock_dir).into_iter().map(|r| r.pid).collect()
+}
+
+/// The wait queue's stall cases for a load test: another user's shared
+/// `flock` of the lock directory (a maintenance script's `flock -s
+/// /var/lock ...`) and of `gpuqueue/`, and a file in `gpuqueue/` that is no
+/// record; `remove_queue` is `rm -rf gpuqueue`. The `flock`s are killed when
 /// this is dropped.
 pub struct QueueFaults {
-    queue: std::path::PathBuf,
-    outsider: std::process::Child,
+    lock_dir: PathBuf,
+    others: Vec<std::process::Child>,
 }
 
 impl QueueFaults {
-    /// Starts the blocked `flock` (the queue must exist and be held).
-    pub fn start(queue: &std::path::Path) -> QueueFaults {
-        let outsider = std::process::Command::new("flock").arg(queue).arg("true").spawn().expect("flock(1)");
-        QueueFaults { queue: queue.to_path_buf(), outsider }
+    pub fn start(lock_dir: &Path) -> QueueFaults {
+        let queue = lock_dir.join("gpuqueue");
+        let _ = std::fs::write(queue.join("notes.txt"), "not a record\n");
+        let others = [lock_dir.to_path_buf(), queue]
+            .iter()
+            .map(|d| std::process::Command::new("flock").arg("-s").arg(d).args(["sleep", "600"]).spawn())
+            .map(|c| c.expect("flock(1)"))
+            .collect();
+        QueueFaults { lock_dir: lock_dir.to_path_buf(), others }
     }
 
-    /// `touch -d '+1 hour'` of the queue file.
-    pub fn beat_in_the_future(&self) {
-        let st = std::process::Command::new("touch").args(["-d", "+1 hour"]).arg(&self.queue).status();
-        assert!(st.is_ok_and(|s| s.success()), "touch -d '+1 hour' {}", self.queue.display());
+    /// `rm -rf <lockdir>/gpuqueue`.
+    pub fn remove_queue(&self) {
+        let _ = std::fs::remove_dir_all(self.lock_dir.join("gpuqueue"));
     }
 }
 
 impl Drop for QueueFaults {
     fn drop(&mut self) {
-        let _ = self.outsider.kill();
-        let _ = self.outsider.wait();
+        for c in &mut self.others {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }

@@ -12,7 +12,11 @@
 /// environment variables that matter to these wrappers, one `KEY=value` per
 /// line, into `$RECORD_FILE` when set (else stdout). It sleeps `$SLEEP`
 /// seconds in between (default 0) and exits with `$EXIT_CODE` (default 0).
+/// `start` is its first act and `end` its last (after the rest is written),
+/// so that the two bound the whole time it holds its slot: the work a load
+/// test packs, and the interval its checker says no other test shares.
 pub const RECORDING_TEST: &str = r#"#!/bin/sh
+start=$(date +%s%N)
 fds=""; locks=""; lockfds=""; lockmodes=""
 for f in /proc/$$/fd/*; do
   n=${f##*/}
@@ -24,9 +28,7 @@ for f in /proc/$$/fd/*; do
     lockmodes="$lockmodes ${fl#"${fl%?}"}";;
   esac
 done
-start=$(date +%s%N)
 [ -n "${SLEEP:-}" ] && sleep "$SLEEP"
-end=$(date +%s%N)
 record() {
   echo "argc=$#"
   i=0
@@ -39,7 +41,6 @@ record() {
   echo "lockfds=${lockfds# }"
   echo "lockmodes=${lockmodes# }"
   echo "start=$start"
-  echo "end=$end"
   for v in ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES TF_PER_DEVICE_MEMORY_LIMIT_MB \
            TPU_VISIBLE_CHIPS TPU_CHIPS_PER_PROCESS_BOUNDS TPU_PROCESS_BOUNDS ONEAPI_VISIBLE_DEVICES \
            ASAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS; do
@@ -47,7 +48,11 @@ record() {
     if [ -n "$isset" ]; then eval "echo \"$v=\${$v}\""; else echo "$v unset"; fi
   done
 }
-if [ -n "${RECORD_FILE:-}" ]; then record "$@" > "$RECORD_FILE"; else record "$@"; fi
+if [ -n "${RECORD_FILE:-}" ]; then
+  record "$@" > "$RECORD_FILE"; echo "end=$(date +%s%N)" >> "$RECORD_FILE"
+else
+  record "$@"; echo "end=$(date +%s%N)"
+fi
 exit "${EXIT_CODE:-0}"
 "#;
 

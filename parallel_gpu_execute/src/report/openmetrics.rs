@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `parallel_gpu_execute_slots` | `lock_dir`, `gpu`, `state` (`held`, `free`) | slots of the settings in that state |
 //! | `parallel_gpu_execute_waiters` | `lock_dir` | processes waiting for a slot (`--status`'s waiters) |
-//! | `parallel_gpu_execute_oldest_wait_seconds` | `lock_dir` | how long the oldest waiter has run (it waits from its start, near enough), 0 without waiters |
+//! | `parallel_gpu_execute_oldest_wait_seconds` | `lock_dir` | how long the oldest waiter has waited (from its record; from its start for a process blocked on a lock file), 0 without waiters |
 //! | `parallel_gpu_execute_gpu_drained` | `lock_dir`, `gpu`, `reason` | 1 when drained (`reason` its reason), else 0 (`reason` empty) |
 //! | `parallel_gpu_execute_gpu_unhealthy` | `lock_dir`, `gpu`, `health` | 1 when the kernel shows it unhealthy (`health` why), else 0 (`health` `ok`) |
 //! | `parallel_gpu_execute_gpu_kernel_users` | `lock_dir`, `gpu` | processes the kernel lists on it; only for GPUs where it tells |
@@ -61,7 +61,7 @@ pub fn render(r: &Report) -> String {
     let oldest = r
         .waiters
         .iter()
-        .filter_map(|w| w.process.started)
+        .filter_map(|w| w.record.as_ref().map_or(w.process.started, |r| r.since))
         .filter_map(|t| now.duration_since(t))
         .map(|d| d.as_secs())
         .max()
@@ -69,7 +69,7 @@ pub fn render(r: &Report) -> String {
     family(
         &mut out,
         "parallel_gpu_execute_oldest_wait_seconds",
-        "How long the oldest waiter has been running, in seconds; 0 without waiters.",
+        "How long the oldest waiter has waited, in seconds; 0 without waiters.",
     );
     let _ = writeln!(out, "parallel_gpu_execute_oldest_wait_seconds{{lock_dir=\"{dir}\"}} {oldest}");
     family(&mut out, "parallel_gpu_execute_gpu_drained", "1 when the GPU is taken out of service (--drain).");

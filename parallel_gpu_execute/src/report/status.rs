@@ -9,11 +9,13 @@
 //! also one whose lock file does not exist yet; then any other lock file of
 //! either profile in the directory (ours and the classic scripts'
 //! `gpulock<id>_<slot>`, JAX's `jax_accelerator_lock_<id>_<slot>`).
-//! Waiters are the head of each queue file (the process that holds it, named
-//! as a slot's first holder is), the processes that wait for it (blocked on
-//! it, or holding the shared lock of the directory that every waiter behind
-//! the head takes: so also one stopped, or one standing in for a stopped
-//! head), and any process blocked on a lock file.
+//! Waiters are the wrappers with a record in the queue (`gpuqueue/`, whose
+//! lock their waiter holds: a dead waiter's record is not one), earliest
+//! first, each with the process that holds its record (named as a slot's
+//! first holder is), its beat (a waiter frozen or stopped has none, and
+//! nobody waits for it), and the record's owner; then any process blocked
+//! on a lock file. Nothing else is a waiter: another user's lock of the
+//! lock directory or of `gpuqueue/` is not.
 //!
 //! Holders are found as `lsof` finds them ([`crate::slots::holders`]): the
 //! processes that have the lock file open through a descriptor whose open
@@ -55,10 +57,14 @@
 //! | `slots[].since` | when it was granted, `YYYY-MM-DDTHH:MM:SSZ` (UTC), or `null`: free or unknown |
 //! | `slots[].file_exists` | whether its lock file exists (not before a test first takes the slot) |
 //! | `slots[].configured` | whether it is one of the slots these settings give; `false`: another lock file in the directory |
-//! | `waiters` | the waiting processes, head of the queue first (process objects and:) |
-//! | `waiters[].position` | `head` (holds the queue), `queued` (waits for the queue: blocked on it, or holding the lock directory's shared lock that waiters take), `blocked` (waits on a lock file) |
-//! | `waiters[].file` | the queue or lock file it holds or waits for |
-//! | `waiters[].needs` | the GPUs it asks for, read from its arguments as the wrapper reads them (`--num_processes`, `--gpus_per_process`), or `null` when hidden |
+//! | `waiters` | the waiters, the queue's in arrival order first (process objects and:) |
+//! | `waiters[].position` | `queued` (a record in the queue), `blocked` (waits on a lock file without one: a classic script's `flock`) |
+//! | `waiters[].file` | its record, or the lock file it waits on |
+//! | `waiters[].needs` | the GPUs it asks for: as its record says, else read from its arguments as the wrapper reads them (`--num_processes`, `--gpus_per_process`); `null` when unknown |
+//! | `waiters[].since` | when it began to wait (its record's ticket), as `since`; `null` without a record |
+//! | `waiters[].beat_age_seconds` | seconds since its record's last beat (over 1: it does not run, and nobody waits for it); `null` without one |
+//! | `waiters[].owner_uid` | the uid that owns its record (the kernel's word, not the record's); `null` without one |
+//! | `waiters[].record_test` | the test, as its record says (seen also where the process is hidden); `null` without one |
 //! | `exists` | whether the lock directory exists (the first wrapper that takes a slot creates it) |
 //! | `host_pid_namespace` | whether `/proc` shows the host's PID namespace; `false`: a slot held from outside this one, with nobody inside waiting for it, shows as free |
 //! | `gpus` | each GPU of the settings, then any other drained GPU of the directory, each an object: |
@@ -90,14 +96,16 @@ use crate::error::Error;
 use crate::hardware::gpu_count;
 use crate::prelude::*;
 use crate::profile::LockNames;
-use crate::report::status_format::{self, Report, Slot, Waiter};
+use crate::report::status_format::{self, QueueRecord, Report, Slot, Waiter};
 use crate::report::{gpus, openmetrics};
 use crate::settings::Settings;
-use crate::slots::holders::{LockFile, fd_key, host_pid_namespace, lockers, mount_device, openers, sees_everyone};
+use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device, openers, sees_everyone};
 use crate::slots::lockfile::lock_file_name;
 use crate::slots::proclocks::{ProcessInfo, process, read_locks};
+use crate::slots::queue;
+use crate::slots::record::QUEUE_DIR;
 use crate::slots::request::{Pool, Preset};
-use crate::sys::clock::{SystemTime, UNIX_EPOCH};
+use crate::sys::clock::{SystemTime, UNIX_EPOCH, since_boot};
 use crate::sys::dirs::{for_each_entry, open_dir};
 use core::ffi::CStr;
 use core::ops::ControlFlow;
@@ -106,20 +114,8 @@ use rustix::fd::AsFd;
 use rustix::fs::{AtFlags, FileType, Stat};
 use wrapper_common::diag::Os;
 
-/// Lock file name prefixes, per profile, and their queue files.
+/// Lock file name prefixes, per profile.
 pub const LOCK_PREFIXES: &[(&str, &str)] = &[("gpulock", "xla"), ("jax_accelerator_lock_", "jax")];
-pub const QUEUE_FILES: &[&str] = &["gpulock.queue", "jax_accelerator_lock.queue"];
-
-/// A queue file: one of [`QUEUE_FILES`], or a lane the previous version
-/// made (`gpulock.queue.1` to `.7`), whose waiters are still shown.
-fn is_queue_file(name: &str) -> bool {
-    QUEUE_FILES.iter().any(|q| {
-        name.strip_prefix(q).is_some_and(|rest| {
-            rest.is_empty()
-                || rest.strip_prefix('.').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        })
-    })
-}
 
 /// Most slots of the settings listed one by one: beyond, only those with a
 /// lock file are.
@@ -205,11 +201,10 @@ impl Configured {
     }
 }
 
-/// A regular file of the directory that `--status` reports on.
+/// A lock file of the directory that `--status` reports on.
 struct Found {
     name: String,
     st: Stat,
-    queue: bool,
 }
 
 fn mtime(st: &Stat) -> Option<SystemTime> {
@@ -267,17 +262,20 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     let mut found = Vec::new();
     for entry in &names {
         let Ok(name) = entry.to_str() else { continue };
-        let queue = is_queue_file(name);
-        if !queue && parse_lock_name(name).is_none() {
+        if parse_lock_name(name).is_none() {
             continue;
         }
         let Ok(st) = rustix::fs::statat(&dir_fd, entry.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) else { continue };
         if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile {
-            found.push(Found { name: name.to_string(), st, queue });
+            found.push(Found { name: name.to_string(), st });
         }
     }
+    let queued = queue::list(&dir_fd);
     let device = mount_device(dir_fd.as_fd());
-    let files: Vec<LockFile> = found.iter().map(|f| LockFile::new(f.name.as_bytes(), &f.st, device, f.queue)).collect();
+    // The lock files, then the records: one scan of the processes for both.
+    let mut files: Vec<LockFile> =
+        found.iter().map(|f| LockFile::new(f.name.as_bytes(), &f.st, device, false)).collect();
+    files.extend(queued.iter().map(|r| LockFile::new(r.name.as_bytes(), &r.st, device, true)));
     // /proc/locks first: a lock listed there whose taker the scan of the
     // processes then does not find was let go in between (`lockers`).
     let locks = read_locks();
@@ -297,15 +295,9 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         let first = usize::from(taker_first);
         holders[first..].sort_by_key(|h| (h.started.is_none(), h.started, h.pid));
         holders.extend((0..l.hidden_holders).map(|_| process(0)));
-        let waiter = |pid: i64, position| Waiter { process: process(pid), position, file: path(&f.name) };
-        if f.queue {
-            // One head: the holder named first (its children share the lock).
-            let head = holders.into_iter().next();
-            report.waiters.extend(head.map(|p| Waiter { process: p, position: "head", file: path(&f.name) }));
-            report.waiters.extend(l.waiters.iter().map(|&pid| waiter(pid, "queued")));
-            continue;
-        }
-        report.waiters.extend(l.waiters.iter().map(|&pid| waiter(pid, "blocked")));
+        let waiter =
+            |pid: i64| Waiter { process: process(pid), position: "blocked", file: path(&f.name), record: None };
+        report.waiters.extend(l.waiters.iter().map(|&pid| waiter(pid)));
         let Some((profile, id, slot)) = parse_lock_name(&f.name) else { continue };
         extra.push(Slot {
             file: path(&f.name),
@@ -331,36 +323,32 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         (!a.configured, a.profile, id_order(&a.gpu), a.slot).cmp(&(!b.configured, b.profile, id_order(&b.gpu), b.slot))
     });
     report.slots.extend(extra);
-    // Waiters that take part hold a shared lock of the directory until they
-    // exec the test (`slots::queue`): one stopped out of `flock(2)`, or one
-    // standing in for a stopped head, is blocked on no file and still waits.
-    // Waiting behind a head this process cannot see (another PID namespace)
-    // says that there is one, as a visible process blocked on a lock does.
-    // The queue file itself, not an older version's `.queue.N` beside it.
-    let queue = found.iter().filter(|f| f.queue).min_by_key(|f| f.name.len());
-    if let (Some(queue), Some(key)) = (queue, fd_key(dir_fd.as_fd())) {
-        let mut taking_part = false;
-        for l in locks.iter().filter(|l| l.held_on(key) && l.pid > 0) {
-            taking_part = true;
-            if report.waiters.iter().any(|w| w.process.pid == l.pid) {
-                continue;
-            }
-            let p = process(l.pid);
-            if !(sees_all && p.command.is_none()) {
-                report.waiters.push(Waiter { process: p, position: "queued", file: path(&queue.name) });
-            }
-        }
-        let file = path(&queue.name);
-        if taking_part && !sees_all && !report.waiters.iter().any(|w| w.position == "head" && w.file == file) {
-            report.waiters.push(Waiter { process: process(0), position: "head", file });
-        }
+    // The queue's waiters, in arrival order, before those blocked on a lock
+    // file (a classic script's).
+    let (boot, wall) = (since_boot(), SystemTime::now());
+    let mut queue_waiters = Vec::new();
+    for (r, (file, open)) in queued.iter().zip(files.iter().zip(&open).skip(found.len())) {
+        let l = lockers(file, open, &locks, sees_all);
+        // The process that holds the record, or a hidden one: its lock is held.
+        let process = l.holders.first().map_or_else(|| process(0), |&pid| process(pid));
+        let ticket = Duration::from_nanos(r.ticket);
+        let since = wall.checked_sub(boot.saturating_sub(ticket));
+        let beat_age_ms = r
+            .beat
+            .map(|at| u64::try_from(boot.saturating_sub(Duration::from_nanos(at)).as_millis()).unwrap_or(u64::MAX));
+        let mut file = path(QUEUE_DIR.to_str().unwrap_or("gpuqueue"));
+        file.push(b'/');
+        file.extend_from_slice(r.name.as_bytes());
+        queue_waiters.push(Waiter {
+            process,
+            position: "queued",
+            file,
+            record: Some(QueueRecord { needs: r.needed, since, beat_age_ms, owner: r.st.st_uid, test: r.test.clone() }),
+        });
     }
-    let rank = |p: &str| match p {
-        "head" => 0,
-        "queued" => 1,
-        _ => 2,
-    };
-    report.waiters.sort_by_key(|w| (rank(w.position), w.process.started.is_none(), w.process.started, w.process.pid));
+    report.waiters.sort_by_key(|w| (w.process.started.is_none(), w.process.started, w.process.pid));
+    queue_waiters.append(&mut report.waiters);
+    report.waiters = queue_waiters;
     report.gpus = gpus::survey(settings, &configured.names, dir);
     Ok(report)
 }
@@ -392,12 +380,6 @@ mod tests {
         assert_eq!(parse_lock_name("jax_accelerator_lock_2_5"), Some(("jax", "2", 5)));
         assert_eq!(gpu_id("MIG-GPU-8932f937+1+2"), "MIG-GPU-8932f937/1/2");
         assert_eq!(gpu_id("GPU-8932f937+1"), "GPU-8932f937+1", "not a MIG path: the name as it is");
-        for queue in ["gpulock.queue", "gpulock.queue.1", "jax_accelerator_lock.queue.7"] {
-            assert!(is_queue_file(queue), "{queue}");
-        }
-        for other in ["gpulock.queue.", "gpulock.queue.x", "gpulock.queue1", "gpulock3_0"] {
-            assert!(!is_queue_file(other), "{other}");
-        }
         for bad in ["gpulock.queue", "gpulock_0", "gpulock3_", "gpulock3_x", "other3_0", "gpulock3"] {
             assert_eq!(parse_lock_name(bad), None, "{bad}");
         }

@@ -27,12 +27,33 @@ pub struct Slot {
     pub since: Option<SystemTime>,
 }
 
-/// A process that holds or waits for a queue file, or waits for a lock file.
+/// A waiter: a wrapper with a record in the queue, or a process blocked on
+/// a lock file.
 pub struct Waiter {
+    /// The process that holds the record or waits on the lock file (pid 0:
+    /// hidden).
     pub process: ProcessInfo,
-    /// `head` (holds a queue), `queued` (blocked on a queue), `blocked` (on a lock file).
+    /// `queued` (a record in the queue), `blocked` (in `flock(2)` on a lock file).
     pub position: &'static str,
+    /// The record, or the lock file.
     pub file: Vec<u8>,
+    /// What a record says and the kernel shows of it.
+    pub record: Option<QueueRecord>,
+}
+
+/// A waiter's record, for `--status`.
+pub struct QueueRecord {
+    /// The GPUs it asks for (as the record says).
+    pub needs: u64,
+    /// When it began to wait (its ticket, on the wall clock).
+    pub since: Option<SystemTime>,
+    /// Milliseconds since its last beat (`None`: no whole beat): over a
+    /// second, it does not run (frozen, stopped) and nobody waits for it.
+    pub beat_age_ms: Option<u64>,
+    /// Who made it: the file's owner.
+    pub owner: u32,
+    /// The test, as the record says.
+    pub test: Vec<u8>,
 }
 
 /// One GPU.
@@ -64,10 +85,24 @@ pub struct Report {
     pub gpus: Vec<Gpu>,
 }
 
-/// What a waiter asks for, from its arguments (`--num_processes` and
-/// `--gpus_per_process`, as the wrapper reads them).
-pub fn needs(p: &ProcessInfo) -> Option<u64> {
+/// What a waiter asks for: as its record says; else from its arguments
+/// (`--num_processes` and `--gpus_per_process`, as the wrapper reads them).
+pub fn needs(w: &Waiter) -> Option<u64> {
+    if let Some(r) = &w.record {
+        return Some(r.needs);
+    }
+    let p = &w.process;
     (!p.args.is_empty()).then(|| gpus_needed(p.args.iter().skip(1).map(Vec::as_slice)))
+}
+
+/// A waiter's beat in words: `-` for a process blocked on a lock file.
+fn beat_text(w: &Waiter) -> String {
+    match w.record.as_ref().map(|r| r.beat_age_ms) {
+        None => "-".to_string(),
+        Some(Some(age)) if age <= 1000 => "ok".to_string(),
+        Some(Some(age)) => format!("none for {} s", age / 1000),
+        Some(None) => "unreadable".to_string(),
+    }
 }
 
 /// A process state letter in words (`None`: hidden).
@@ -193,23 +228,29 @@ pub fn text(r: &Report) -> String {
         slot_rows(&mut out, s, gpu_w, state_w, since_w);
     }
     if !r.waiters.is_empty() {
-        let started: Vec<String> = r.waiters.iter().map(|w| time_text(w.process.started)).collect();
+        let since = |w: &Waiter| w.record.as_ref().map_or(w.process.started, |r| r.since);
+        let started: Vec<String> = r.waiters.iter().map(|w| time_text(since(w))).collect();
         let started_w = width(7, started.iter().map(String::as_str));
-        out.push_str("waiting:\n");
+        let beats: Vec<String> = r.waiters.iter().map(beat_text).collect();
+        let beat_w = width(4, beats.iter().map(String::as_str));
+        out.push_str("waiting, first come first served:\n");
         let _ = writeln!(
             out,
-            "{:<8} {:<12} {:<state_w$} {:<10} {:<started_w$} COMMAND",
-            "POSITION", "PID", "PROCESS", "NEEDS", "STARTED"
+            "{:<8} {:<12} {:<state_w$} {:<beat_w$} {:<10} {:<started_w$} COMMAND",
+            "POSITION", "PID", "PROCESS", "BEAT", "NEEDS", "WAITING SINCE"
         );
-        for (w, started) in r.waiters.iter().zip(&started) {
-            let needs = needs(&w.process).map_or("-".to_string(), |n| format!("{n} GPU(s)"));
+        for ((w, started), beat) in r.waiters.iter().zip(&started).zip(&beats) {
+            let needs = needs(w).map_or("-".to_string(), |n| format!("{n} GPU(s)"));
+            let command = match (&w.process.command, &w.record) {
+                (None, Some(rec)) => format!("{} (as its record says; made by uid {})", Bytes(&rec.test), rec.owner),
+                _ => command_text(&w.process).to_string(),
+            };
             let _ = writeln!(
                 out,
-                "{:<8} {:<12} {:<state_w$} {needs:<10} {started:<started_w$} {}",
+                "{:<8} {:<12} {:<state_w$} {beat:<beat_w$} {needs:<10} {started:<started_w$} {command}",
                 w.position,
                 pid_text(&w.process),
                 state_text(&w.process),
-                command_text(&w.process)
             );
         }
     }
@@ -349,7 +390,13 @@ pub fn json(r: &Report) -> String {
             let mut fields = process_json(&w.process);
             fields.push(("position", json::string(w.position.as_bytes())));
             fields.push(("file", path(&w.file)));
-            fields.push(("needs", json::opt_number(needs(&w.process))));
+            fields.push(("needs", json::opt_number(needs(w))));
+            let record = w.record.as_ref();
+            fields.push(("since", time_json(record.and_then(|r| r.since))));
+            let beat = record.and_then(|r| r.beat_age_ms).map(|a| format!("{}.{:03}", a / 1000, a % 1000));
+            fields.push(("beat_age_seconds", beat.unwrap_or_else(|| "null".to_string())));
+            fields.push(("owner_uid", json::opt_number(record.map(|r| u64::from(r.owner)))));
+            fields.push(("record_test", record.map_or_else(|| "null".to_string(), |r| json::string(&r.test))));
             json::object(&fields)
         })
         .collect();

@@ -11,16 +11,13 @@
 //! `O_NOFOLLOW` plus a regular-file check refuses symlinks, FIFOs and
 //! devices at a lock path.
 //!
-//! Waiting, when every block is busy, is first come, first served: waiters
-//! queue on an exclusive flock of `<lockdir>/gpulock.queue`, which the first
-//! wrapper that has to wait creates. Only its holder, the head of the queue,
-//! looks for slots; everyone else sleeps in the kernel. A wrapper that finds
-//! the queue absent or empty and a block free takes it at once (so a lock
-//! directory it cannot write, with pre-created lock files, serves it as it
-//! served the classic script); one that finds the queue busy joins it, so a request for a block of
-//! several GPUs at the head is never overtaken by later single-GPU requests:
-//! while it waits, they wait behind it. `--wait=0` skips the queue entirely
-//! (the classic fail-fast behaviour).
+//! Waiting, when every block is busy, is first come, first served across
+//! every profile and pool that shares the lock directory (`take`, the
+//! records in `queue`): a wrapper takes only a block whose lock files no
+//! earlier waiter that runs wants, so a request for a block of several
+//! GPUs is never overtaken by later single-GPU requests. A lock directory
+//! it cannot write, with pre-created lock files, serves a free slot as it
+//! served the classic script; `--wait=0` fails at once instead of waiting.
 //!
 //! A block that holds a drained GPU (`drain`) is passed over, as is one
 //! that holds a GPU the caller avoids (`PARALLEL_GPU_EXECUTE_UNHEALTHY=avoid`);
@@ -32,16 +29,10 @@ use crate::error::Error;
 use crate::prelude::*;
 use crate::profile::Profile;
 use crate::slots::drain;
-use crate::slots::lockfile::{
-    LockName, PrivatePolicy, dir_still_there, join, keep_young, lock_file_name, named, open_lock_dir, open_lock_file,
-    try_flock,
-};
-use crate::slots::privacy::{self, Private};
-use crate::slots::queue::{self, NoQueue, Queue, Standing};
+use crate::slots::lockfile::{LockName, PrivatePolicy, lock_file_name, named, open_lock_file, try_flock};
+use crate::slots::privacy::Private;
+use crate::slots::queue::Ahead;
 use crate::slots::request::Pool;
-use crate::slots::telemetry::{Place, Telemetry};
-use crate::slots::wait::{SlotWatch, WaitingSignals, Wake};
-use crate::sys::clock::Instant;
 use core::ffi::CStr;
 use core::time::Duration;
 use rustix::fd::OwnedFd;
@@ -66,7 +57,7 @@ pub struct Grant {
 
 /// The lock files of one attempt, opened lazily and (when few enough) kept
 /// open, so that rescans neither reopen nor close them.
-struct Slots<'a> {
+pub struct Slots<'a> {
     dir: &'a CStr,
     dir_fd: &'a OwnedFd,
     pool: &'a Pool,
@@ -78,10 +69,10 @@ struct Slots<'a> {
     unusable: Option<Error>,
     /// The unusable files warned about (slot x GPU indices): one warning
     /// each, however often the wrapper rescans.
-    warned: Vec<usize>,
+    pub warned: Vec<usize>,
     /// The pool's GPUs out of service (drained or avoided), by pool index;
     /// empty when none is.
-    out: Vec<bool>,
+    pub out: Vec<bool>,
 }
 
 /// What one GPU's lock at one slot gave.
@@ -93,7 +84,7 @@ enum Try {
 }
 
 impl<'a> Slots<'a> {
-    fn new(
+    pub fn new(
         dir: &'a CStr,
         dir_fd: &'a OwnedFd,
         pool: &'a Pool,
@@ -103,6 +94,20 @@ impl<'a> Slots<'a> {
     ) -> Slots<'a> {
         let cached = cache.then(|| (0..pool.ids.len() * slots as usize).map(|_| None).collect());
         Slots { dir, dir_fd, pool, slots, prefix, cached, unusable: None, warned: Vec::new(), out: Vec::new() }
+    }
+
+    pub fn pool(&self) -> &'a Pool {
+        self.pool
+    }
+
+    pub fn dir(&self) -> &'a CStr {
+        self.dir
+    }
+
+    /// Whether it keeps its lock files open (so a waiter may watch the
+    /// directory: it closes none of them itself).
+    pub fn cached(&self) -> bool {
+        self.cached.is_some()
     }
 
     fn name(&self, slot: u32, gpu: usize) -> LockName {
@@ -165,7 +170,7 @@ impl<'a> Slots<'a> {
     /// none is) and adds `avoided` (pool index, description); fails when
     /// no block of `needed` GPUs is left. Whether that changed since the
     /// last read.
-    fn out_of_service(&mut self, needed: usize, avoided: &[(usize, String)]) -> Result<bool, Error> {
+    pub fn out_of_service(&mut self, needed: usize, avoided: &[(usize, String)]) -> Result<bool, Error> {
         let drained = drain::of_pool(self.dir_fd, self.pool);
         if drained.is_none() && avoided.is_empty() {
             let changed = !self.out.is_empty();
@@ -198,31 +203,31 @@ impl<'a> Slots<'a> {
     }
 
     /// Whether `grant`'s block holds a GPU out of service at the last read.
-    fn holds_out_of_service(&self, grant: &Grant) -> bool {
+    pub fn holds_out_of_service(&self, grant: &Grant) -> bool {
         !self.out.is_empty() && (grant.start..grant.start + grant.fds.len()).any(|g| self.out[g])
     }
 
     /// Releases the locks of a block from `start` at `slot`.
-    fn give_back_block(&mut self, slot: u32, start: usize, fds: Vec<OwnedFd>) {
+    pub fn give_back_block(&mut self, slot: u32, start: usize, fds: Vec<OwnedFd>) {
         for (k, fd) in fds.into_iter().enumerate() {
             self.give_back(slot, start + k, fd);
         }
     }
 
-    /// One pass over every block at every slot, in the classic order. When
+    /// One pass over every block at every slot, in the classic order, but
+    /// those with a lock file that an earlier waiter wants (`ahead`). When
     /// no block is free and none is held by anyone (every one has a lock
     /// file this user may not open), the first such file's error.
-    fn scan(&mut self, needed: usize) -> Result<Option<Grant>, Error> {
+    pub fn scan(&mut self, needed: usize, ahead: &Ahead) -> Result<Option<Grant>, Error> {
         let pool_len = self.pool.ids.len();
         let mut held_elsewhere = false;
         for slot in 0..self.slots {
             let mut start = 0;
             while start + needed <= pool_len {
-                if !self.out.is_empty() {
-                    if let Some(k) = (start..start + needed).rev().find(|&g| self.out[g]) {
-                        start = k + 1;
-                        continue;
-                    }
+                let passed = |g: usize| self.out.get(g).is_some_and(|&o| o) || !ahead.allows(g, slot);
+                if let Some(k) = (start..start + needed).rev().find(|&g| passed(g)) {
+                    start = k + 1;
+                    continue;
                 }
                 let mut got = Vec::with_capacity(needed);
                 let mut busy_at = None;
@@ -253,7 +258,7 @@ impl<'a> Slots<'a> {
     /// Is every lock of `grant` still the file at its path? A lock directory
     /// removed and re-created (or a file unlinked) under a holder would
     /// otherwise let two tests "hold" the same slot.
-    fn still_linked(&self, grant: &Grant) -> bool {
+    pub fn still_linked(&self, grant: &Grant) -> bool {
         grant.fds.iter().enumerate().all(|(k, fd)| {
             let name = self.name(grant.slot, grant.start + k);
             let dir = self.dir.to_bytes();
@@ -271,7 +276,7 @@ impl<'a> Slots<'a> {
 /// A lock directory that coordinates nothing: refused or warned about, as
 /// `policy` says (see [`PrivatePolicy`]).
 #[cold]
-fn private_lock_dir(dir: &CStr, why: Private, pool: &Pool, policy: PrivatePolicy) -> Result<(), Error> {
+pub fn private_lock_dir(dir: &CStr, why: Private, pool: &Pool, policy: PrivatePolicy) -> Result<(), Error> {
     let gpus = pool.ids.len();
     if policy == PrivatePolicy::Refuse || policy == PrivatePolicy::Auto && gpus > 1 {
         return Err(Error::PrivateLockDir {
@@ -294,7 +299,7 @@ fn private_lock_dir(dir: &CStr, why: Private, pool: &Pool, policy: PrivatePolicy
 }
 
 /// How many lock descriptors this process may keep open while waiting.
-fn fd_budget() -> usize {
+pub fn fd_budget() -> usize {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX);
     usize::try_from(limit.saturating_sub(64)).unwrap_or(usize::MAX).min(MAX_CACHED_FDS)
 }
@@ -315,196 +320,4 @@ pub struct Ask<'a> {
     /// GPUs to pass over as if drained (pool index, `GPU <id> (why)`):
     /// the unhealthy ones under `PARALLEL_GPU_EXECUTE_UNHEALTHY=avoid`.
     pub avoid: &'a [(usize, String)],
-}
-
-/// Takes a block of `ask.needed` GPUs from `pool` in the lock directory
-/// `dir`. `test` describes the test for messages. The held lock files'
-/// times are set to the grant ([`keep_young`]).
-pub fn acquire(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String) -> Result<Grant, Error> {
-    let grant = take_block(dir, pool, ask, test)?;
-    for fd in &grant.fds {
-        keep_young(fd);
-    }
-    Ok(grant)
-}
-
-fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String) -> Result<Grant, Error> {
-    let Ask { slots, needed, wait, profile, private, avoid } = *ask;
-    let (prefix, queue_file) = (profile.lock_prefix(), profile.queue_file());
-    let started = Instant::now();
-    let deadline = wait.map(|w| started + w);
-    let no_slot = || Error::NoFreeSlot {
-        needed: needed as u64,
-        wait_ms: wait.map_or(0, |w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
-        test: test(),
-        profile,
-    };
-    let cache = pool.ids.len().saturating_mul(slots as usize) <= fd_budget();
-    let mut signals: Option<WaitingSignals> = None;
-    let (mut said_no_queue, mut warned_queue) = (false, false);
-    let mut telemetry = Telemetry::default();
-    let mut judged = false;
-    loop {
-        let dir_fd = open_lock_dir(dir)?;
-        if !judged {
-            judged = true;
-            if let Some(why) = privacy::judge(dir) {
-                private_lock_dir(dir, why, pool, private)?;
-            }
-        }
-        // Behind the head (in the queue), no count is proven.
-        let mut announce = |place| telemetry.waiting(&dir_fd, pool, slots, prefix, needed, &test(), place, None);
-        let mut table = Slots::new(dir, &dir_fd, pool, slots, prefix, cache);
-        table.out_of_service(needed, avoid)?;
-        if wait == Some(Duration::ZERO) {
-            return match table.scan(needed) {
-                Ok(Some(grant)) if table.still_linked(&grant) => Ok(grant),
-                Ok(Some(_)) => continue,
-                // The directory went away under the scan: start over.
-                Err(_) if !dir_still_there(dir, &dir_fd) => continue,
-                Err(e) => Err(e),
-                Ok(None) => Err(no_slot()),
-            };
-        }
-
-        // Waiters queue on gpulock.queue. It exists only once someone had to
-        // wait; a wrapper that finds it absent, or finds it free, looks for
-        // a block at once.
-        // Whether time passed since the directory was opened, in which it
-        // may have been removed: after waiting in the queue, and after each
-        // wait for a slot.
-        let mut waited = false;
-        let mut queue: Option<Queue> = None;
-        if let Some(first) = queue::open_existing(&dir_fd, dir, queue_file)? {
-            let (q, w) = queue::take(first, &dir_fd, dir, queue_file, &mut signals, deadline, &no_slot, &mut announce)?;
-            (queue, waited) = (Some(q), w);
-        }
-        if queue.is_none() {
-            match table.scan(needed) {
-                Ok(Some(mut grant)) if table.still_linked(&grant) => {
-                    // Not waited now, but maybe before a lock directory
-                    // went away under this wrapper.
-                    grant.waited = telemetry.waited();
-                    return Ok(grant);
-                }
-                Ok(Some(_)) => continue,
-                Ok(None) => {}
-                Err(_) if !dir_still_there(dir, &dir_fd) => continue,
-                Err(e) => return Err(e),
-            }
-            // Every block is busy: take a place in the queue, creating it.
-            match queue::create(&dir_fd, dir, queue_file, &mut warned_queue)? {
-                Ok(first) => {
-                    let (q, w) =
-                        queue::take(first, &dir_fd, dir, queue_file, &mut signals, deadline, &no_slot, &mut announce)?;
-                    queue = Some(q);
-                    waited |= w;
-                }
-                Err(NoQueue::Create(errno)) if !said_no_queue => {
-                    said_no_queue = true;
-                    let why = match errno {
-                        Errno::NOSPC => "the file system is full",
-                        Errno::DQUOT => "a disk quota is reached",
-                        _ => "the lock directory is not writable",
-                    };
-                    diag::report(
-                        crate::TOOL,
-                        format_args!(
-                            "warning: cannot create {} ({why}: {}): waiting without the queue, so waiters are not served first come, first served",
-                            diag::Bytes(join(dir, queue_file).as_bytes()),
-                            diag::Os(errno)
-                        ),
-                    );
-                }
-                Err(_) => {}
-            }
-        }
-
-        // At the head of the queue (or queueless): take a block, or wait.
-        let mut watch: Option<SlotWatch> = None;
-        let mut last_look = false;
-        let outcome = loop {
-            if waited && !dir_still_there(dir, &dir_fd) {
-                break None;
-            }
-            match table.scan(needed) {
-                Ok(Some(grant)) if !waited => break Some(grant),
-                Ok(Some(grant)) => {
-                    // After a wait the drains are read with the block's
-                    // locks held: a drain read before the scan could be
-                    // older than the release that freed the block.
-                    table.out_of_service(needed, avoid)?;
-                    if !table.holds_out_of_service(&grant) {
-                        break Some(grant);
-                    }
-                    let Grant { fds, start, slot, .. } = grant;
-                    table.give_back_block(slot, start, fds);
-                    continue;
-                }
-                // Drained while it waited: fail now rather than wait
-                // forever; a GPU back in service is looked at at once.
-                Ok(None) if waited && table.out_of_service(needed, avoid)? => continue,
-                Ok(None) => {}
-                Err(_) if !dir_still_there(dir, &dir_fd) => break None,
-                Err(e) => return Err(e),
-            }
-            if last_look {
-                return Err(no_slot());
-            }
-            signals.get_or_insert_with(WaitingSignals::install);
-            // Watch before the next scan, so that a release between the scan
-            // and the wait is not missed.
-            let w = match &mut watch {
-                Some(w) => w,
-                None => {
-                    watch = Some(SlotWatch::new(dir, cache, queue_file));
-                    continue;
-                }
-            };
-            waited = true;
-            let place = if queue.is_some() { Place::Head } else { Place::NoQueue };
-            // No free block was found: proof of busy GPUs, unless a lock
-            // file this user may not open was passed over.
-            let proof = table.warned.is_empty().then_some(table.out.as_slice());
-            telemetry.waiting(&dir_fd, pool, slots, prefix, needed, &test(), place, proof);
-            // The head beats while it waits, so that the waiters behind it
-            // can tell it from a stopped one; a stand-in for a stopped head
-            // looks whether to go on (`queue`).
-            let wake = match &mut queue {
-                Some(q) => {
-                    if let Standing::Requeue = q.standing() {
-                        break None;
-                    }
-                    q.beat();
-                    // Woken at the next beat at the latest; `TimedOut` only
-                    // once the deadline itself has passed (the beat is ahead).
-                    let beat_due = Instant::now() + queue::HEARTBEAT;
-                    w.wait(Some(deadline.map_or(beat_due, |d| d.min(beat_due))))
-                }
-                None => {
-                    // Without the queue, look again for one at each wake:
-                    // the space or the permission may be back.
-                    let wake = w.wait(deadline);
-                    if wake == Wake::Rescan && queue::can_queue(&dir_fd, dir, queue_file) {
-                        break None;
-                    }
-                    wake
-                }
-            };
-            // At the deadline, one last look: a slot freed then still counts.
-            last_look = wake == Wake::TimedOut;
-        };
-        match outcome {
-            Some(mut grant) if table.still_linked(&grant) => {
-                // No longer a waiter (`queue`), then no longer the head.
-                let _ = rustix::fs::flock(&dir_fd, FlockOperation::Unlock);
-                drop(queue);
-                drop(signals);
-                grant.waited = telemetry.waited();
-                return Ok(grant);
-            }
-            // The directory changed under us: start over with the new one.
-            _ => continue,
-        }
-    }
 }

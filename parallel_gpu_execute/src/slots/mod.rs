@@ -1,8 +1,10 @@
 //! Handing out GPU slots: how many GPUs a test needs and from which pool
 //! (`request`), the lock files and how a slot is taken (`lockfile`,
-//! `locks`), the GPUs taken out of service (`drain`), whether the lock directory coordinates anything beyond this
-//! action (`privacy`), waiting for one in arrival order (`wait`, the queue in
-//! `locks`), what a waiter tells the log (`telemetry`), and who holds a
+//! `locks`), the GPUs taken out of service (`drain`), whether the lock
+//! directory coordinates anything beyond this action (`privacy`), waiting
+//! for one in arrival order (`take`: the steps; `queue` and `record`: the
+//! waiters' records; `wait`: the sleeps), what a waiter tells the log
+//! (`telemetry`), and who holds a
 //! lock according to the kernel (`proclocks`: `/proc/locks` and what
 //! `/proc` tells of a process; `holders`: the processes that have a lock
 //! file open and hold or wait for its lock).
@@ -18,6 +20,8 @@ pub mod outsiders;
 pub mod privacy;
 pub mod proclocks;
 pub mod queue;
+pub mod record;
 pub mod request;
+pub mod take;
 pub mod telemetry;
 pub mod wait;

@@ -1,25 +1,24 @@
 //! Wait telemetry: a wrapper that has to wait says so in one line (what it
-//! needs, how many slots are busy, its place in the queue when it knows
-//! it), and says how long it waited when it gets its GPUs. A test that did
-//! not wait gets no extra line. Both lines go to stderr, so they land in
-//! Bazel's `test.log`. Only the waiting path pays for this (it reads
-//! `/proc/locks`, and `/proc/<pid>/fd` when that does not tell); the fast
+//! needs, how many slots are busy, its place in the queue), once its record
+//! is made, and says how long it waited when it gets its GPUs. A test that
+//! did not wait gets no extra line. Both lines go to stderr, so they land
+//! in Bazel's `test.log`. Only the waiting path pays for this; the fast
 //! path is untouched.
 //!
-//! Busy slots and waiters are counted as `--status` finds them
+//! Busy slots are counted as `--status` finds them
 //! ([`crate::slots::holders`]): matched to `/proc/locks` by the device
-//! that it prints (the mount's, not `stat`'s, which differ on btrfs), and
-//! from the processes that hold or wait on the files where `/proc/locks`
-//! leaves a lock out (its taker is outside this PID namespace, or has
-//! exited). A wrapper at the head of the queue has just found no free
-//! block, which proves slots busy that it cannot see held. Holders outside
-//! this PID namespace are otherwise invisible: the line then says that its
-//! count is what this namespace sees.
+//! that it prints (the mount's, not `stat`'s, which differ on btrfs). In
+//! the host's PID namespace `/proc/locks` lists every lock, so that is all
+//! it reads. In another, where it leaves out a lock whose taker is outside
+//! or has exited, the processes of the namespace that hold the files are
+//! looked for too (`/proc/<pid>/fd`), until the `--wait` deadline at most.
+//! A wrapper that found no free block among all of them has proven them
+//! busy, which counts slots it cannot see held. Holders outside this PID
+//! namespace are otherwise invisible: the line then says that its count is
+//! what this namespace sees.
 
 use crate::prelude::*;
-use crate::slots::holders::{
-    LockFile, fd_key, host_pid_namespace, key_of, lockers, mount_device, openers, sees_everyone,
-};
+use crate::slots::holders::{LockFile, host_pid_namespace, key_of, lockers, mount_device, openers, sees_everyone};
 use crate::slots::lockfile::{LockName, lock_file_name};
 use crate::slots::proclocks::{LockEntry, read_locks};
 use crate::slots::request::Pool;
@@ -35,11 +34,11 @@ const MAX_COUNTED: usize = 4096;
 /// Where a waiter stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {
-    /// At the head of the queue: the next block that frees is its.
-    Head,
-    /// Behind the head and this many other waiters.
+    /// No earlier waiter wants its lock files.
+    First,
+    /// Behind this many earlier waiters that want some of its lock files.
     Behind(usize),
-    /// Waiting without a queue file (a lock directory it cannot write).
+    /// Waiting without a record (a lock directory it cannot write).
     NoQueue,
 }
 
@@ -61,8 +60,9 @@ fn listed_held(locks: &[LockEntry], key: (u32, u32, u64)) -> bool {
 }
 
 /// How many of the pool's lock files (at every slot) are held, as far as
-/// this process can see.
-fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32, prefix: &[u8]) -> Option<usize> {
+/// this process can see; the processes of another PID namespace are looked
+/// through until `deadline` at most.
+fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32, prefix: &[u8], deadline: Option<Instant>) -> Option<usize> {
     let total = pool.ids.len().checked_mul(slots as usize)?;
     if total > MAX_COUNTED {
         return None;
@@ -83,31 +83,17 @@ fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32, prefix: &[u8]) -> Optio
             }
         }
     }
-    if !unsure.is_empty() {
+    // In the host's PID namespace, a lock that `/proc/locks` does not list
+    // is not held: reading every process's descriptors would tell nothing
+    // more, at a cost that grows with the host's descriptors.
+    let in_time = deadline.is_none_or(|d| Instant::now() < d);
+    if !unsure.is_empty() && !host_pid_namespace() && in_time {
         let files: Vec<LockFile> =
             unsure.iter().map(|(name, st)| LockFile::new(name.as_bytes(), st, device, false)).collect();
         let found = openers(&files);
         busy += files.iter().zip(&found).filter(|(file, o)| lockers(file, o, &locks, sees_everyone()).held()).count();
     }
     Some(busy)
-}
-
-/// How many processes wait behind the head of the queue file `queue`, as
-/// far as this process can see: those blocked on it in `flock(2)`, or, where
-/// more, those holding the shared lock of the lock directory `dir` that
-/// every waiter behind the head takes (`slots::queue`), which also counts
-/// one stopped or between two looks, and, in a PID namespace of its own,
-/// those behind a head outside it (whose queue lock, with everyone blocked
-/// on it, `/proc/locks` leaves out there).
-pub fn queued_behind(queue: &OwnedFd, dir: &OwnedFd) -> usize {
-    let me = i64::from(rustix::process::getpid().as_raw_nonzero().get());
-    let (Some(dir_key), Some(queue_key)) = (fd_key(dir.as_fd()), fd_key(queue.as_fd())) else { return 0 };
-    let locks = read_locks();
-    let blocked = locks.iter().filter(|l| l.flock && l.blocked && l.key() == queue_key).count();
-    // A waiter that became the head keeps its part until it runs its test.
-    let head = |pid: i64| locks.iter().any(|l| l.held_on(queue_key) && l.pid == pid);
-    let taking_part = locks.iter().filter(|l| l.held_on(dir_key) && l.pid != me && !head(l.pid)).count();
-    blocked.max(taking_part)
 }
 
 /// What the line says of the busy slots.
@@ -123,10 +109,12 @@ fn busy_text(busy: Option<usize>, total: usize) -> String {
 
 impl Telemetry {
     /// The first time the wrapper has to wait: one line. `proof`: when the
-    /// wrapper has just found no free block of `needed` GPUs, the pool's
-    /// GPUs out of service (drained or avoided; by index, empty when none
-    /// is); `None` where nothing is proven (behind the head, or a lock file
-    /// this user may not open made a block look busy).
+    /// wrapper has just found no free block of `needed` GPUs among all of
+    /// them, the pool's GPUs out of service (drained or avoided; by index,
+    /// empty when none is); `None` where nothing is proven (some were left
+    /// to earlier waiters, or a lock file this user may not open made a
+    /// block look busy). `deadline`: the `--wait` limit, which the count
+    /// does not pass.
     #[allow(clippy::too_many_arguments)]
     pub fn waiting(
         &mut self,
@@ -138,13 +126,14 @@ impl Telemetry {
         test: &str,
         place: Place,
         proof: Option<&[bool]>,
+        deadline: Option<Instant>,
     ) {
         if self.announced {
             return;
         }
         self.announced = true;
         let total = pool.ids.len().saturating_mul(slots as usize);
-        let mut busy = busy_slots(dir_fd, pool, slots, prefix);
+        let mut busy = busy_slots(dir_fd, pool, slots, prefix, deadline);
         if let Some(out_of_service) = proof {
             // At each slot, every run of `needed` GPUs in service has a
             // busy one.
@@ -159,10 +148,10 @@ impl Telemetry {
         }
         let busy = busy_text(busy, total);
         let place = match place {
-            Place::Head => "first in the queue".to_string(),
-            Place::Behind(0) => "second in the queue".to_string(),
-            Place::Behind(n) => format!("in the queue behind {} others", n + 1),
-            Place::NoQueue => "waiting without the queue".to_string(),
+            Place::First | Place::Behind(0) => "first in the queue".to_string(),
+            Place::Behind(1) => "second in the queue".to_string(),
+            Place::Behind(n) => format!("in the queue behind {n} others"),
+            Place::NoQueue => "waiting without a place in the queue".to_string(),
         };
         diag::report(
             crate::TOOL,

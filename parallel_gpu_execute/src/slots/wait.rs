@@ -4,11 +4,15 @@
 //! - A released slot is noticed through inotify: the kernel releases a flock
 //!   exactly when the last descriptor of the lock file is closed, and that
 //!   close raises `IN_CLOSE_*` on the lock directory (also when the holder was
-//!   SIGKILLed). A slow safety rescan covers releases inotify cannot see
-//!   (`flock -u` by a classic script that then keeps running).
-//! - The blocking `flock` on the queue file is bounded by an interval timer
-//!   whose SIGALRM interrupts it (repeating, so a signal that lands just
-//!   before the call blocks is not lost).
+//!   SIGKILLed). The waiter looks again at its next beat in any case, which
+//!   covers releases inotify cannot see (`flock -u` by a classic script that
+//!   then keeps running).
+//! - A waiter that may take nothing sleeps in a blocking shared `flock` on
+//!   the record of the waiter ahead of it ([`on_record`]), which that one
+//!   holds exclusively while it waits: the kernel wakes it when that one
+//!   leaves or dies. The sleep is bounded by an interval timer whose SIGALRM
+//!   interrupts it (repeating, so a signal that lands just before the call
+//!   blocks is not lost).
 //! - SIGTERM and SIGINT while waiting end the wrapper at once with 143/130,
 //!   releasing everything it holds (descriptors close on exit).
 //!
@@ -19,18 +23,49 @@
 use crate::sys::clock::Instant;
 use core::ffi::{CStr, c_int};
 use core::mem::MaybeUninit;
+use core::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 use core::time::Duration;
 use rustix::event::{PollFd, PollFlags};
 use rustix::fd::OwnedFd;
+use rustix::fd::{AsRawFd, BorrowedFd};
 use rustix::fs::inotify::{self, ReadFlags};
 use rustix::io::Errno;
 
-/// How often a waiter rescans even without an inotify event.
-pub const SAFETY_RESCAN: Duration = Duration::from_secs(2);
 /// How often a waiter rescans when inotify cannot be used.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
+/// The waiter's record, removed when SIGTERM or SIGINT ends the wait: the
+/// descriptor of `gpuqueue/` (-1: none) and the record's name.
+static RECORD_DIR: AtomicI32 = AtomicI32::new(-1);
+static RECORD_NAME: [AtomicU8; 48] = [const { AtomicU8::new(0) }; 48];
+
+/// Has the signal handlers remove the record `name` of the directory `dir`
+/// when SIGTERM or SIGINT ends the wait (closing its descriptor frees its
+/// lock anyway; this leaves nothing behind).
+pub fn remove_on_exit(dir: BorrowedFd<'_>, name: &[u8]) {
+    RECORD_DIR.store(-1, Ordering::SeqCst);
+    for (i, slot) in RECORD_NAME.iter().enumerate() {
+        slot.store(if i + 1 < RECORD_NAME.len() { name.get(i).copied().unwrap_or(0) } else { 0 }, Ordering::SeqCst);
+    }
+    RECORD_DIR.store(dir.as_raw_fd(), Ordering::SeqCst);
+}
+
+/// The record is gone (or handed on): nothing to remove on exit.
+pub fn keep_on_exit() {
+    RECORD_DIR.store(-1, Ordering::SeqCst);
+}
+
 extern "C" fn exit_on_signal(sig: c_int) {
+    let dir = RECORD_DIR.load(Ordering::SeqCst);
+    if dir >= 0 {
+        let mut name = [0u8; 48];
+        for (b, slot) in name.iter_mut().zip(&RECORD_NAME) {
+            *b = slot.load(Ordering::SeqCst);
+        }
+        // SAFETY: unlinkat is async-signal-safe; `name` is NUL-terminated
+        // (its last byte is never set).
+        unsafe { libc::unlinkat(dir, name.as_ptr().cast(), 0) };
+    }
     // SAFETY: _exit is async-signal-safe; it closes every descriptor, which
     // releases every lock this process holds.
     unsafe { libc::_exit(128 + sig) }
@@ -148,18 +183,23 @@ pub enum Wake {
 
 /// Watches the lock directory for released slots.
 pub enum SlotWatch {
-    /// The watch, and the queue file's name (its closes free no slot).
-    Inotify(OwnedFd, &'static [u8]),
+    Inotify(OwnedFd),
     /// inotify unavailable (or not safe to use): rescan periodically.
     Polling,
 }
 
 impl SlotWatch {
+    /// Done with: the inotify instance is closed without its last close's
+    /// wait before the exec that follows (`sys::child::close_after_exec`).
+    pub fn done(self) {
+        if let SlotWatch::Inotify(fd) = self {
+            crate::sys::child::close_after_exec(fd);
+        }
+    }
+
     /// `use_inotify` is false when the caller closes lock files while
-    /// waiting, which would wake it up itself. `queue_file`: the queue
-    /// file's name, which a queueless waiter opens and closes at each wake
-    /// to look whether it may use it now.
-    pub fn new(lock_dir: &CStr, use_inotify: bool, queue_file: &'static [u8]) -> SlotWatch {
+    /// waiting, which would wake it up itself.
+    pub fn new(lock_dir: &CStr, use_inotify: bool) -> SlotWatch {
         if !use_inotify {
             return SlotWatch::Polling;
         }
@@ -177,38 +217,35 @@ impl SlotWatch {
             | inotify::WatchFlags::MOVE_SELF
             | inotify::WatchFlags::ONLYDIR;
         match inotify::add_watch(&fd, lock_dir, mask) {
-            Ok(_) => SlotWatch::Inotify(fd, queue_file),
+            Ok(_) => SlotWatch::Inotify(fd),
             Err(_) => SlotWatch::Polling,
         }
     }
 
     /// Blocks until a slot may have been released, the directory went away,
-    /// or `deadline` (if any) passed; `TimedOut` only once it has passed at
-    /// the start of a wait (one more rescan than strictly needed, and one
-    /// place that decides).
-    pub fn wait(&mut self, deadline: Option<Instant>) -> Wake {
-        let period = match self {
-            SlotWatch::Inotify(..) => SAFETY_RESCAN,
-            SlotWatch::Polling => POLL_INTERVAL,
-        };
+    /// or `until` passed (the next beat, or the deadline); `TimedOut` when
+    /// the deadline had passed at the start of the wait (one more rescan
+    /// than strictly needed, and one place that decides).
+    pub fn wait(&mut self, until: Instant, deadline: Option<Instant>) -> Wake {
         let now = Instant::now();
-        let timeout = match deadline {
-            Some(d) if d <= now => return Wake::TimedOut,
-            Some(d) => period.min(d - now),
-            None => period,
-        };
+        if deadline.is_some_and(|d| d <= now) {
+            return Wake::TimedOut;
+        }
+        let mut timeout = until.saturating_duration_since(now);
+        if let SlotWatch::Polling = self {
+            timeout = timeout.min(POLL_INTERVAL);
+        }
         match self {
-            SlotWatch::Inotify(fd, queue_file) => {
+            SlotWatch::Inotify(fd) => {
                 let until = now + timeout;
                 loop {
                     let left = until.saturating_duration_since(Instant::now());
                     let ts = rustix::event::Timespec { tv_sec: left.as_secs() as _, tv_nsec: left.subsec_nanos() as _ };
                     let mut fds = [PollFd::new(&*fd, PollFlags::IN)];
-                    // Only a directory or the queue file closed (the drain
-                    // records' directory, which this waiter reads at each
-                    // wake, the queue file a queueless waiter looks at):
-                    // wait on, or it would wake itself without end.
-                    if !matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) || drain(fd, queue_file) {
+                    // Only a directory closed (the drain records' and the
+                    // queue's, which this waiter reads at each wake): wait
+                    // on, or it would wake itself without end.
+                    if !matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) || drain(fd) {
                         break;
                     }
                 }
@@ -222,10 +259,36 @@ impl SlotWatch {
     }
 }
 
+/// How a sleep on an earlier waiter's record ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RecordWake {
+    /// Its lock was let go: that waiter left, or died.
+    Released,
+    /// `until` came (or another signal interrupted the sleep).
+    Timer,
+}
+
+/// Sleeps in a blocking shared `flock` on `record`, the record of an
+/// earlier waiter, which holds it exclusively while it waits, until that
+/// waiter lets it go or `until`. The shared lock, when taken, is let go at
+/// once.
+pub fn on_record(signals: &mut WaitingSignals, record: &OwnedFd, until: Instant) -> RecordWake {
+    signals.arm_timer(until);
+    let woke = match rustix::fs::flock(record, rustix::fs::FlockOperation::LockShared) {
+        Ok(()) => {
+            let _ = rustix::fs::flock(record, rustix::fs::FlockOperation::Unlock);
+            RecordWake::Released
+        }
+        Err(_) => RecordWake::Timer,
+    };
+    signals.disarm_timer();
+    woke
+}
+
 /// Reads every pending event, so that the next poll blocks until a new
 /// one; whether any may mean a released slot or a directory gone (all but
-/// a subdirectory or the queue file `queue_file` closed).
-fn drain(fd: &OwnedFd, queue_file: &[u8]) -> bool {
+/// a subdirectory closed).
+fn drain(fd: &OwnedFd) -> bool {
     let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
     let mut reader = inotify::Reader::new(fd, &mut buf);
     let mut release = false;
@@ -236,8 +299,7 @@ fn drain(fd: &OwnedFd, queue_file: &[u8]) -> bool {
                 // directory's own removal, ...) and maybe `ISDIR`.
                 let e = event.events();
                 let closed = e.intersects(ReadFlags::CLOSE_WRITE | ReadFlags::CLOSE_NOWRITE);
-                let no_slot = e.contains(ReadFlags::ISDIR) || event.file_name().map(CStr::to_bytes) == Some(queue_file);
-                release |= !(closed && no_slot);
+                release |= !(closed && e.contains(ReadFlags::ISDIR));
             }
             Err(Errno::INTR) => {}
             Err(Errno::AGAIN) => return release,

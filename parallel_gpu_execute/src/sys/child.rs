@@ -65,3 +65,58 @@ pub fn run(argv: &[*const c_char], search_path: bool, mut on_output: impl FnMut(
 pub fn succeeded(status: i32) -> bool {
     libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }
+
+/// Closes `fd` so that the cost of its last close is paid by a short-lived
+/// orphan process rather than before the caller's exec: an inotify
+/// instance's last close waits for an SRCU grace period (about 15 ms),
+/// during which a waiter that has just taken its GPUs would hold them
+/// idle. A child forks a grandchild and exits at once (the caller reaps
+/// it, so the test inherits no child); the grandchild closes every other
+/// descriptor, waits until the caller execs (the end of a pipe the caller
+/// holds closes then), closes `fd` last and exits. Where that cannot be
+/// done (the caller is PID 1, which would inherit the orphan; no
+/// `close_range`, Linux before 5.9), `fd` is closed here.
+pub fn close_after_exec(fd: rustix::fd::OwnedFd) {
+    if rustix::process::getpid().is_init() {
+        return;
+    }
+    let Ok((read_end, write_end)) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC) else { return };
+    let (keep, wait_on) = (fd.as_raw_fd(), read_end.as_raw_fd());
+    let (low, high) = (keep.min(wait_on) as u32, keep.max(wait_on) as u32);
+    // SAFETY: the wrapper is single-threaded, so the children may run any
+    // code; they only call close_range/close/read/fork/_exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: plain syscalls on this process's own descriptors; never returns.
+        unsafe {
+            let closed = libc::close_range(0, low.wrapping_sub(1), 0) == 0 || low == 0;
+            let closed = closed && (high == low + 1 || libc::close_range(low + 1, high - 1, 0) == 0);
+            if !closed || libc::close_range(high + 1, u32::MAX, 0) != 0 {
+                libc::_exit(1);
+            }
+            if libc::fork() == 0 {
+                let mut b = 0u8;
+                while libc::read(wait_on, (&mut b as *mut u8).cast(), 1) < 0
+                    && wrapper_common::last_errno() == Errno::INTR
+                {}
+                libc::close(keep);
+                libc::_exit(0);
+            }
+            libc::_exit(0);
+        }
+    }
+    drop(read_end);
+    if pid > 0 {
+        let mut status = 0;
+        // SAFETY: waiting for our own child; `status` is a valid out-pointer.
+        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && wrapper_common::last_errno() == Errno::INTR {}
+        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+            // Both close at the exec: `fd` at once (the grandchild holds it),
+            // the pipe's end to let the grandchild go.
+            core::mem::forget(write_end);
+            return;
+        }
+    }
+    drop(write_end);
+    drop(fd);
+}

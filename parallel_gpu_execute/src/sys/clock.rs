@@ -71,6 +71,10 @@ impl SystemTime {
         self.0.checked_sub(earlier.0)
     }
 
+    pub fn checked_sub(&self, d: Duration) -> Option<SystemTime> {
+        self.0.checked_sub(d).map(SystemTime)
+    }
+
     pub fn checked_add(&self, d: Duration) -> Option<SystemTime> {
         self.0.checked_add(d).map(SystemTime)
     }
@@ -82,6 +86,13 @@ impl Add<Duration> for SystemTime {
     fn add(self, d: Duration) -> SystemTime {
         SystemTime(self.0.saturating_add(d))
     }
+}
+
+/// Time since boot, suspend included (`CLOCK_BOOTTIME`): the same for
+/// every process of the host (outside time namespaces), never stepped.
+/// The wait queue's tickets and beats are on it.
+pub fn since_boot() -> Duration {
+    read(libc::CLOCK_BOOTTIME)
 }
 
 /// Sleeps for `d`, the whole of it, as std's `thread::sleep` does: a signal

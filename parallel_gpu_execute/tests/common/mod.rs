@@ -72,6 +72,16 @@ impl Fixture {
     pub fn lock(&self, gpu: &str, slot: u32) -> PathBuf {
         self.lock_dir.join(format!("gpulock{gpu}_{slot}"))
     }
+
+    /// The PIDs of the waiters with a record in the queue, earliest first.
+    pub fn waiters(&self) -> Vec<i32> {
+        test_support::queued_pids(&self.lock_dir)
+    }
+
+    /// Whether `n` waiters have a record within ten seconds.
+    pub fn queued(&self, n: usize) -> bool {
+        test_support::wait_until(std::time::Duration::from_secs(10), || self.waiters().len() >= n)
+    }
 }
 
 /// The record the test printed on stdout.
