@@ -45,6 +45,8 @@ guarded=(
   parallel_gpu_execute/src/slots/locks.rs
   parallel_gpu_execute/src/slots/request.rs
   parallel_gpu_execute/src/slots/queue.rs
+  parallel_gpu_execute/src/slots/record.rs
+  parallel_gpu_execute/src/slots/take.rs
   parallel_gpu_execute/src/slots/wait.rs
   parallel_gpu_execute/src/slots/holders.rs
   parallel_gpu_execute/src/slots/proclocks.rs
@@ -65,7 +67,7 @@ tests_for() {
     parallel_gpu_execute/src/launch.rs)
       echo "--lib --test test_and_environment --test slots --test jax_profile --test flags_and_bad_input --test classic_fidelity --test shared_hosts" ;;
     parallel_gpu_execute/src/slots/*)
-      echo "--lib --test slots --test slot_contract --test queue_stalls --test shared_hosts --test status --test status_truth --test drain --test gpu_kernel --test lock_dir_privacy --test sizing --test classic_fidelity --test flags_and_bad_input --test jax_profile --test test_and_environment" ;;
+      echo "--lib --test slots --test slot_contract --test queue_stalls --test queue_sharing --test shared_hosts --test status --test status_truth --test drain --test gpu_kernel --test lock_dir_privacy --test sizing --test classic_fidelity --test flags_and_bad_input --test jax_profile --test test_and_environment" ;;
     *) echo "--lib --tests" ;;
   esac
 }

@@ -35,10 +35,12 @@
 //! run single-stepped by `benches/support/steps.c` up to the exec of the
 //! test. They say where a path's time goes on the machine at hand.
 //!
-//! Contention: 64 wrappers started at once over 8 GPUs x 2 slots, each test
-//! holding its GPU for 100 ms: the makespan against the ideal 400 ms, the
-//! wrappers' CPU time, and how many of the same launches the classic
-//! fail-fast wrapper loses.
+//! Contention (`contention`): the stress test's load (200 wrappers at once
+//! over 8 GPUs x 2 slots, asking for 1, 2 and 4 GPUs, each test holding
+//! its GPUs 150 ms) by ours, by a baseline build, and by the classic
+//! fail-fast wrapper: makespan against the ideal, tests lost, CPU before
+//! the test; and 200 waiters at rest behind held slots: their wake-ups and
+//! CPU per second.
 //!
 //! The benchmark prints numbers; it asserts no timing (the machines are
 //! shared). Each target of the project is shown as PASS or MISS beside its
@@ -50,7 +52,12 @@
 //! - `WRAPPER_BENCH_QUICK=1`: few rounds, for CI (the numbers are rough);
 //! - `WRAPPER_BENCH_ITERS=N`: rounds of the small-tree group (default 1500, quick 30);
 //! - `WRAPPER_BENCH_LARGE_ITERS=N`: rounds of the large-tree group (default 40, quick 3);
-//! - `WRAPPER_BENCH_CONTENTION=N`: contention rounds (default 5, quick 1);
+//! - `WRAPPER_BENCH_CONTENTION=N`: contention rounds (default 3, quick 1);
+//! - `WRAPPER_BENCH_CONTENTION_WRAPPERS=N`: wrappers per contention round,
+//!   and waiters at rest (default 200, quick 48);
+//! - `WRAPPER_BENCH_BASELINE=FILE`: another build of parallel_gpu_execute
+//!   run beside ours in the contention rows (`WRAPPER_BENCH_BASELINE_LABEL`
+//!   names it; docs/benchmarks.md says how 7efff60's is built);
 //! - `WRAPPER_BENCH_FILES=N`: files in the large tree (default 50000);
 //! - `WRAPPER_BENCH_MARKDOWN=1`: the results as Markdown tables too;
 //! - `WRAPPER_BENCH_MUSL_BINS=DIR`: the release files of `tools/release.sh`
@@ -76,6 +83,7 @@ use test_support::{Runfiles, Sysroot, TempDir, fake_rocminfo_script};
 
 mod build;
 mod cases;
+mod contention;
 mod fixtures;
 mod measure;
 mod pagecache;
@@ -85,6 +93,7 @@ mod trace;
 
 use build::*;
 use cases::*;
+use contention::Launcher;
 use fixtures::*;
 use measure::*;
 use report::*;
@@ -97,7 +106,6 @@ const WORKSPACE: &str = "ws";
 const TEST_WORD: &str = "./pkg/gpu_test";
 /// The same place, holding a script that prints its environment.
 const PROBE_WORD: &str = "./pkg/env_probe";
-const HOLD_WORD: &str = "./pkg/hold";
 /// The static musl test (`musl-gcc -static`), in every tree when musl-gcc
 /// built it: as the wrappers get it, and its place in the tree.
 const MUSL_TEST_WORD: &str = "./pkg/musl_test";
@@ -105,9 +113,6 @@ const MUSL_TEST_PATH: &str = "ws/pkg/musl_test";
 const GPUS: u32 = 8;
 const SIZE_LIMIT: u64 = 1_000_000;
 const RSS_LIMIT_KIB: i64 = 2048;
-const CONTENTION_TESTS: usize = 64;
-const CONTENTION_SLOTS: u32 = 2;
-const HOLD_MS: u64 = 100;
 
 // ---------------------------------------------------------------- settings
 
@@ -116,6 +121,9 @@ struct Settings {
     small_rounds: usize,
     large_rounds: usize,
     contention_rounds: usize,
+    contention_wrappers: usize,
+    /// Another build of parallel_gpu_execute and its label.
+    baseline: Option<(PathBuf, String)>,
     large_files: usize,
     markdown: bool,
     musl_bins: Option<PathBuf>,
@@ -159,13 +167,31 @@ impl Settings {
         }
         let small_rounds = env_count("WRAPPER_BENCH_ITERS", if quick { 30 } else { 1500 }, &mut given);
         let large_rounds = env_count("WRAPPER_BENCH_LARGE_ITERS", if quick { 3 } else { 40 }, &mut given);
-        let contention_rounds = env_count("WRAPPER_BENCH_CONTENTION", if quick { 1 } else { 5 }, &mut given);
+        let contention_rounds = env_count("WRAPPER_BENCH_CONTENTION", if quick { 1 } else { 3 }, &mut given);
+        let contention_wrappers =
+            env_count("WRAPPER_BENCH_CONTENTION_WRAPPERS", if quick { 48 } else { 200 }, &mut given);
+        let baseline = std::env::var_os("WRAPPER_BENCH_BASELINE").filter(|b| !b.is_empty()).map(|b| {
+            let label = std::env::var("WRAPPER_BENCH_BASELINE_LABEL").unwrap_or_else(|_| "baseline".into());
+            given.push(format!("WRAPPER_BENCH_BASELINE={}", b.to_string_lossy()));
+            (PathBuf::from(b), label)
+        });
         let large_files = env_count("WRAPPER_BENCH_FILES", 50_000, &mut given);
         let musl_bins = std::env::var_os("WRAPPER_BENCH_MUSL_BINS").filter(|v| !v.is_empty()).map(PathBuf::from);
         if let Some(dir) = &musl_bins {
             given.push(format!("WRAPPER_BENCH_MUSL_BINS={}", dir.display()));
         }
-        Settings { quick, small_rounds, large_rounds, contention_rounds, large_files, markdown, musl_bins, given }
+        Settings {
+            quick,
+            small_rounds,
+            large_rounds,
+            contention_rounds,
+            contention_wrappers,
+            baseline,
+            large_files,
+            markdown,
+            musl_bins,
+            given,
+        }
     }
 }
 
@@ -259,13 +285,39 @@ fn main() {
     run_group(&mut small, &attr, devnull.as_raw_fd(), &bins.maxrss, &programs);
     count_group(&mut small, &bins.steps, settings.quick);
     run_group(&mut large_group, &attr, devnull.as_raw_fd(), &bins.maxrss, &programs);
-    let cont = contention(&ctx, &small_plain, settings.contention_rounds, &attr, devnull.as_raw_fd());
+    let mut launchers = vec![Launcher {
+        label: "parallel_gpu_execute".into(),
+        argv: vec![bins.pge.clone().into()],
+        lock_variable: "PARALLEL_GPU_EXECUTE_LOCK_DIR",
+        fails_fast: false,
+    }];
+    if let Some((file, label)) = &settings.baseline {
+        launchers.push(Launcher {
+            label: format!("parallel_gpu_execute at {label}"),
+            argv: vec![file.clone().into()],
+            lock_variable: "PARALLEL_GPU_EXECUTE_LOCK_DIR",
+            fails_fast: false,
+        });
+    }
+    launchers.push(Launcher {
+        label: "classic bash wrapper (fails fast)".into(),
+        argv: vec!["bash".into(), bins.classic.clone().into()],
+        lock_variable: "CLASSIC_LOCK_DIR",
+        fails_fast: true,
+    });
+    let cont = contention::contention(
+        &launchers,
+        &bins.hold,
+        &ctx.locks,
+        settings.contention_wrappers,
+        settings.contention_rounds,
+    );
 
     // ---- the report
     let cases = case_table(&[&small, &large_group]);
     let counted = counts_table(&small);
     let classic = classic_table(&small, &large_group);
-    let contended = contention_table(&cont);
+    let contended = contention::contention_table(&cont);
     let sizes = size_table(&bins);
     let reproduce = if settings.given.is_empty() {
         "cargo bench --bench wrapper_cost".to_string()
@@ -362,9 +414,11 @@ fn main() {
     print!("{}", classic.text());
     println!("({walk_note})");
     println!(
-        "\n== contention: {CONTENTION_TESTS} tests started at once, {GPUS} GPUs x {CONTENTION_SLOTS} slots, each holding its GPU {HOLD_MS} ms; ideal makespan {} ms; {} rounds ==\n",
-        CONTENTION_TESTS as u64 / u64::from(GPUS * CONTENTION_SLOTS) * HOLD_MS,
-        cont.rounds
+        "\n== contention: {} wrappers started at once over {GPUS} GPUs x 2 slots, asking for 1, 2 and 4 GPUs, each test holding its GPUs {} ms; {} rounds; then {} waiters at rest ==\n",
+        cont.wrappers,
+        contention::LOAD_HOLD_MS,
+        cont.rounds,
+        cont.wrappers
     );
     print!("{}", contended.text());
     println!("\n== binary sizes ==\n");

@@ -1,4 +1,4 @@
-//! Interleaved timing rounds, statistics and the contention bursts.
+//! Interleaved timing rounds and statistics.
 
 use super::*;
 
@@ -71,7 +71,7 @@ pub(crate) fn run_group(group: &mut Group, attr: &Attr, devnull: RawFd, maxrss: 
 }
 
 /// A fixed-seed xorshift generator: the same orders on every run.
-pub(crate) struct XorShift(u64);
+pub(crate) struct XorShift(pub(crate) u64);
 
 impl XorShift {
     pub(crate) fn next(&mut self) -> u64 {
@@ -113,74 +113,4 @@ pub(crate) fn stats(samples: &[Sample]) -> Stats {
     wall.sort_unstable();
     cpu.sort_unstable();
     Stats { median_ms: percentile(&wall, 0.5), p90_ms: percentile(&wall, 0.9), cpu_ms: percentile(&cpu, 0.5) }
-}
-
-pub(crate) struct Burst {
-    pub(crate) makespan_ms: f64,
-    pub(crate) lost: usize,
-    pub(crate) cpu_ms: Vec<f64>,
-}
-
-/// Starts `CONTENTION_TESTS` copies of `case` at once and waits for all.
-pub(crate) fn burst(case: &Case, attr: &Attr, devnull: RawFd) -> Burst {
-    let p = Prepared::new(case, devnull);
-    let start = Instant::now();
-    let pids: Vec<libc::pid_t> = (0..CONTENTION_TESTS).map(|_| p.spawn(attr)).collect();
-    let mut b = Burst { makespan_ms: 0.0, lost: 0, cpu_ms: Vec::new() };
-    for _ in &pids {
-        let (pid, status, usage) = wait_any(-1);
-        assert!(pids.contains(&pid));
-        b.makespan_ms = start.elapsed().as_secs_f64() * 1e3;
-        match exit_code(status) {
-            0 => {}
-            1 if case.key == Key::Classic => b.lost += 1,
-            code => panic!("{}: exit status {code} under contention", case.label),
-        }
-        b.cpu_ms.push(cpu_ns(&usage) as f64 / 1e6);
-    }
-    b
-}
-
-pub(crate) struct Contention {
-    pub(crate) rounds: usize,
-    pub(crate) rows: Vec<(String, Vec<Burst>)>,
-}
-
-pub(crate) fn contention(ctx: &Context<'_>, tree: &Tree, rounds: usize, attr: &Attr, devnull: RawFd) -> Contention {
-    let cwd = tree.cwd();
-    let hold = |word: &str| vec![Arg::Test { timed: word.into(), probe: word.into() }, lit(HOLD_MS.to_string())];
-    let shared = [("TF_GPU_COUNT", GPUS.to_string()), ("TF_TESTS_PER_GPU", CONTENTION_SLOTS.to_string())];
-
-    let mut ours = ctx.case(Key::PgeTfGpuCount, "parallel_gpu_execute (waits)", tree.srcdir(), &cwd, {
-        let mut c = vec![lit(&ctx.bins.pge)];
-        c.extend(hold(HOLD_WORD));
-        c
-    });
-    ours.env.push(("PARALLEL_GPU_EXECUTE_SYSROOT".into(), ctx.empty_sysroot.clone().into()));
-    ours.env.push(("PARALLEL_GPU_EXECUTE_LOCK_DIR".into(), ctx.locks.join("contention-ours").into()));
-    let mut classic = ctx.case(Key::Classic, "classic bash wrapper (fails fast)", tree.srcdir(), &cwd, {
-        let mut c = vec![lit(&ctx.bins.classic)];
-        c.extend(hold(HOLD_WORD));
-        c
-    });
-    classic.env.push(("CLASSIC_LOCK_DIR".into(), ctx.locks.join("contention-classic").into()));
-    for c in [&mut ours, &mut classic] {
-        c.env.extend(shared.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))));
-    }
-    let alone = ctx.case(Key::Direct, "the test alone (no wrapper, no slots)", tree.srcdir(), &cwd, {
-        hold(tree.path("ws/pkg/hold").to_str().unwrap())
-    });
-
-    eprint!("wrapper_cost: contention: {rounds} rounds of {CONTENTION_TESTS} tests at once ");
-    let started = Instant::now();
-    let mut rows: Vec<(String, Vec<Burst>)> =
-        [&ours, &classic, &alone].iter().map(|c| (c.label.clone(), Vec::new())).collect();
-    for _ in 0..rounds {
-        for (i, case) in [&ours, &classic, &alone].into_iter().enumerate() {
-            rows[i].1.push(burst(case, attr, devnull));
-            eprint!(".");
-        }
-    }
-    eprintln!(" {:.1} s", started.elapsed().as_secs_f64());
-    Contention { rounds, rows }
 }

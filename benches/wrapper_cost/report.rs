@@ -169,53 +169,6 @@ pub(crate) fn classic_table(small: &Group, large: &Group) -> Table {
     t
 }
 
-pub(crate) fn contention_table(c: &Contention) -> Table {
-    let ideal = (CONTENTION_TESTS as f64 / (GPUS * CONTENTION_SLOTS) as f64) * HOLD_MS as f64;
-    let mut t = Table::new(&[
-        "launcher",
-        "makespan (median)",
-        "x ideal",
-        "lost tests",
-        "CPU per process (mean / max)",
-        "target",
-    ]);
-    let alone_cpu = {
-        let all: Vec<f64> = c.rows[2].1.iter().flat_map(|b| b.cpu_ms.iter().copied()).collect();
-        all.iter().sum::<f64>() / all.len() as f64
-    };
-    for (i, (label, bursts)) in c.rows.iter().enumerate() {
-        let mut spans: Vec<f64> = bursts.iter().map(|b| b.makespan_ms).collect();
-        spans.sort_by(|a, b| a.total_cmp(b));
-        let span = spans[(spans.len() - 1) / 2];
-        let lost: usize = bursts.iter().map(|b| b.lost).sum();
-        let cpu: Vec<f64> = bursts.iter().flat_map(|b| b.cpu_ms.iter().copied()).collect();
-        let mean = cpu.iter().sum::<f64>() / cpu.len() as f64;
-        let max = cpu.iter().copied().fold(0.0, f64::max);
-        let launched = c.rounds * CONTENTION_TESTS;
-        let target = match i {
-            0 => {
-                let x = span / ideal;
-                format!("<= 1.5x ideal, 0 lost {}", verdict(x <= 1.5 && lost == 0))
-            }
-            _ => String::new(),
-        };
-        let cpu_text = if i == 2 {
-            format!("{} / {}", ms(mean), ms(max))
-        } else {
-            format!("{} / {} ({} over the test alone)", ms(mean), ms(max), ms(mean - alone_cpu))
-        };
-        t.push(vec![
-            label.clone(),
-            ms(span),
-            if i == 2 { "-".to_string() } else { format!("{:.2}", span / ideal) },
-            format!("{lost} of {launched}"),
-            cpu_text,
-            target,
-        ]);
-    }
-    t
-}
-
 pub(crate) fn size_table(bins: &Bins) -> Table {
     let mut t = Table::new(&["static binary (release)", "bytes", "target"]);
     let mut rows = vec![
