@@ -87,6 +87,22 @@ pub enum Error {
         variable: &'static str,
         why: String,
     },
+    /// Index lock names with a preset pool that names a GPU by a UUID whose
+    /// index cannot be told.
+    PresetNotIndexed {
+        variable: &'static str,
+        id: String,
+        why: String,
+    },
+    /// The lock directory is shared with jobs that name GPUs the other way
+    /// (`slots::naming`).
+    MixedLockNames {
+        dir: Box<[u8]>,
+        /// This job names GPUs physically.
+        physical: bool,
+        /// What shows the other naming: the marker, or an index lock file.
+        found: Box<[u8]>,
+    },
     /// The test asks for more GPUs than the pool has.
     PoolTooSmall {
         needed: u64,
@@ -121,6 +137,9 @@ pub enum Error {
     /// and the pool has several GPUs.
     PrivateLockDir {
         dir: Box<[u8]>,
+        /// What keeps it from being used at all, said first: read-only, or
+        /// not writable by this user (`None`: nothing).
+        unusable: Option<&'static str>,
         /// Where it is, and what makes it coordinate (`slots::privacy`).
         place: &'static str,
         repair: &'static str,
@@ -200,6 +219,24 @@ impl fmt::Display for Error {
                 f,
                 "--lock-names=physical: cannot tell which physical GPUs {variable} names ({why}); give the pool by GPU UUID ({variable}=GPU-...), or let this container see /sys/class/kfd (ROCm) or /proc/driver/nvidia (CUDA)"
             ),
+            Error::PresetNotIndexed { variable, id, why } => write!(
+                f,
+                "{variable}: cannot tell which GPU index '{}' is ({why}), and a job that names that GPU by index would take another lock file for it; name the pool's GPUs by index ({variable}=1,...), or let this container see /sys/class/kfd (ROCm) or /proc/driver/nvidia (CUDA; with CUDA_DEVICE_ORDER=PCI_BUS_ID on a host of several models)",
+                Excerpt(id.as_bytes())
+            ),
+            Error::MixedLockNames { dir, physical: false, found } => write!(
+                f,
+                "lock directory {} is shared with jobs that name GPUs physically (--lock-names=physical; they made {}), and this one names them by index: the two take different lock files for one GPU; give every job that shares it one --lock-names (or the physical ones a lock directory of their own), then remove {}",
+                Excerpt(dir),
+                Excerpt(found),
+                Excerpt(found)
+            ),
+            Error::MixedLockNames { dir, physical: true, found } => write!(
+                f,
+                "--lock-names=physical: lock directory {} holds lock files named by index ({}), used by jobs that take different lock files for the same GPUs; give every job that shares it one --lock-names (or this one a lock directory of its own), and remove the index-named lock files once no job uses them",
+                Excerpt(dir),
+                Excerpt(found)
+            ),
             Error::PoolTooSmall { needed, pool, variable } => {
                 write!(f, "the test needs {needed} GPU(s) but the pool holds only {pool}")?;
                 match variable {
@@ -244,13 +281,16 @@ impl fmt::Display for Error {
                 Excerpt(target),
                 l = Excerpt(link),
             ),
-            Error::PrivateLockDir { dir, place, repair, gpus } => write!(
-                f,
-                "lock directory {d} is {}, so it coordinates with no other test: tests running at once here would all get the first of its {gpus} GPUs; {}, or set PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR=run where one action runs at a time",
-                place,
-                repair,
-                d = Excerpt(dir)
-            ),
+            Error::PrivateLockDir { dir, unusable, place, repair, gpus } => {
+                write!(f, "lock directory {}", Excerpt(dir))?;
+                if let Some(why) = unusable {
+                    write!(f, " {why}, and")?;
+                }
+                write!(
+                    f,
+                    " is {place}, so it coordinates with no other test: tests running at once here would all get the first of its {gpus} GPUs; {repair}, or set PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR=run where one action runs at a time"
+                )
+            }
             Error::LockFileCreate { path, errno } => {
                 write!(f, "cannot create lock file {}: {}", Bytes(path), Os(*errno))?;
                 match *errno {

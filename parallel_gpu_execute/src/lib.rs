@@ -145,8 +145,9 @@ fn run_on_gpus(
     let test_path = launch::resolve_test(test)?;
     let needed = request::gpus_needed(argv.iter_from(command + 1).map(|a| a.to_bytes()));
     let mut pool = request::Pool::for_vendor(preset, count)?;
-    if settings.lock_names == profile::LockNames::Physical {
-        pool.name_physically(&settings.probe(), source)?;
+    match settings.lock_names {
+        profile::LockNames::Physical => pool.name_physically(&settings.probe(), source)?,
+        profile::LockNames::Index => pool.name_by_index(&settings.probe())?,
     }
     if needed > pool.ids.len() as u64 {
         return Err(Error::PoolTooSmall { needed, pool: pool.ids.len(), variable: pool.variable });
@@ -166,10 +167,17 @@ fn run_on_gpus(
         private: settings.private_lock_dir,
         avoid: &avoid,
     };
+    let prefix = settings.profile.lock_prefix();
+    if pool.physical {
+        let dir_fd = slots::lockfile::open_lock_dir(&lock_dir)?;
+        slots::naming::announce_physical(&lock_dir, &dir_fd, prefix)?;
+    }
     let grant = take::acquire(&lock_dir, &pool, &ask, &describe)?;
+    if !pool.physical {
+        slots::naming::check_index(&lock_dir, prefix)?;
+    }
     if source == gpu_count::Source::Kfd {
         let (start, n) = (grant.start, grant.fds.len());
-        let prefix = settings.profile.lock_prefix();
         slots::outsiders::warn(&settings.probe(), &lock_dir, &pool, start, n, prefix, ask.slots);
         if settings.unhealthy == profile::Unhealthy::Warn {
             service::warn_unhealthy(settings, &pool, start, n);

@@ -142,14 +142,27 @@ fn a_container_made_for_the_action_is_told_by_its_mounted_input_root() {
     let out = sandboxed(&f, &["--tmpfs", "/"], "/work", &["--dir", "/var/lock"], "2").run();
     Record::of(out.assert_success());
     assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
-    // Bazel's own sandbox also mounts the action's directory, but over the
+    // Bazel's own sandbox also mounts the action's directory (bound onto
+    // itself, under <output_base>/sandbox/linux-sandbox/), but over the
     // host's root (here a bind of a plain directory): not a word.
     let hostroot = f.dir.join("hostroot");
     std::fs::create_dir_all(hostroot.join("var/lock")).unwrap();
+    let execroot = f.dir.join("output_base/sandbox/linux-sandbox/2/execroot/_main");
+    std::fs::create_dir_all(&execroot).unwrap();
     let bind_root = ["--bind", hostroot.to_str().unwrap(), "/"];
-    let out = sandboxed(&f, &bind_root, "/work", &["--bind", inputs.to_str().unwrap(), "/work"], "2").run();
+    let (e, self_bind) =
+        (execroot.to_str().unwrap(), ["--bind", execroot.to_str().unwrap(), execroot.to_str().unwrap()]);
+    let out = sandboxed(&f, &bind_root, e, &self_bind, "2").run();
     Record::of(out.assert_success());
     assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
+    // An input root mounted in a container whose root is a plain
+    // directory (Docker's vfs driver), without Bazel's sandbox: made for
+    // the action, whatever its root's file system.
+    let vfs_root = f.dir.join("vfs-root");
+    std::fs::create_dir_all(vfs_root.join("var/lock")).unwrap();
+    let vfs = ["--bind", vfs_root.to_str().unwrap(), "/"];
+    let out = sandboxed(&f, &vfs, "/work", &["--bind", inputs.to_str().unwrap(), "/work"], "2").run();
+    refused(&out, "on the root file system of a container made for this action");
 }
 
 #[test]
@@ -189,7 +202,7 @@ fn a_per_action_tmp_does_not_hold_the_jax_locks_silently() {
         }
     }
     let _remove = Remove(format!("/tmp/jax_accelerator_locks_{user}").into());
-    let run = |mount: &str, gpus: &str| {
+    let cmd = |mount: &str, gpus: &str| {
         // The fixture stays where it was inside the new /tmp.
         let script =
             format!("set -e; mount --bind \"$1\" \"$2/{here}\"; {mount}; shift 2; exec \"$@\"", here = here.display());
@@ -199,20 +212,57 @@ fn a_per_action_tmp_does_not_hold_the_jax_locks_silently() {
         u.env("USER", &user).env("JAX_ACCELERATOR_COUNT", gpus);
         u.args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"]);
         u.arg(f.dir.path()).arg(&hermetic).arg(&wrapper).arg("./pkg/gpu_test");
-        u.run()
+        u
     };
-    // --rbind: the fixture's own bind inside it comes along.
+    let run = |mount: &str, gpus: &str| cmd(mount, gpus).run();
+    let run_spawned = |mount: &str| cmd(mount, "2").spawn();
+    // Bazel 7.0 to 7.3 (and 6 with --incompatible_sandbox_hermetic_tmp):
+    // <sandbox>/_hermetic_tmp bound at /tmp (bazelbuild/bazel e2c0276d,
+    // 2023-11-10, made it the default in 7.0.0). --rbind: the fixture's own
+    // bind inside it comes along.
     let mount_hermetic = format!("mount --rbind {} /tmp", hermetic.display());
     let place = "in a /tmp of this action's own";
     refused(&run(&mount_hermetic, "2"), place);
+    // Bazel 7.4 and later with --sandbox_writable_path=/tmp/jax_accelerator_locks_<user>,
+    // as an earlier refusal advised: the directory is made inside
+    // _hermetic_tmp and bound onto itself (765d5e0a, PR #23755,
+    // 2024-09-25), so the host's is never seen. (7.0 to 7.3 fail the action
+    // instead: the bind finds no directory, bazelbuild/bazel#23754.)
+    let writable = format!(
+        "{mount_hermetic}; mkdir -p /tmp/jax_accelerator_locks_{user}; mount --bind /tmp/jax_accelerator_locks_{user} /tmp/jax_accelerator_locks_{user}"
+    );
+    let out = run(&writable, "2");
+    refused(&out, place);
+    assert!(out.stderr.contains("--sandbox_writable_path=/var/lock/gpu"), "{}", out.explain());
+    assert!(!out.stderr.contains("--sandbox_writable_path=/tmp"), "advice under /tmp\n{}", out.explain());
     let out = run(&mount_hermetic, "1");
     Record::of(out.assert_success());
     assert_eq!(said_private(&out, place), 1, "{}", out.explain());
     assert!(out.stderr.contains("--sandbox_add_mount_pair=/tmp"), "{}", out.explain());
-    // The host's /tmp (--sandbox_add_mount_pair=/tmp): not a word.
+    // The host's /tmp (Bazel 6's default; --sandbox_add_mount_pair=/tmp
+    // from 7): not a word.
     let out = run("true", "2");
     Record::of(out.assert_success());
     assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
+    // The advice followed under 7.4's hermetic /tmp: a lock directory
+    // outside /tmp, made once on the host, bound onto itself as
+    // --sandbox_writable_path does. Two tests at once: two accelerators.
+    let host_dir = std::path::PathBuf::from(format!("/var/lock/{user}"));
+    let _remove_host = Remove(host_dir.clone());
+    std::fs::create_dir_all(&host_dir).unwrap();
+    let followed =
+        format!("{mount_hermetic}; mount --bind {d} {d}; export JAX_LOCK_DIR={d} SLEEP=1", d = host_dir.display());
+    let both: Vec<Output> = [0, 1].map(|_| run_spawned(&followed)).into_iter().map(|r| r.wait()).collect();
+    let mut held: Vec<String> = both
+        .iter()
+        .map(|out| {
+            let r = Record::of(out.assert_success());
+            assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
+            r.locks().join(" ")
+        })
+        .collect();
+    held.sort();
+    assert_eq!(held, ["jax_accelerator_lock_0_0", "jax_accelerator_lock_1_0"]);
 }
 
 #[test]

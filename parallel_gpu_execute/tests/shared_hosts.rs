@@ -294,7 +294,22 @@ fn physical_lock_names_keep_containers_that_share_a_lock_directory_apart() {
         .run();
     assert_eq!(out.status.code(), Some(1), "B took an index lock that A holds\n{}", out.explain());
     assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
+    // Physical names where index-named lock files are: refused with the
+    // fix (the two namings would book one GPU twice); once those files are
+    // gone, as it says, B runs on its own GPUs.
+    let physical_b = || {
+        b.cmd()
+            .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &shared)
+            .env("TF_TESTS_PER_GPU", "1")
+            .env("PARALLEL_GPU_EXECUTE_LOCK_NAMES", "physical")
+            .args(["--wait=0", "./pkg/gpu_test", "--num_processes=2"])
+            .run()
+    };
+    physical_b().assert_code(2).assert_one_error_line("holds lock files named by index");
     drop(by_index);
+    for name in ["gpulock0_0", "gpulock1_0"] {
+        std::fs::remove_file(shared.join(name)).unwrap();
+    }
     let out2 = b
         .cmd()
         .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &shared)

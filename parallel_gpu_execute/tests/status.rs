@@ -46,15 +46,6 @@ fn listed_held(path: &Path) -> bool {
     !proc_locks(path).0.is_empty()
 }
 
-/// Whether `/proc/locks` lists `pid` blocked in `flock(2)` (a "->" line).
-fn in_flock(pid: i32) -> bool {
-    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
-    locks.lines().any(|l| {
-        let w: Vec<&str> = l.split_whitespace().collect();
-        w.get(1) == Some(&"->") && w.get(5) == Some(&pid.to_string().as_str())
-    })
-}
-
 fn state_of(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat[stat.rfind(')')? + 1..].split_whitespace().next()?.chars().next()
@@ -379,7 +370,7 @@ fn holders_waiters_and_wait_lines_on_a_btrfs_subvolume() {
     let Some(fs) = btrfs_or_skip(f.dir.path()) else { return };
     let lock_dir = fs.path().join("sub/locks");
     std::fs::create_dir_all(&lock_dir).unwrap();
-    let (lock, queue) = (lock_dir.join("gpulock0_0"), lock_dir.join("gpulock.queue"));
+    let lock = lock_dir.join("gpulock0_0");
     let cmd = || {
         let mut c = f.cmd();
         c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir).env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1");
@@ -398,12 +389,13 @@ fn holders_waiters_and_wait_lines_on_a_btrfs_subvolume() {
         c.arg("/bin/true");
         c.spawn()
     };
+    let queued = |n: usize| wait_until(Duration::from_secs(10), || test_support::queued_pids(&lock_dir).len() >= n);
     let first = waiter();
-    assert!(wait_until(Duration::from_secs(10), || listed_held(&queue)), "no head");
+    assert!(queued(1), "the first never queued");
     let second = waiter();
-    assert!(wait_until(Duration::from_secs(10), || in_flock(second.pid())), "the second never queued");
+    assert!(queued(2), "the second never queued");
     let third = waiter();
-    assert!(wait_until(Duration::from_secs(10), || in_flock(third.pid())), "the third never queued");
+    assert!(queued(3), "the third never queued");
 
     let out = cmd().arg("--status=json").run();
     out.assert_success();
@@ -414,7 +406,8 @@ fn holders_waiters_and_wait_lines_on_a_btrfs_subvolume() {
         out.explain()
     );
     let waiters = waiters_json(&out);
-    for (p, position) in [(&first, "head"), (&second, "queued"), (&third, "queued")] {
+    for p in [&first, &second, &third] {
+        let position = "queued";
         let at = waiters.find(&format!("{{\"pid\": {}, ", p.pid())).unwrap_or_else(|| panic!("{}", out.explain()));
         let object = &waiters[at..at + waiters[at..].find('}').unwrap()];
         assert!(object.contains(&format!("\"position\": \"{position}\"")), "{position}\n{}", out.explain());
@@ -455,12 +448,12 @@ fn waiters_outside_the_pid_namespace_are_listed_from_their_records() {
 
     let dir = f.dir.path().display();
     let script = format!(
-        "queued() {{ n=0; for i in $(seq 500); do if [ \"$(cut -d' ' -f1 /proc/$1/syscall)\" = {nr} ]; then n=$((n+1)); [ $n -ge 3 ] && return; else n=0; fi; sleep 0.02; done; }}\n\
-         {bin} /bin/true 2>{dir}/second.err & queued $!\n\
-         {bin} /bin/true 2>{dir}/third.err & queued $!\n\
+        "queued() {{ for i in $(seq 500); do [ $(ls {queue} | wc -l) -ge $1 ] && return; sleep 0.02; done; }}\n\
+         {bin} /bin/true 2>{dir}/second.err & queued 2\n\
+         {bin} /bin/true 2>{dir}/third.err & queued 3\n\
          {bin} --status=json >{dir}/status.json; {bin} --status >{dir}/status.txt; : >{dir}/done\n\
          wait",
-        nr = libc::SYS_flock,
+        queue = f.lock_dir.join("gpuqueue").display(),
         bin = bin(),
     );
     let mut inside = Cmd::new("/usr/bin/unshare");

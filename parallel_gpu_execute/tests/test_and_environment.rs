@@ -176,6 +176,12 @@ fn rocm_pool_comes_from_rocr_visible_devices() {
 fn cuda_pool_comes_from_cuda_visible_devices_and_accepts_uuids() {
     let f = Fixture::new("pool-cuda");
     let uuid = "GPU-8f3a1c2e-1b2c-4d5e-8f90-123456789abc";
+    // The GPUs the UUIDs name, whose places give the lock names.
+    let gpu =
+        |minor: u64| test_support::hardware::NvidiaGpu::new(&format!("0000:{:02x}:00.0", 0x18 + minor), "H100", minor);
+    f.sysroot.add_nvidia_proc_entry(&gpu(0).uuid(uuid));
+    f.sysroot.add_nvidia_proc_entry(&gpu(1));
+    f.sysroot.add_nvidia_dev_nodes(&[0, 1]);
     let out = f.run_test(
         |c| {
             c.env("TF_GPU_COUNT", "2")
@@ -187,7 +193,7 @@ fn cuda_pool_comes_from_cuda_visible_devices_and_accepts_uuids() {
     out.assert_success();
     let r = Record::of(&out);
     assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some(uuid));
-    assert_eq!(r.locks(), [format!("gpulock{uuid}_0")]);
+    assert_eq!(r.locks(), ["gpulock0_0"], "the lock of the GPU's index\n{}", out.explain());
     assert_eq!(r.var("TF_PER_DEVICE_MEMORY_LIMIT_MB"), Some("4096"));
 }
 

@@ -68,6 +68,21 @@ impl Mounted {
         Ok(fs)
     }
 
+    /// An overlay (as Docker's overlay2 makes a container's root) at `at`
+    /// over an empty lower layer, with its upper and work directories
+    /// beside `at`; all created.
+    pub fn overlay(at: &Path) -> Mounted {
+        let side = |name: &str| {
+            let p = at.with_extension(name);
+            std::fs::create_dir_all(&p).unwrap();
+            p.display().to_string()
+        };
+        let options = format!("lowerdir={},upperdir={},workdir={}", side("lower"), side("upper"), side("work"));
+        std::fs::create_dir_all(at).unwrap();
+        system(&["mount", "-t", "overlay", "-o", &options, "overlay", at.to_str().unwrap()]).assert_success();
+        Mounted { at: at.to_path_buf() }
+    }
+
     /// Where it is mounted.
     pub fn path(&self) -> &Path {
         &self.at

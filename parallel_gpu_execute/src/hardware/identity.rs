@@ -32,6 +32,7 @@
 
 use crate::hardware::Probe;
 use crate::hardware::gpu_count::Source;
+use crate::hardware::nvidia::Information;
 use crate::hardware::survey::{KfdGpu, Survey};
 use crate::prelude::*;
 use wrapper_common::diag;
@@ -149,6 +150,67 @@ pub fn of_preset(all: &Identities, ids: &[&[u8]], rocm: bool) -> Result<Vec<Stri
         names.push(name);
     }
     Ok(names)
+}
+
+/// Index lock names (the default): the index a preset pool's id stands for
+/// when it names a GPU by its UUID, so that its lock file is the one a job
+/// without a pool (or with the index) takes for that GPU.
+///
+/// - ROCm: `GPU-<hex unique_id>` is the usable KFD node with that
+///   `unique_id` (ROCr's `RvdFilter` matches the UUID it forms from it);
+///   an id that is neither an index nor that form names no GPU ROCr shows.
+///   Partitions of one device share a `unique_id`: such a UUID is refused.
+/// - CUDA: `GPU-<UUID>` (or a prefix of it, as CUDA accepts) is the GPU of
+///   `/proc/driver/nvidia` with that UUID, at its place in PCI bus order,
+///   which is CUDA's order under `CUDA_DEVICE_ORDER=PCI_BUS_ID`. CUDA's
+///   default puts the fastest GPU first and leaves the rest unspecified, so
+///   without that setting the place is taken only where every GPU is one
+///   model (the order is then the bus order, as `nvidia-smi` shows it).
+///
+/// `Ok(None)`: the id is not a UUID and keeps its own lock name (a CUDA MIG
+/// instance, or any other id CUDA reads as it is).
+pub fn index_of(survey: &Survey, id: &[u8], rocm: bool) -> Result<Option<usize>, String> {
+    let text = String::from_utf8_lossy(id);
+    if rocm {
+        let uid = text
+            .strip_prefix("GPU-")
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+            .ok_or_else(|| format!("'{text}' is neither an index nor GPU-<hex unique_id>"))?;
+        if survey.kfd.is_empty() {
+            return Err("this container sees no KFD topology (/sys/class/kfd)".to_string());
+        }
+        let matching: Vec<usize> =
+            survey.usable_kfd().enumerate().filter(|(_, g)| g.props.unique_id == uid).map(|(k, _)| k).collect();
+        return match matching[..] {
+            [k] => Ok(Some(k)),
+            [] => Err(format!("no usable KFD GPU has unique_id {uid}")),
+            _ => Err(format!("{} GPUs (partitions of one device) have unique_id {uid}", matching.len())),
+        };
+    }
+    let Some(uuid) = text.strip_prefix("GPU-") else { return Ok(None) };
+    if survey.nvidia.iter().all(|g| g.info.is_none()) {
+        return Err("this container sees no /proc/driver/nvidia/gpus".to_string());
+    }
+    let usable: Vec<&Information> = survey.usable_nvidia().filter_map(|g| g.info.as_ref()).collect();
+    let matching: Vec<usize> = usable
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| {
+            let full = i.uuid.as_bytes();
+            full.len() >= id.len() && full[..id.len()].eq_ignore_ascii_case(id) && !uuid.is_empty()
+        })
+        .map(|(k, _)| k)
+        .collect();
+    let k = match matching[..] {
+        [k] => k,
+        [] => return Err("no usable NVIDIA GPU has that UUID".to_string()),
+        _ => return Err(format!("{} GPUs have UUIDs that start so", matching.len())),
+    };
+    let pci_order = wrapper_common::env::var(b"CUDA_DEVICE_ORDER") == Some(&b"PCI_BUS_ID"[..]);
+    if !pci_order && usable.iter().any(|i| i.model.as_bytes() != usable[0].model.as_bytes()) {
+        return Err("this host's GPUs are of several models, so CUDA's default order (fastest first) is not known without CUDA_DEVICE_ORDER=PCI_BUS_ID".to_string());
+    }
+    Ok(Some(k))
 }
 
 #[cfg(test)]

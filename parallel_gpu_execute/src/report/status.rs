@@ -168,9 +168,10 @@ impl Configured {
         let pool = source.and_then(|source| {
             let vendor = settings.vendor.unwrap_or(source.default_vendor());
             let mut pool = Pool::for_vendor(Preset::of(vendor), count).ok()?;
-            if settings.lock_names == LockNames::Physical {
-                // A pool whose GPUs cannot be told: its slots are not listed.
-                pool.name_physically(&settings.probe(), source).ok()?;
+            // A pool whose GPUs cannot be told: its slots are not listed.
+            match settings.lock_names {
+                LockNames::Physical => pool.name_physically(&settings.probe(), source).ok()?,
+                LockNames::Index => pool.name_by_index(&settings.probe()).ok()?,
             }
             Some(pool)
         });

@@ -276,11 +276,42 @@ impl<'a> Slots<'a> {
 /// A lock directory that coordinates nothing: refused or warned about, as
 /// `policy` says (see [`PrivatePolicy`]).
 #[cold]
+/// What keeps a lock directory from being used at all, said before any
+/// other judgement: read-only, not writable by this user, or missing where
+/// it cannot be made.
+fn unusable(dir: &CStr) -> Option<&'static str> {
+    use rustix::fs::Access;
+    match rustix::fs::access(dir, Access::WRITE_OK) {
+        Err(Errno::ROFS) => Some("is read-only"),
+        Err(Errno::ACCESS | Errno::PERM) => Some("is not writable by this user"),
+        Err(Errno::NOENT) => {
+            // The nearest directory above it that exists.
+            let mut path = dir.to_bytes();
+            let found = loop {
+                let cut = path.iter().rposition(|&b| b == b'/')?;
+                path = if cut == 0 { b"/" } else { &path[..cut] };
+                let looked = with_joined(&[path], None, |p| rustix::fs::access(p, Access::WRITE_OK))?;
+                if looked != Err(Errno::NOENT) || path == b"/" {
+                    break looked;
+                }
+            };
+            match found {
+                Err(Errno::ROFS) => Some("does not exist and cannot be made (read-only file system)"),
+                Err(Errno::ACCESS | Errno::PERM) => Some("does not exist and this user cannot make it"),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 pub fn private_lock_dir(dir: &CStr, why: Private, pool: &Pool, policy: PrivatePolicy) -> Result<(), Error> {
     let gpus = pool.ids.len();
     if policy == PrivatePolicy::Refuse || policy == PrivatePolicy::Auto && gpus > 1 {
+        let unusable = unusable(dir);
         return Err(Error::PrivateLockDir {
             dir: dir.to_bytes().into(),
+            unusable,
             place: why.place(),
             repair: why.repair(),
             gpus,

@@ -1,6 +1,6 @@
 //! Handing out GPU slots: how many GPUs a test needs and from which pool
 //! (`request`), the lock files and how a slot is taken (`lockfile`,
-//! `locks`), the GPUs taken out of service (`drain`), whether the lock
+//! `locks`), one naming per lock directory (`naming`), the GPUs taken out of service (`drain`), whether the lock
 //! directory coordinates anything beyond this action (`privacy`), waiting
 //! for one in arrival order (`take`: the steps; `queue` and `record`: the
 //! waiters' records; `wait`: the sleeps), what a waiter tells the log
@@ -16,6 +16,7 @@ pub mod drain;
 pub mod holders;
 pub mod lockfile;
 pub mod locks;
+pub mod naming;
 pub mod outsiders;
 pub mod privacy;
 pub mod proclocks;

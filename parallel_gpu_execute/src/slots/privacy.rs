@@ -2,29 +2,41 @@
 //! action: the evidence the kernel gives of a directory that only this
 //! action can see. Whether the wrapper created it does not matter (an
 //! image may ship `/var/lock`; a host's first test creates `/gpu-locks`).
+//! A false refusal costs as much as a silent double booking, so each rule
+//! needs evidence of a place made for this one action, and Bazel's own
+//! sandbox, which runs every test of a build over one host (or one
+//! container), is told apart:
 //!
 //! - **The action's own root** ([`Private::ActionRoot`]): `TEST_SRCDIR`
 //!   starts with `/bazel-out/` (or `//bazel-out/`), so `/` is the action's
-//!   input root, as under a remote engine that runs each action in a
-//!   chroot or a bubblewrap sandbox of its own; and the lock directory is
-//!   on the same mount as `/`. A lock directory the worker mounted from the
-//!   host is a mount of its own, and passes.
+//!   input root (a remote engine's chroot or bubblewrap sandbox), and the
+//!   lock directory is on `/`'s mount.
+//! - **Bazel's per-action `/tmp`** ([`Private::ActionTmp`]): the lock
+//!   directory is on a mount of `<sandbox>/_hermetic_tmp` or of a directory
+//!   in it: Bazel 7 and later bind it at `/tmp` in each sandbox, and from 7.4
+//!   a `--sandbox_writable_path` under `/tmp` is made inside it and bound
+//!   over the host's (bazelbuild/bazel `LinuxSandboxedSpawnRunner.java`).
+//! - **A mount made for this action** ([`Private::SandboxMount`],
+//!   [`Private::ContainerMount`]): the lock directory is on a mount of a
+//!   whole file system (its root is `/` in mountinfo, unlike a directory
+//!   bound from the host), born after the action began: a `--sandbox_tmpfs_path=/tmp` (the
+//!   sandbox mounts it after Bazel made `TEST_TMPDIR`), or a fresh tmpfs at
+//!   `/run` in a container made for the action (after its input root was
+//!   made). The action began at `TEST_TMPDIR`'s birth inside Bazel's
+//!   sandbox, at its input root's where that is a mount (a container);
+//!   elsewhere there is no such look.
 //! - **A container made for the action** ([`Private::ContainerRoot`]): the
 //!   directory that holds `bazel-out` in `TEST_SRCDIR` is the root of a
-//!   mount (the input root was mounted into the container), `/` is an
-//!   `overlay` or `tmpfs` (an image's root), and the lock directory is on
-//!   `/`'s mount. Bazel's own sandbox also mounts the action's directory,
-//!   but over the host's root, which is neither.
-//! - **A `/tmp` of the action's own** ([`Private::ActionTmp`]): the lock
-//!   directory is on a mount of a directory named `_hermetic_tmp`, which is
-//!   what Bazel 7 and later mount at `/tmp` in each sandbox
-//!   (`--incompatible_sandbox_hermetic_tmp`, on by default since 7.0; see
-//!   bazelbuild/bazel `LinuxSandboxedSpawnRunner.java`).
+//!   mount (the input root was mounted into the container), the lock
+//!   directory is on `/`'s mount, whatever its file system (overlay, tmpfs,
+//!   btrfs, zfs, a plain directory), and this is not Bazel's own sandbox,
+//!   which also mounts the action's directory but runs over the host's (or
+//!   its container's) root: its PID 1 is `linux-sandbox`, or that mount is
+//!   a bind of a directory under `sandbox/linux-sandbox/`.
 //!
-//! Every look is a `statx(2)` (a few microseconds, only under Bazel);
-//! `/proc/self/mountinfo` is read only where a mount must be named. The
-//! limits (a `tmpfs` mounted fresh at `/tmp` per action, a host whose own
-//! root is an overlay) are in docs/remote-execution.md.
+//! Every look is a `statx(2)` (a few microseconds, and only under Bazel);
+//! `/proc/self/mountinfo` and `/proc/1/comm` are read only where a mount
+//! must be named. The limits are in docs/remote-execution.md.
 
 use crate::prelude::*;
 use crate::sys::dirs::read_file;
@@ -37,7 +49,17 @@ pub enum Private {
     ActionRoot,
     ContainerRoot,
     ActionTmp,
+    /// A mount born after the action began, in Bazel's sandbox.
+    SandboxMount,
+    /// A mount born after the action's input root, in a container.
+    ContainerMount,
 }
+
+/// The advice where the place is the action's, not Bazel's: never a
+/// directory under a per-action `/tmp`.
+const MOUNT_HOST_DIR: &str = "mount the host's lock directory there in the worker (or set --lock-dir to one the worker mounts from the host), or run one action per GPU there";
+/// The advice inside Bazel's sandbox.
+const SHARED_DIR: &str = "use a lock directory outside /tmp that every test sees, such as /var/lock/gpu (made once on the host, mode 1777), with --lock-dir (JAX_LOCK_DIR for JAX) and --sandbox_writable_path=/var/lock/gpu; or let the sandboxes share the host's /tmp (--sandbox_add_mount_pair=/tmp, without --sandbox_tmpfs_path=/tmp)";
 
 impl Private {
     /// For messages: where the lock directory is.
@@ -45,21 +67,26 @@ impl Private {
         match self {
             Private::ActionRoot => "inside this action's own root (TEST_SRCDIR is under /bazel-out)",
             Private::ContainerRoot => {
-                "on the root file system of a container made for this action (its input root is a mount of its own, its root an overlay or tmpfs)"
+                "on the root file system of a container made for this action (its input root is a mount of its own, and this is not Bazel's sandbox)"
             }
-            Private::ActionTmp => "in a /tmp of this action's own (Bazel's sandbox mounts one per action)",
+            Private::ActionTmp => {
+                "in a /tmp of this action's own (Bazel's sandbox mounts its _hermetic_tmp there, and a writable path under /tmp inside it)"
+            }
+            Private::SandboxMount => {
+                "on a mount made after this action began (a tmpfs of its own in Bazel's sandbox, as --sandbox_tmpfs_path makes)"
+            }
+            Private::ContainerMount => {
+                "on a mount made after this action's input root (a tmpfs of its own in a container made for the action, such as a fresh /run)"
+            }
         }
     }
 
-    /// For messages: what makes it coordinate.
+    /// For messages: what makes it coordinate. Never a directory under a
+    /// per-action `/tmp`.
     pub fn repair(self) -> &'static str {
         match self {
-            Private::ActionRoot | Private::ContainerRoot => {
-                "mount the host's lock directory there in the worker, or run one action per GPU there"
-            }
-            Private::ActionTmp => {
-                "let the sandboxes share the host's /tmp (--sandbox_add_mount_pair=/tmp), or set JAX_LOCK_DIR (--lock-dir) to a directory they share, made writable with --sandbox_writable_path"
-            }
+            Private::ActionRoot | Private::ContainerRoot | Private::ContainerMount => MOUNT_HOST_DIR,
+            Private::ActionTmp | Private::SandboxMount => SHARED_DIR,
         }
     }
 }
@@ -92,15 +119,66 @@ fn nearest_existing(dir: &[u8]) -> Option<(u64, bool)> {
     }
 }
 
-/// One line of `/proc/self/mountinfo`: the root within its file system
-/// and the file system type, for mount `id`.
-fn mount_info(id: u64) -> Option<(Vec<u8>, Vec<u8>)> {
-    let text = read_file(c"/proc/self/mountinfo")?;
-    let want = alloc::format!("{id}");
-    let line = text.split(|&b| b == b'\n').find(|l| l.split(|&b| b == b' ').next() == Some(want.as_bytes()))?;
-    let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
-    let dash = fields.iter().position(|f| *f == b"-")?;
-    Some((fields.get(3)?.to_vec(), fields.get(dash + 1)?.to_vec()))
+/// Of one line of `/proc/self/mountinfo`: the root of the mount within its
+/// file system and its mount point, each unescaped (`\\040` a space).
+struct MountInfo {
+    root: Vec<u8>,
+    point: Vec<u8>,
+}
+
+fn unescape(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal =
+            field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match octal {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |n, b| n.wrapping_mul(8).wrapping_add(b - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(field[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The line of mount `id` in `mountinfo` (`/proc/self/mountinfo`'s text).
+fn mount_info(mountinfo: &[u8], id: u64) -> Option<MountInfo> {
+    let mut digits = [0u8; 20];
+    let want = wrapper_common::numbers::format_u64(id, &mut digits);
+    let line = mountinfo.split(|&b| b == b'\n').find(|l| l.split(|&b| b == b' ').next() == Some(want))?;
+    let mut fields = line.split(|&b| b == b' ').skip(3);
+    Some(MountInfo { root: unescape(fields.next()?), point: unescape(fields.next()?) })
+}
+
+/// Whether `root` (a mount's root within its file system) is Bazel's
+/// per-action `/tmp`, or a directory in it.
+fn hermetic_tmp(root: &[u8]) -> bool {
+    root.ends_with(b"/_hermetic_tmp") || root.windows(15).any(|w| w == b"/_hermetic_tmp/")
+}
+
+/// When `path` was born (`statx`'s `stx_btime`), where the file system
+/// says.
+fn born(path: &[u8]) -> Option<(i64, u32)> {
+    wrapper_common::with_joined(&[path], None, |p| {
+        let st = rustix::fs::statx(rustix::fs::CWD, p, AtFlags::empty(), StatxFlags::BTIME).ok()?;
+        let t = st.stx_btime;
+        (st.stx_mask & StatxFlags::BTIME.bits() != 0 && (t.tv_sec, t.tv_nsec) != (0, 0))
+            .then_some((t.tv_sec, t.tv_nsec))
+    })
+    .flatten()
+}
+
+/// Whether this process runs in Bazel's own sandbox: its PID namespace's
+/// first process is `linux-sandbox` (bazelbuild/bazel
+/// `src/main/tools/linux-sandbox.cc`: it clones PID 1 into a new PID
+/// namespace without an exec, and mounts a new `/proc`).
+fn in_linux_sandbox() -> bool {
+    read_file(c"/proc/1/comm").is_some_and(|c| c.strip_suffix(b"\n").unwrap_or(&c) == b"linux-sandbox")
 }
 
 /// Where `TEST_SRCDIR` puts the action's root: the directory that holds
@@ -118,7 +196,7 @@ fn action_root(srcdir: &[u8]) -> Option<&[u8]> {
 /// made) coordinates nothing beyond this action, and why. Without Bazel's
 /// `TEST_SRCDIR`, or with one that names no `bazel-out` and a lock
 /// directory outside `/tmp`, it makes no system call; else two or three
-/// `statx(2)`, and allocates only where a mount must be named.
+/// `statx(2)`, and reads `/proc` only where a mount must be named.
 pub fn judge(dir: &CStr) -> Option<Private> {
     let srcdir = wrapper_common::env::var_nonempty(b"TEST_SRCDIR")?;
     let root = action_root(srcdir);
@@ -127,27 +205,50 @@ pub fn judge(dir: &CStr) -> Option<Private> {
         return None;
     }
     let (lock_mount, _) = nearest_existing(dir.to_bytes())?;
-    if let Some(root) = root {
-        let (slash, _) = mount_of(c"/")?;
-        if lock_mount == slash {
-            if root == b"/" {
-                return Some(Private::ActionRoot);
-            }
-            let mounted = wrapper_common::with_joined(&[root], None, mount_of).flatten().is_some_and(|(_, r)| r);
-            if mounted && mount_info(slash).is_some_and(|(_, fs)| fs == b"overlay" || fs == b"tmpfs") {
-                return Some(Private::ContainerRoot);
-            }
+    let (slash, _) = mount_of(c"/")?;
+    if root == Some(b"/") && lock_mount == slash {
+        return Some(Private::ActionRoot);
+    }
+    // The action's input root, where it is a mount of its own.
+    let root_mount = root
+        .and_then(|r| wrapper_common::with_joined(&[r], None, mount_of).flatten())
+        .filter(|&(_, is_root)| is_root)
+        .map(|(id, _)| id);
+    if lock_mount == slash && root_mount.is_none() {
+        // On the root of a host, of a long-lived container, or of Bazel's
+        // sandbox over either: shared.
+        return None;
+    }
+    let mountinfo = read_file(c"/proc/self/mountinfo")?;
+    let lock = mount_info(&mountinfo, lock_mount)?;
+    if hermetic_tmp(&lock.root) {
+        return Some(Private::ActionTmp);
+    }
+    let root = root?;
+    let root_info = root_mount.and_then(|id| mount_info(&mountinfo, id));
+    let bazel_sandbox = in_linux_sandbox()
+        || root_info.as_ref().is_some_and(|i| i.root.windows(23).any(|w| w == b"/sandbox/linux-sandbox/"));
+    if lock_mount != slash {
+        // A mount of its own: made for this action when a whole file
+        // system is mounted there (not a directory bound from elsewhere,
+        // such as the host's lock directory) and was born after the action
+        // began.
+        if lock.root != b"/" {
             return None;
         }
+        let began = if bazel_sandbox {
+            wrapper_common::env::var_nonempty(b"TEST_TMPDIR").filter(|t| t.starts_with(b"/")).and_then(born)
+        } else {
+            root_mount.and_then(|_| born(root))
+        };
+        return match (began, born(&lock.point)) {
+            (Some(began), Some(mounted)) if mounted > began => {
+                Some(if bazel_sandbox { Private::SandboxMount } else { Private::ContainerMount })
+            }
+            _ => None,
+        };
     }
-    // A per-action /tmp is a mount of its own: only a lock directory under
-    // one needs mountinfo read.
-    if under_tmp && mount_of(c"/tmp").is_some_and(|(id, r)| r && id == lock_mount) {
-        return mount_info(lock_mount)
-            .filter(|(root, _)| root.ends_with(b"/_hermetic_tmp"))
-            .map(|_| Private::ActionTmp);
-    }
-    None
+    (!bazel_sandbox).then_some(Private::ContainerRoot)
 }
 
 #[cfg(test)]
@@ -160,6 +261,19 @@ mod tests {
         assert_eq!(action_root(b"/bazel-out/k8-fastbuild/bin/t.runfiles"), Some(&b"/"[..]));
         assert_eq!(action_root(b"/work/x/bazel-out/k8-opt/bin/t.runfiles"), Some(&b"/work/x"[..]));
         assert_eq!(action_root(b"/home/u/runfiles"), None);
+    }
+
+    #[test]
+    fn mountinfo_fields_are_unescaped_and_hermetic_tmp_is_told() {
+        let text = b"22 1 0:5 / / rw - ext4 /dev/vda rw\n\
+                     71 22 254:0 /out/sandbox/linux-sandbox/4/_hermetic_tmp/jax\\040locks /tmp/jax\\040locks rw - ext4 /dev/vda rw\n";
+        let m = mount_info(text, 71).unwrap();
+        assert_eq!(m.point, b"/tmp/jax locks");
+        assert!(hermetic_tmp(&m.root));
+        assert!(hermetic_tmp(b"/o/sandbox/linux-sandbox/1/_hermetic_tmp"));
+        assert!(!hermetic_tmp(b"/o/_hermetic_tmpx/y") && !hermetic_tmp(b"/tmp"));
+        assert_eq!(mount_info(text, 7).map(|m| m.root), None);
+        assert_eq!(mount_info(text, 22).unwrap().root, b"/");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::prelude::*;
 use crate::profile::{CUDA_POOL_VARIABLE, ROCR_POOL_VARIABLE, Vendor};
 use alloc::borrow::Cow;
 use wrapper_common::diag;
+use wrapper_common::diag::Bytes;
 use wrapper_common::env;
 use wrapper_common::numbers::parse_u64;
 
@@ -65,8 +66,11 @@ pub struct Pool {
     /// negative index (see [`runtime_visible`]).
     pub ends_early: bool,
     /// The names the lock files use for each GPU, when not its id
-    /// (`--lock-names=physical`).
+    /// (`--lock-names=physical`, a UUID's index, a MIG path's form).
     pub lock_names: Option<Vec<Vec<u8>>>,
+    /// The lock names are hardware identities (`--lock-names=physical`
+    /// that found them), not indexes.
+    pub physical: bool,
 }
 
 /// Can `id` be part of a lock file name without leaving the lock directory?
@@ -240,6 +244,7 @@ impl Pool {
                 });
             }
             self.lock_names = Some(names.iter().map(|n| lock_form(n.as_bytes()).into_owned()).collect());
+            self.physical = true;
             return Ok(());
         }
         match self.physical_names(probe, source) {
@@ -248,6 +253,7 @@ impl Pool {
                     self.ids = names.iter().map(|n| Cow::Owned(n.as_bytes().to_vec())).collect();
                 }
                 self.lock_names = Some(names.into_iter().map(String::into_bytes).collect());
+                self.physical = true;
             }
             Err(why) => diag::report(
                 crate::TOOL,
@@ -256,6 +262,40 @@ impl Pool {
                 ),
             ),
         }
+        Ok(())
+    }
+
+    /// Index lock names (the default): a preset pool's GPU UUIDs are named
+    /// by the index they stand for ([`identity::index_of`]), so that a job
+    /// that names a GPU by UUID and one that names it by index (or has no
+    /// pool) take one lock file; where the index cannot be told, the test
+    /// is refused with the fix. Looks at the hardware only for such a pool.
+    pub fn name_by_index(&mut self, probe: &Probe) -> Result<(), Error> {
+        let Some(variable) = self.variable else { return Ok(()) };
+        let rocm = variable != CUDA_POOL_VARIABLE;
+        let by_uuid = |id: &[u8]| parse_u64(id).is_none() && (rocm || id.starts_with(b"GPU-"));
+        if !self.ids.iter().any(|id| by_uuid(id)) {
+            return Ok(());
+        }
+        // The hardware itself, whatever the count came from.
+        let look = Probe { count_variable: None, profile: crate::profile::Profile::Xla, ..*probe };
+        let survey = crate::hardware::survey::Survey::take(&look);
+        let mut names: Vec<Vec<u8>> = Vec::with_capacity(self.ids.len());
+        for (i, id) in self.ids.iter().enumerate() {
+            let index = if by_uuid(id) { identity::index_of(&survey, id, rocm) } else { Ok(None) };
+            let id_text = || String::from_utf8_lossy(id).into_owned();
+            let name = match index {
+                Ok(Some(k)) => k.to_string().into_bytes(),
+                Ok(None) => self.lock_name(i).to_vec(),
+                Err(why) => return Err(Error::PresetNotIndexed { variable, id: id_text(), why }),
+            };
+            if let Some(j) = names.iter().position(|n| *n == name) {
+                let why = format!("it names GPU {} twice, also as '{}'", Bytes(&name), Bytes(&self.ids[j]));
+                return Err(Error::PresetNotIndexed { variable, id: id_text(), why });
+            }
+            names.push(name);
+        }
+        self.lock_names = Some(names);
         Ok(())
     }
 
@@ -309,10 +349,11 @@ impl Pool {
                 variable: Some(var),
                 ends_early: visible.len() < value.len(),
                 lock_names,
+                physical: false,
             });
         }
         let ids = (0..count).map(|i| Cow::Owned(i.to_string().into_bytes())).collect();
-        Ok(Pool { ids, variable: None, ends_early: false, lock_names: None })
+        Ok(Pool { ids, variable: None, ends_early: false, lock_names: None, physical: false })
     }
 }
 

@@ -42,7 +42,17 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
     let mut judged = false;
     let mut wait = Waiting::new(ask, test);
     loop {
-        let dir_fd = open_lock_dir(dir)?;
+        let dir_fd = match open_lock_dir(dir) {
+            Ok(fd) => fd,
+            Err(e) => {
+                // Missing and not to be made: where it would coordinate
+                // nothing anyway, both are said.
+                if !judged && let Some(why) = privacy::judge(dir) {
+                    private_lock_dir(dir, why, pool, ask.private)?;
+                }
+                return Err(e);
+            }
+        };
         if !judged {
             judged = true;
             if let Some(why) = privacy::judge(dir) {

@@ -1,0 +1,233 @@
+//! One lock file per physical GPU, whichever way a job names it: by index,
+//! by UUID in a preset pool (ROCm's `GPU-<hex unique_id>`, CUDA's
+//! `GPU-<UUID>` or a prefix of it), with no pool at all, or under
+//! `--lock-names=physical`. Jobs that could book one GPU under two names
+//! exclude each other or are refused with the fix; never both run.
+
+mod common;
+
+use common::{Fixture, Record};
+use std::path::Path;
+use std::time::Duration;
+use test_support::hardware::{KfdNode, NvidiaGpu};
+use test_support::{Cmd, Output, wait_until};
+
+/// A host with 4 AMD GPUs, unique_ids 1000 to 1003 (0x3e8 to 0x3eb).
+fn amd_host(label: &str) -> Fixture {
+    let mut f = Fixture::new(label);
+    f.sysroot.add_kfd_node(&KfdNode::cpu(64));
+    for i in 0..4u64 {
+        f.sysroot.add_kfd_node_with_render(&KfdNode::gpu(90402, 304, 128 + i).at(0, (0x10 + i) << 8).unique(1000 + i));
+    }
+    f
+}
+
+/// A host with NVIDIA GPUs of `models`, in bus order.
+fn nvidia_host(label: &str, models: &[&str]) -> Fixture {
+    let f = Fixture::new(label);
+    for (i, model) in models.iter().enumerate() {
+        f.sysroot.add_nvidia_proc_entry(&NvidiaGpu::new(
+            &format!("0000:{:02x}:00.0", 0x18 + 0x10 * i),
+            model,
+            i as u64,
+        ));
+    }
+    f.sysroot.add_nvidia_dev_nodes(&(0..models.len() as u32).collect::<Vec<_>>());
+    f
+}
+
+fn uuid(minor: u64) -> String {
+    NvidiaGpu::new("0000:00:00.0", "x", minor).uuid
+}
+
+/// The wrapper on `f` with one slot per GPU and `pool` in `variable`
+/// (none when empty).
+fn job(f: &Fixture, variable: &str, pool: &str) -> Cmd {
+    let mut c = f.cmd();
+    c.env("TF_TESTS_PER_GPU", "1");
+    if !pool.is_empty() {
+        c.env(variable, pool);
+    }
+    c
+}
+
+fn is_held(path: &Path) -> bool {
+    !test_support::lock_is_free(path)
+}
+
+/// Starts `c` on a test that holds its GPU, and waits until `lock` is held.
+fn holding(mut c: Cmd, lock: &Path) -> test_support::Running {
+    c.env("SLEEP", "30").arg("./pkg/gpu_test").own_process_group();
+    let held = c.spawn();
+    assert!(wait_until(Duration::from_secs(10), || is_held(lock)), "{} was never taken", lock.display());
+    held
+}
+
+#[track_caller]
+fn busy(out: &Output, what: &str) {
+    assert_eq!(out.status.code(), Some(1), "{what}: the GPU was given twice\n{}", out.explain());
+}
+
+#[test]
+fn a_rocm_pool_by_uuid_takes_the_lock_of_the_gpus_index() {
+    let f = amd_host("uuid-rocm");
+    let rocr = "ROCR_VISIBLE_DEVICES";
+    // KFD GPU 1 by its UUID, as ROCm documents it (16 hex digits), while
+    // jobs name it by index or have no pool.
+    for by_uuid in ["GPU-00000000000003e9", "GPU-3e9", "GPU-3E9"] {
+        let held = holding(job(&f, rocr, by_uuid), &f.lock("1", 0));
+        let out = job(&f, rocr, "1").args(["--wait=0", "./pkg/gpu_test"]).run();
+        busy(&out, "by index");
+        let out = job(&f, rocr, "").args(["--wait=0", "./pkg/gpu_test", "--num_processes=4"]).run();
+        busy(&out, "without a pool");
+        // And the other way round: the index held, the UUID waits.
+        held.signal_group(libc::SIGKILL);
+        held.wait();
+        let held = holding(job(&f, rocr, ""), &f.lock("0", 0));
+        let out = job(&f, rocr, "GPU-3e8").args(["--wait=0", "./pkg/gpu_test"]).run();
+        busy(&out, "GPU 0 by UUID");
+        held.signal_group(libc::SIGKILL);
+        held.wait();
+    }
+    // The test is given its pool as it was, and the GPU's place in it.
+    let out = job(&f, rocr, "GPU-3eb,GPU-3e9").args(["./pkg/gpu_test", "--num_processes=2"]).run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock1_0", "gpulock3_0"], "{}", out.explain());
+    assert_eq!(r.var(rocr), Some("GPU-3eb,GPU-3e9"), "{}", out.explain());
+    assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0,1"), "{}", out.explain());
+    // One GPU named twice, a UUID no GPU has, an id ROCr cannot read:
+    // refused, with the fix.
+    job(&f, rocr, "GPU-3e9,1").arg("./pkg/gpu_test").run().assert_code(2).assert_one_error_line(
+        "ROCR_VISIBLE_DEVICES: cannot tell which GPU index '1' is (it names GPU 1 twice, also as 'GPU-3e9')",
+    );
+    job(&f, rocr, "GPU-7")
+        .arg("./pkg/gpu_test")
+        .run()
+        .assert_code(2)
+        .assert_one_error_line("cannot tell which GPU index 'GPU-7' is (no usable KFD GPU has unique_id 7)");
+    job(&f, rocr, "gpu1")
+        .arg("./pkg/gpu_test")
+        .run()
+        .assert_code(2)
+        .assert_one_error_line("'gpu1' is neither an index nor GPU-<hex unique_id>");
+}
+
+#[test]
+fn a_rocm_uuid_that_cannot_be_placed_is_refused_with_the_fix() {
+    // Partitions of one MI300X share its unique_id: which one is meant?
+    let mut f = Fixture::new("uuid-partitions");
+    test_support::hardware::hosts::mi300x_cpx_partitions(&mut f.sysroot);
+    let out = job(&f, "ROCR_VISIBLE_DEVICES", "GPU-2000").arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line("8 GPUs (partitions of one device) have unique_id 8192");
+    assert!(out.stderr.contains("name the pool's GPUs by index"), "{}", out.explain());
+    // A count that does not come from KFD, and no KFD to look at.
+    let f = Fixture::new("uuid-no-kfd");
+    let out = job(&f, "ROCR_VISIBLE_DEVICES", "GPU-3e9")
+        .env("TF_GPU_COUNT", "4")
+        .env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm")
+        .arg("./pkg/gpu_test")
+        .run();
+    out.assert_code(2).assert_one_error_line("this container sees no KFD topology (/sys/class/kfd)");
+    // Indexes alone need no look at the hardware.
+    let out = job(&f, "ROCR_VISIBLE_DEVICES", "2")
+        .env("TF_GPU_COUNT", "4")
+        .env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm")
+        .arg("./pkg/gpu_test")
+        .run();
+    assert_eq!(Record::of(out.assert_success()).locks(), ["gpulock2_0"], "{}", out.explain());
+}
+
+#[test]
+fn a_cuda_pool_by_uuid_takes_the_lock_of_the_gpus_index() {
+    let f = nvidia_host("uuid-cuda", &["NVIDIA H100 80GB HBM3"; 4]);
+    let cuda = "CUDA_VISIBLE_DEVICES";
+    let third = uuid(2);
+    // The whole UUID, and a prefix of it as CUDA accepts.
+    for by_uuid in [third.clone(), third[..20].to_string()] {
+        let held = holding(job(&f, cuda, &by_uuid), &f.lock("2", 0));
+        busy(&job(&f, cuda, "2").args(["--wait=0", "./pkg/gpu_test"]).run(), "by index");
+        busy(&job(&f, cuda, "").args(["--wait=0", "./pkg/gpu_test", "--num_processes=4"]).run(), "without a pool");
+        held.signal_group(libc::SIGKILL);
+        held.wait();
+    }
+    let out = job(&f, cuda, &third).arg("./pkg/gpu_test").run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock2_0"], "{}", out.explain());
+    assert_eq!(r.var(cuda), Some(third.as_str()), "the pool is given as it was\n{}", out.explain());
+    // A prefix every GPU shares, a UUID no GPU has: refused.
+    let out = job(&f, cuda, "GPU-0000").arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line("4 GPUs have UUIDs that start so");
+    let out = job(&f, cuda, "GPU-ffffffff").arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line("no usable NVIDIA GPU has that UUID");
+    // A MIG instance keeps a lock of its own.
+    let mig = format!("MIG-{third}/1/0");
+    let out = job(&f, cuda, &mig).arg("./pkg/gpu_test").run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), [format!("gpulockMIG-{third}+1+0_0")], "{}", out.explain());
+}
+
+#[test]
+fn a_cuda_uuid_on_a_host_of_several_models_needs_the_bus_order() {
+    let f = nvidia_host("uuid-cuda-mixed", &["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"]);
+    let out = job(&f, "CUDA_VISIBLE_DEVICES", &uuid(1)).arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line("this host's GPUs are of several models");
+    assert!(out.stderr.contains("CUDA_DEVICE_ORDER=PCI_BUS_ID"), "{}", out.explain());
+    let out =
+        job(&f, "CUDA_VISIBLE_DEVICES", &uuid(1)).env("CUDA_DEVICE_ORDER", "PCI_BUS_ID").arg("./pkg/gpu_test").run();
+    assert_eq!(Record::of(out.assert_success()).locks(), ["gpulock1_0"], "{}", out.explain());
+}
+
+#[test]
+fn index_and_physical_names_never_share_a_lock_directory_unseen() {
+    let f = amd_host("mixed-names");
+    let physical = |f: &Fixture, dir: &Path| {
+        let mut c = job(f, "ROCR_VISIBLE_DEVICES", "");
+        c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir).arg("--lock-names=physical");
+        c
+    };
+    let index = |f: &Fixture, dir: &Path| {
+        let mut c = job(f, "ROCR_VISIBLE_DEVICES", "");
+        c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir);
+        c
+    };
+    // Physical first: the index job that follows is refused, while the
+    // physical one holds GPU 0 and after it ended.
+    let dir = f.dir.join("physical-first");
+    let held = holding(physical(&f, &dir), &dir.join("gpulockuid-1000_0"));
+    let out = index(&f, &dir).arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line(&format!(
+        "lock directory {d} is shared with jobs that name GPUs physically (--lock-names=physical; they made {d}/gpulock.physical), and this one names them by index",
+        d = dir.display()
+    ));
+    assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
+    held.signal_group(libc::SIGKILL);
+    held.wait();
+    index(&f, &dir).arg("./pkg/gpu_test").run().assert_code(2);
+    // Settled as the message says: the marker removed once no physical job
+    // uses the directory, index jobs run there.
+    std::fs::remove_file(dir.join("gpulock.physical")).unwrap();
+    for name in std::fs::read_dir(&dir).unwrap() {
+        let name = name.unwrap().path();
+        if name.file_name().unwrap().to_string_lossy().starts_with("gpulockuid-") {
+            std::fs::remove_file(name).unwrap();
+        }
+    }
+    Record::of(index(&f, &dir).arg("./pkg/gpu_test").run().assert_success());
+    // Index first: the physical job is refused, naming the index lock file.
+    let out = physical(&f, &dir).arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line(&format!(
+        "--lock-names=physical: lock directory {d} holds lock files named by index ({d}/gpulock0_0)",
+        d = dir.display()
+    ));
+    // Started together in a fresh directory, again and again: never both.
+    for round in 0..20 {
+        let dir = f.dir.join(format!("race-{round}"));
+        let mut a = physical(&f, &dir);
+        a.arg("./pkg/gpu_test");
+        let mut b = index(&f, &dir);
+        b.arg("./pkg/gpu_test");
+        let (a, b) = (a.spawn(), b.spawn());
+        let (a, b) = (a.wait(), b.wait());
+        assert!(a.code() != 0 || b.code() != 0, "round {round}: both ran\n{}\n{}", a.explain(), b.explain());
+    }
+}
