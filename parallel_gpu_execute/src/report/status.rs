@@ -62,7 +62,7 @@
 //! | `waiters[].file` | its record, or the lock file it waits on |
 //! | `waiters[].needs` | the GPUs it asks for: as its record says, else read from its arguments as the wrapper reads them (`--num_processes`, `--gpus_per_process`); `null` when unknown |
 //! | `waiters[].since` | when it began to wait (its record's ticket), as `since`; `null` without a record |
-//! | `waiters[].beat_age_seconds` | seconds since its record's last beat (over 1: it does not run, and nobody waits for it); `null` without one |
+//! | `waiters[].beat_age_seconds` | seconds between now and its record's last beat, either way (over 1: it does not run, or runs on another clock, and nobody waits for it); `null` without one |
 //! | `waiters[].owner_uid` | the uid that owns its record (the kernel's word, not the record's); `null` without one |
 //! | `waiters[].record_test` | the test, as its record says (seen also where the process is hidden); `null` without one |
 //! | `exists` | whether the lock directory exists (the first wrapper that takes a slot creates it) |
@@ -105,7 +105,7 @@ use crate::slots::proclocks::{ProcessInfo, process, read_locks};
 use crate::slots::queue;
 use crate::slots::record::QUEUE_DIR;
 use crate::slots::request::{Pool, Preset};
-use crate::sys::clock::{SystemTime, UNIX_EPOCH, since_boot};
+use crate::sys::clock::{SystemTime, UNIX_EPOCH, host_since_boot};
 use crate::sys::dirs::{for_each_entry, open_dir};
 use core::ffi::CStr;
 use core::ops::ControlFlow;
@@ -326,7 +326,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     report.slots.extend(extra);
     // The queue's waiters, in arrival order, before those blocked on a lock
     // file (a classic script's).
-    let (boot, wall) = (since_boot(), SystemTime::now());
+    let (boot, wall) = (host_since_boot(), SystemTime::now());
     let mut queue_waiters = Vec::new();
     for (r, (file, open)) in queued.iter().zip(files.iter().zip(&open).skip(found.len())) {
         let l = lockers(file, open, &locks, sees_all);
@@ -336,7 +336,9 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         let since = wall.checked_sub(boot.saturating_sub(ticket));
         let beat_age_ms = r
             .beat
-            .map(|at| u64::try_from(boot.saturating_sub(Duration::from_nanos(at)).as_millis()).unwrap_or(u64::MAX));
+            // A beat ahead of now (a writer on another clock) is as stale
+            // as one as far behind: readers pass it.
+            .map(|at| u64::try_from(boot.abs_diff(Duration::from_nanos(at)).as_millis()).unwrap_or(u64::MAX));
         let mut file = path(QUEUE_DIR.to_str().unwrap_or("gpuqueue"));
         file.push(b'/');
         file.extend_from_slice(r.name.as_bytes());

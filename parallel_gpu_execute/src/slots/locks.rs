@@ -29,7 +29,9 @@ use crate::error::Error;
 use crate::prelude::*;
 use crate::profile::Profile;
 use crate::slots::drain;
-use crate::slots::lockfile::{LockName, PrivatePolicy, lock_file_name, named, open_lock_file, try_flock};
+use crate::slots::lockfile::{
+    LockName, PrivatePolicy, dir_still_there, lock_file_name, named, open_lock_file, try_flock,
+};
 use crate::slots::privacy::Private;
 use crate::slots::queue::Ahead;
 use crate::slots::request::Pool;
@@ -112,6 +114,11 @@ impl<'a> Slots<'a> {
 
     fn name(&self, slot: u32, gpu: usize) -> LockName {
         lock_file_name(self.prefix, self.pool.lock_name(gpu), slot)
+    }
+
+    /// The names of every lock file of the pool at every slot.
+    pub fn lock_names(&self) -> Vec<LockName> {
+        (0..self.slots).flat_map(|s| (0..self.pool.ids.len()).map(move |g| self.name(s, g))).collect()
     }
 
     /// Locks GPU `gpu` at `slot`.
@@ -262,20 +269,30 @@ impl<'a> Slots<'a> {
         grant.fds.iter().enumerate().all(|(k, fd)| {
             let name = self.name(grant.slot, grant.start + k);
             let dir = self.dir.to_bytes();
-            let at_path = with_joined(&[dir, separator(dir), name.as_bytes()], None, |path| {
+            let by_path = with_joined(&[dir, separator(dir), name.as_bytes()], None, |path| {
                 rustix::fs::statat(rustix::fs::CWD, path, AtFlags::SYMLINK_NOFOLLOW)
             });
+            let at_path = match by_path {
+                Some(Err(Errno::NAMETOOLONG)) | None => {
+                    // A directory path near PATH_MAX: the name in the
+                    // directory as opened, and that directory at its path
+                    // (else it never counted as linked, and the wrapper
+                    // took and let go of the slot without end).
+                    if !dir_still_there(self.dir, self.dir_fd) {
+                        return false;
+                    }
+                    rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW)
+                }
+                Some(found) => found,
+            };
             match (rustix::fs::fstat(fd), at_path) {
-                (Ok(a), Some(Ok(b))) => a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_nlink > 0,
+                (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_nlink > 0,
                 _ => false,
             }
         })
     }
 }
 
-/// A lock directory that coordinates nothing: refused or warned about, as
-/// `policy` says (see [`PrivatePolicy`]).
-#[cold]
 /// What keeps a lock directory from being used at all, said before any
 /// other judgement: read-only, not writable by this user, or missing where
 /// it cannot be made.
@@ -305,6 +322,9 @@ fn unusable(dir: &CStr) -> Option<&'static str> {
     }
 }
 
+/// A lock directory that coordinates nothing: refused or warned about, as
+/// `policy` says (see [`PrivatePolicy`]).
+#[cold]
 pub fn private_lock_dir(dir: &CStr, why: Private, pool: &Pool, policy: PrivatePolicy) -> Result<(), Error> {
     let gpus = pool.ids.len();
     if policy == PrivatePolicy::Refuse || policy == PrivatePolicy::Auto && gpus > 1 {

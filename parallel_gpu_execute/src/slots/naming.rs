@@ -23,11 +23,12 @@
 //! refused (docs/differences.md).
 
 use crate::error::Error;
-use crate::slots::lockfile::{LockName, join, named};
+use crate::slots::lockfile::{LockName, named};
 use crate::sys::dirs::for_each_entry;
 use core::ffi::CStr;
 use core::ops::ControlFlow;
 use rustix::fs::{Access, Mode, OFlags};
+use wrapper_common::{separator, with_joined};
 
 /// The marker's name: `<prefix>.physical` (no lock file ends so).
 fn marker(prefix: &[u8]) -> LockName {
@@ -49,13 +50,20 @@ fn index_named(name: &[u8], prefix: &[u8]) -> bool {
 /// Index names: after the locks are taken, refuses when jobs with physical
 /// names share the directory. One `access(2)`.
 pub fn check_index(dir: &CStr, prefix: &[u8]) -> Result<(), Error> {
-    let path = join(dir, marker(prefix).as_bytes());
-    match rustix::fs::access(path.as_cstr(), Access::EXISTS) {
-        Ok(()) => {
-            Err(Error::MixedLockNames { dir: dir.to_bytes().into(), physical: false, found: path.as_bytes().into() })
-        }
-        Err(_) => Ok(()),
+    let name = marker(prefix);
+    let d = dir.to_bytes();
+    let exists = match with_joined(&[d, separator(d), name.as_bytes()], None, |p| rustix::fs::access(p, Access::EXISTS))
+    {
+        Some(found) => found.is_ok(),
+        // A directory path near PATH_MAX: the name in it, as opened.
+        None => rustix::fs::open(dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .and_then(|fd| rustix::fs::accessat(&fd, name.as_cstr(), Access::EXISTS, rustix::fs::AtFlags::empty()))
+            .is_ok(),
+    };
+    if exists {
+        return Err(Error::MixedLockNames { dir: d.into(), physical: false, found: named(dir, name.as_bytes()) });
     }
+    Ok(())
 }
 
 /// Physical names: makes the marker (where missing), then refuses when the

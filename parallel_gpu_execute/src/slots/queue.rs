@@ -14,7 +14,7 @@ use crate::slots::record::{
     HEADER, MAX_RECORD, QUEUE_DIR, RecordName, Want, beat_bytes, beat_of, fresh, record_name, ticket_of,
 };
 use crate::slots::request::Pool;
-use crate::sys::clock::since_boot;
+use crate::sys::clock::host_since_boot as since_boot;
 use crate::sys::dirs::for_each_entry;
 use core::ops::ControlFlow;
 use rustix::fd::{AsFd, OwnedFd};
@@ -47,6 +47,9 @@ pub enum NoPlace {
 
 /// A waiter's own record, held locked for as long as it waits.
 pub struct Place {
+    /// The lock directory (to remove `gpuqueue/` when this record was its
+    /// last), and `gpuqueue/`.
+    lock_dir: OwnedFd,
     dir: OwnedFd,
     fd: OwnedFd,
     pub name: RecordName,
@@ -57,23 +60,50 @@ pub struct Place {
     content: Vec<u8>,
 }
 
-/// Opens `gpuqueue/`, making it (mode 1777) where it is missing.
+/// Opens `gpuqueue/`, making it (mode 1777) where it is missing: made
+/// under a temporary name, given its mode, then renamed into place, so that
+/// a maker killed half way never leaves a `gpuqueue/` other users cannot
+/// add to. One of this user's own with another mode is given 1777.
 fn open_queue_dir(lock_dir: &OwnedFd) -> Result<OwnedFd, NoPlace> {
-    let made = match rustix::fs::mkdirat(lock_dir, QUEUE_DIR, Mode::from_raw_mode(0o777)) {
-        Ok(()) => true,
-        Err(Errno::EXIST) => false,
-        Err(e) => return Err(NoPlace::Create(e)),
+    let open = || match rustix::fs::openat(lock_dir, QUEUE_DIR, DIR_FLAGS, Mode::empty()) {
+        Ok(dir) => Ok(Some(dir)),
+        Err(Errno::NOENT) => Ok(None),
+        Err(Errno::NOTDIR | Errno::LOOP) => Err(NoPlace::NotADirectory),
+        Err(e) => Err(NoPlace::Create(e)),
     };
-    let dir = match rustix::fs::openat(lock_dir, QUEUE_DIR, DIR_FLAGS, Mode::empty()) {
-        Ok(dir) => dir,
-        Err(Errno::NOTDIR | Errno::LOOP) => return Err(NoPlace::NotADirectory),
-        Err(e) => return Err(NoPlace::Create(e)),
-    };
-    if made {
+    for _ in 0..4 {
+        if let Some(dir) = open()? {
+            if let Ok(st) = rustix::fs::fstat(&dir) {
+                let mode = st.st_mode & 0o7777;
+                if mode != 0o1777 && st.st_uid == rustix::process::geteuid().as_raw() {
+                    let _ = rustix::fs::fchmod(&dir, Mode::from_raw_mode(0o1777));
+                }
+            }
+            return Ok(dir);
+        }
+        let pid = rustix::process::getpid().as_raw_nonzero().get().unsigned_abs();
+        let mut temporary = CBuf::<48>::from_bytes(b".gpuqueue.").unwrap_or_default();
+        let _ = temporary.push_u64(u64::from(pid));
+        let _ = temporary.push(b".new");
+        match rustix::fs::mkdirat(lock_dir, temporary.as_cstr(), Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(NoPlace::Create(e)),
+        }
         // Anyone may add a record; only its owner (or root) removes it.
-        let _ = rustix::fs::fchmod(&dir, Mode::from_raw_mode(0o1777));
+        let made = rustix::fs::openat(lock_dir, temporary.as_cstr(), DIR_FLAGS, Mode::empty())
+            .and_then(|d| rustix::fs::fchmod(&d, Mode::from_raw_mode(0o1777)))
+            .and_then(|()| rustix::fs::renameat(lock_dir, temporary.as_cstr(), lock_dir, QUEUE_DIR));
+        if made.is_err() {
+            let _ = rustix::fs::unlinkat(lock_dir, temporary.as_cstr(), AtFlags::REMOVEDIR);
+        }
+        match made {
+            // Made by another meanwhile (renameat refuses a non-empty one
+            // with ENOTEMPTY or EEXIST, and replaces an empty one).
+            Ok(()) | Err(Errno::EXIST | Errno::NOTEMPTY) => {}
+            Err(e) => return Err(NoPlace::Create(e)),
+        }
     }
-    Ok(dir)
+    open()?.ok_or(NoPlace::Create(Errno::NOENT))
 }
 
 impl Place {
@@ -108,8 +138,10 @@ impl Place {
                 .and_then(|()| rustix::fs::fstat(&fd));
             match written {
                 Ok(st) => {
-                    crate::slots::wait::remove_on_exit(dir.as_fd(), name.as_bytes());
-                    return Ok(Place { dir, fd, name, id: (st.st_dev, st.st_ino), counter: 0, content });
+                    let lock_dir = rustix::io::fcntl_dupfd_cloexec(lock_dir, 0).map_err(NoPlace::Create)?;
+                    crate::slots::wait::remove_on_exit(lock_dir.as_fd(), dir.as_fd(), name.as_bytes());
+                    let id = (st.st_dev, st.st_ino);
+                    return Ok(Place { lock_dir, dir, fd, name, id, counter: 0, content });
                 }
                 Err(e) => {
                     let _ = rustix::fs::unlinkat(&dir, temporary.as_cstr(), AtFlags::empty());
@@ -130,33 +162,54 @@ impl Place {
         let _ = rustix::io::pwrite(&self.fd, &beat_bytes(self.counter, at), 8);
     }
 
-    /// Whether the record is still at its path (one `statat`): not when it
-    /// or `gpuqueue/` was removed, or something put in its place.
+    /// Whether the record is still at its path, and there alone (one
+    /// `statat`): not when it or `gpuqueue/` was removed, something was put
+    /// in its place, or it has another name too (a hard link, which readers
+    /// pass over).
     pub fn linked(&self, lock_dir: &OwnedFd) -> bool {
         let path = queue_path(&self.name);
         rustix::fs::statat(lock_dir, path.as_cstr(), AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| (st.st_dev, st.st_ino) == self.id)
+            .is_ok_and(|st| (st.st_dev, st.st_ino) == self.id && st.st_nlink == 1)
+    }
+
+    /// `gpuqueue/` as this waiter holds it open, when it is still the one at
+    /// its path (two `stat`s): a look through it closes nothing in the lock
+    /// directory, which would wake every waiter that watches it.
+    pub fn queue_dir(&self, lock_dir: &OwnedFd) -> Option<&OwnedFd> {
+        let at_path = rustix::fs::statat(lock_dir, QUEUE_DIR, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        let held = rustix::fs::fstat(&self.dir).ok()?;
+        ((at_path.st_dev, at_path.st_ino) == (held.st_dev, held.st_ino)).then_some(&self.dir)
+    }
+
+    /// What the record says after its beat.
+    pub fn text(&self) -> &[u8] {
+        self.content.get(HEADER..).unwrap_or_default()
     }
 
     /// Makes the record again, with the same ticket; the old one's lock
     /// goes with its descriptor, which wakes whoever slept on it.
     pub fn remake(&mut self, lock_dir: &OwnedFd) -> Result<(), NoPlace> {
-        let ticket = ticket_of(self.name.as_bytes()).unwrap_or(0);
         let content = self.content.clone();
+        self.rewrite(lock_dir, content)
+    }
+
+    /// Makes the record again with the same ticket, saying `content` (what
+    /// this waiter can take changed).
+    pub fn rewrite(&mut self, lock_dir: &OwnedFd, content: Vec<u8>) -> Result<(), NoPlace> {
+        let ticket = ticket_of(self.name.as_bytes()).unwrap_or(0);
         // The old record's `Drop` removes nothing that is not its own: the
         // new one, under the same name, stays.
         let new = Place::join(lock_dir, ticket, content)?;
         *self = new;
-        crate::slots::wait::remove_on_exit(self.dir.as_fd(), self.name.as_bytes());
+        crate::slots::wait::remove_on_exit(self.lock_dir.as_fd(), self.dir.as_fd(), self.name.as_bytes());
         self.beat();
         Ok(())
     }
 
     /// Leaves the queue: removes the record, then lets its lock go (which
     /// wakes whoever sleeps on it), and removes `gpuqueue/` when it is empty.
-    pub fn leave(self, lock_dir: &OwnedFd) {
+    pub fn leave(self) {
         drop(self);
-        let _ = rustix::fs::unlinkat(lock_dir, QUEUE_DIR, AtFlags::REMOVEDIR);
     }
 }
 
@@ -170,6 +223,9 @@ impl Drop for Place {
             .is_ok_and(|st| (st.st_dev, st.st_ino) == self.id);
         if ours {
             let _ = rustix::fs::unlinkat(&self.dir, self.name.as_cstr(), AtFlags::empty());
+            // The last record gone: `gpuqueue/` too (a later arrival then
+            // pays one failed `openat` instead of a directory read).
+            let _ = rustix::fs::unlinkat(&self.lock_dir, QUEUE_DIR, AtFlags::REMOVEDIR);
         }
     }
 }
@@ -193,9 +249,11 @@ fn write_all_at(fd: &OwnedFd, mut bytes: &[u8]) -> Result<(), Errno> {
 /// What the waiters ahead of a participant come to.
 #[derive(Debug, Default)]
 pub struct Ahead {
-    /// Per GPU of the pool: its lock files at slots below this number are
+    /// Per lock file of the pool (slot by slot, `slot * pool + gpu`):
     /// wanted by an earlier waiter that counts. Empty when none counts.
-    pub blocked: Vec<u32>,
+    pub blocked: Vec<bool>,
+    /// The pool's length, the row of `blocked`.
+    width: usize,
     /// How many earlier waiters count (all of them with `full`; else up to
     /// the first that wants every lock file this one wants).
     pub count: usize,
@@ -207,67 +265,116 @@ pub struct Ahead {
 impl Ahead {
     /// Whether the lock file of pool GPU `gpu` at `slot` is left to this participant.
     pub fn allows(&self, gpu: usize, slot: u32) -> bool {
-        self.blocked.get(gpu).is_none_or(|&b| slot >= b)
+        !self.blocked.get(slot as usize * self.width + gpu).is_some_and(|&b| b)
     }
+
+    fn block(&mut self, gpu: usize, slot: u32, slots: u32) {
+        if self.blocked.is_empty() {
+            self.blocked = vec![false; self.width * slots as usize];
+        }
+        self.blocked[slot as usize * self.width + gpu] = true;
+    }
+}
+
+/// Names in `gpuqueue/` that a reader may not open for a reason that says
+/// nothing of a waiter (it is gone, it is not a file, it is not this
+/// user's to read): no record. Other errors (no descriptor left, no memory)
+/// say nothing either way, so such a record counts, as one that wants
+/// everything.
+fn not_a_record(e: Errno) -> bool {
+    matches!(e, Errno::NOENT | Errno::LOOP | Errno::NXIO | Errno::NOTDIR | Errno::ISDIR | Errno::ACCESS | Errno::PERM)
 }
 
 /// Reads the records of `gpuqueue/` earlier than `mine` (every one, for a
 /// participant without a record), latest first, and counts those that are
 /// locked, fresh and want some of the lock files of `prefix` and `pool` at
-/// `slots` slots. Records whose lock is free are removed. Stops at the
-/// first that wants every one of them, unless `full`. Where `gpuqueue/`
-/// does not exist: one failed `openat`.
+/// `slots` slots. Records whose lock is free are removed, as are temporary
+/// records left by a waiter killed while it made one. Stops at the first
+/// that wants every one of them, unless `full`. Where `gpuqueue/` does not
+/// exist: one failed `openat`. `held`: `gpuqueue/` as the caller holds it
+/// open ([`Place::queue_dir`]).
 pub fn ahead(
     lock_dir: &OwnedFd,
-    mine: Option<&RecordName>,
+    held: Option<&OwnedFd>,
+    mine: Option<&Place>,
     pool: &Pool,
     prefix: &[u8],
     slots: u32,
     full: bool,
 ) -> Ahead {
-    let mut out = Ahead::default();
-    let Ok(dir) = rustix::fs::openat(lock_dir, QUEUE_DIR, DIR_FLAGS, Mode::empty()) else { return out };
-    let mut earlier: Vec<RecordName> = Vec::new();
-    let _ = for_each_entry(&dir, |name, _| {
-        let name = name.to_bytes();
-        if ticket_of(name).is_some() && mine.is_none_or(|m| name < m.as_bytes()) {
-            if let Ok(n) = RecordName::from_bytes(name) {
-                earlier.push(n);
+    let mut out = Ahead { width: pool.ids.len(), ..Ahead::default() };
+    let opened;
+    let dir = match held {
+        Some(dir) if rustix::fs::seek(dir, rustix::fs::SeekFrom::Start(0)).is_ok() => dir,
+        _ => match rustix::fs::openat(lock_dir, QUEUE_DIR, DIR_FLAGS, Mode::empty()) {
+            Ok(dir) => {
+                opened = dir;
+                &opened
             }
+            Err(e) if not_a_record(e) => return out,
+            Err(_) => {
+                // Cannot tell who waits: as if someone earlier wanted all.
+                out.count = 1;
+                (0..slots).for_each(|s| (0..pool.ids.len()).for_each(|g| out.block(g, s, slots)));
+                return out;
+            }
+        },
+    };
+    let mut earlier: Vec<RecordName> = Vec::new();
+    let mut leftovers: Vec<RecordName> = Vec::new();
+    let _ = for_each_entry(dir, |name, _| {
+        let name = name.to_bytes();
+        if ticket_of(name).is_some() && mine.is_none_or(|m| name < m.name.as_bytes()) {
+            earlier.extend(RecordName::from_bytes(name));
+        } else if name.starts_with(b".") && name.ends_with(b".new") && name.len() > 5 {
+            leftovers.extend(RecordName::from_bytes(name));
         }
         ControlFlow::<()>::Continue(())
     });
+    for name in &leftovers {
+        remove_if_unlocked(dir, name);
+    }
     if earlier.is_empty() {
         return out;
     }
-    let now = since_boot();
-    let mut buf = vec![0u8; MAX_RECORD];
     // Latest first: the one to sleep on is found first, and reading stops
     // at one that wants everything this participant wants.
-    while let Some(at) = (0..earlier.len()).max_by(|&a, &b| earlier[a].as_bytes().cmp(earlier[b].as_bytes())) {
-        let name = earlier.swap_remove(at);
-        let Some((fd, want)) = read_live(&dir, &name, &mut buf, now) else { continue };
-        let Some(want) = Want::parse(&buf[..want]) else { continue };
-        if want.prefix != prefix {
+    earlier.sort_unstable_by(|a, b| b.as_bytes().cmp(a.as_bytes()));
+    let now = since_boot();
+    let own = mine.map(|m| m.id);
+    let mut buf = vec![0u8; MAX_RECORD];
+    let names: Vec<&[u8]> = (0..pool.ids.len()).map(|g| pool.lock_name(g)).collect();
+    for name in earlier {
+        let (fd, want) = match read_live(dir, &name, &mut buf, now, own) {
+            Live::Record(fd, n) => match Want::parse(&buf[..n]) {
+                Some(want) => (Some(fd), Some(want)),
+                None => continue,
+            },
+            Live::Unknown => (None, None),
+            Live::No => continue,
+        };
+        if want.is_some_and(|w| w.prefix != prefix) {
             continue;
         }
+        let wants = |gpu: usize, slot: u32| want.is_none_or(|w| w.wants(names[gpu], slot));
         let mut shared = false;
-        let mut covers = want.slots >= slots;
-        for gpu in 0..pool.ids.len() {
-            if want.lists(pool.lock_name(gpu)) {
-                if out.blocked.is_empty() {
-                    out.blocked = vec![0; pool.ids.len()];
+        let mut covers = true;
+        for (gpu, name) in names.iter().enumerate() {
+            let listed = want.is_none_or(|w| w.lists(name));
+            for slot in 0..slots {
+                if listed && wants(gpu, slot) {
+                    out.block(gpu, slot, slots);
+                    shared = true;
+                } else {
+                    covers = false;
                 }
-                out.blocked[gpu] = out.blocked[gpu].max(want.slots);
-                shared = true;
-            } else {
-                covers = false;
             }
         }
         if !shared {
             continue;
         }
         out.count += 1;
+        let Some(fd) = fd else { continue };
         let covered = out.sleep_on.as_ref().is_some_and(|(_, c)| *c);
         if out.sleep_on.is_none() || covers && !covered {
             out.sleep_on = Some((fd, covers));
@@ -279,31 +386,72 @@ pub fn ahead(
     out
 }
 
+/// Removes the temporary record `name` when nobody holds its lock: its
+/// maker was killed before it renamed it into place.
+fn remove_if_unlocked(dir: &OwnedFd, name: &RecordName) {
+    let Ok(fd) = rustix::fs::openat(dir, name.as_cstr(), RECORD_FLAGS, Mode::empty()) else { return };
+    let regular = rustix::fs::fstat(&fd).is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
+    if regular && rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared).is_ok() {
+        let _ = rustix::fs::unlinkat(dir, name.as_cstr(), AtFlags::empty());
+    }
+}
+
+/// What a name in `gpuqueue/` is to a reader.
+enum Live {
+    /// A live record: its descriptor and length read.
+    Record(OwnedFd, usize),
+    /// It could not be read, for a reason that says nothing of its waiter.
+    Unknown,
+    /// No live record.
+    No,
+}
+
 /// Opens the record `name` and reads it into `buf` when it is a regular
-/// file whose lock is held and whose beat is fresh: its descriptor and
-/// length. A record whose lock is free is removed: its waiter is dead.
-fn read_live(dir: &OwnedFd, name: &RecordName, buf: &mut [u8], now: core::time::Duration) -> Option<(OwnedFd, usize)> {
-    let fd = rustix::fs::openat(dir, name.as_cstr(), RECORD_FLAGS, Mode::empty()).ok()?;
-    let st = rustix::fs::fstat(&fd).ok()?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return None;
+/// file with no other name, not the reader's own (`own`), whose lock is
+/// held and whose beat is fresh. A record whose lock is free is removed:
+/// its waiter is dead.
+fn read_live(
+    dir: &OwnedFd,
+    name: &RecordName,
+    buf: &mut [u8],
+    now: core::time::Duration,
+    own: Option<(u64, u64)>,
+) -> Live {
+    let fd = match rustix::fs::openat(dir, name.as_cstr(), RECORD_FLAGS, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(e) if not_a_record(e) => return Live::No,
+        Err(_) => return Live::Unknown,
+    };
+    let Ok(st) = rustix::fs::fstat(&fd) else { return Live::Unknown };
+    // A hard link to a record (its own included) is none: it would make
+    // its waiter wait behind itself.
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
+        || st.st_nlink != 1
+        || own == Some((st.st_dev, st.st_ino))
+    {
+        return Live::No;
+    }
+    // Too short to hold a beat: not a record, and not worth a lock (a
+    // record is renamed into place whole, so a waiter's never is).
+    if st.st_size < HEADER as i64 {
+        return Live::No;
     }
     match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
         Ok(()) => {
             let _ = rustix::fs::unlinkat(dir, name.as_cstr(), AtFlags::empty());
-            return None;
+            return Live::No;
         }
         Err(Errno::WOULDBLOCK) => {}
-        Err(_) => return None,
+        Err(_) => return Live::Unknown,
     }
     // A beat read while it was written fails its check: read once more.
     for _ in 0..2 {
-        let n = rustix::io::pread(&fd, &mut *buf, 0).ok()?;
+        let Ok(n) = rustix::io::pread(&fd, &mut *buf, 0) else { return Live::Unknown };
         if let Some((_, at)) = beat_of(&buf[..n]) {
-            return (fresh(at, now) && n < buf.len()).then_some((fd, n));
+            return if fresh(at, now) && n < buf.len() { Live::Record(fd, n) } else { Live::No };
         }
     }
-    None
+    Live::No
 }
 
 /// Whether the record open at `fd` shows a fresh beat now: a waiter asleep

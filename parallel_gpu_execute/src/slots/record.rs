@@ -14,7 +14,13 @@
 //! | 8-15 | the beat counter, little-endian |
 //! | 16-23 | the `CLOCK_BOOTTIME` nanoseconds of the last beat |
 //! | 24-31 | the counter XOR the time XOR [`CHECK`]: a beat read while it was written fails it |
-//! | 32- | `pid <pid>`, `prefix <lock-file prefix>`, `slots <slots per GPU>`, `needed <GPUs>`, `names <lock name> ...` (`names *`: every lock file of the prefix, for a pool too long to list), `test <the test>`, one per line |
+//! | 32- | `pid <pid>`, `prefix <lock-file prefix>`, `slots <slots per GPU>`, `needed <GPUs>`, `names <lock name> ...` (`names *`: every lock file of the prefix, for a pool too long to list), `test <the test>`, one per line; and `except <lock name>:<slot> ...` where there are lock files among them that this waiter cannot open |
+//!
+//! A record names only what its waiter can take: GPUs it passes over
+//! (drained, or avoided as unhealthy) are left out of `names`, lock files
+//! it may not open are in `except`, and it is written again when that
+//! changes. A later waiter therefore never waits for a lock file that the
+//! one ahead of it will not take.
 
 use crate::prelude::*;
 use crate::slots::request::Pool;
@@ -114,6 +120,9 @@ pub struct Want<'a> {
     /// The lock names of its pool, separated by spaces; `None`: every lock
     /// file of the prefix.
     pub names: Option<&'a [u8]>,
+    /// Lock files among them it cannot take, `<lock name>:<slot>`
+    /// separated by spaces (empty: none).
+    pub except: &'a [u8],
     pub test: &'a [u8],
 }
 
@@ -121,6 +130,18 @@ impl Want<'_> {
     /// Whether it wants the lock files of `name` (at its slots).
     pub fn lists(&self, name: &[u8]) -> bool {
         self.names.is_none_or(|names| names.split(|&b| b == b' ').any(|n| n == name))
+    }
+
+    /// Whether it wants the lock file of `name` at `slot`.
+    pub fn wants(&self, name: &[u8], slot: u32) -> bool {
+        slot < self.slots
+            && self.lists(name)
+            && !self.except.split(|&b| b == b' ').any(|e| {
+                e.len() > name.len()
+                    && e.starts_with(name)
+                    && e[name.len()] == b':'
+                    && parse_u64(&e[name.len() + 1..]) == Some(u64::from(slot))
+            })
     }
 
     /// The record's content: the first beat and the text.
@@ -142,6 +163,10 @@ impl Want<'_> {
         number(b"needed ", self.needed, &mut out);
         out.extend_from_slice(b"names ");
         out.extend_from_slice(self.names.unwrap_or(b"*"));
+        if !self.except.is_empty() {
+            out.extend_from_slice(b"\nexcept ");
+            out.extend_from_slice(self.except);
+        }
         out.extend_from_slice(b"\ntest ");
         let test = &self.test[..self.test.len().min(MAX_TEST)];
         out.extend(test.iter().map(|&b| if b == b'\n' || b == 0 { b' ' } else { b }));
@@ -154,7 +179,7 @@ impl<'a> Want<'a> {
     /// Reads a record's content (after its beat); `None` when it is not one.
     pub fn parse(record: &'a [u8]) -> Option<Want<'a>> {
         let text = record.get(HEADER..)?;
-        let mut want = Want { pid: 0, prefix: b"", slots: 0, needed: 0, names: None, test: b"" };
+        let mut want = Want { pid: 0, prefix: b"", slots: 0, needed: 0, names: None, except: b"", test: b"" };
         let mut seen = 0u8;
         for line in text.split(|&b| b == b'\n') {
             let (key, value) = match line.iter().position(|&b| b == b' ') {
@@ -169,6 +194,10 @@ impl<'a> Want<'a> {
                 b"needed" => want.needed = number()?,
                 b"names" => want.names = (value != b"*").then_some(value),
                 b"test" => want.test = value,
+                b"except" => {
+                    want.except = value;
+                    continue;
+                }
                 _ => continue,
             }
             seen += 1;
@@ -177,11 +206,12 @@ impl<'a> Want<'a> {
     }
 }
 
-/// The `names` of a pool: its lock names with spaces between them; `None`
-/// when that would be longer than [`MAX_NAMES`].
-pub fn pool_names(pool: &Pool) -> Option<Vec<u8>> {
+/// The `names` of a pool's GPUs that `keep` keeps: their lock names with
+/// spaces between them; `None` when that would be longer than
+/// [`MAX_NAMES`].
+pub fn pool_names(pool: &Pool, keep: impl Fn(usize) -> bool) -> Option<Vec<u8>> {
     let mut names = Vec::new();
-    for i in 0..pool.ids.len() {
+    for i in (0..pool.ids.len()).filter(|&i| keep(i)) {
         if !names.is_empty() {
             names.push(b' ');
         }
@@ -191,6 +221,27 @@ pub fn pool_names(pool: &Pool) -> Option<Vec<u8>> {
         }
     }
     Some(names)
+}
+
+/// The `except` of lock files `(gpu, slot)` of a pool: `<lock name>:<slot>`
+/// with spaces between them, at most [`MAX_NAMES`] long (the rest are left
+/// out: their waiter is then merely waited for longer).
+pub fn except_names(pool: &Pool, files: impl Iterator<Item = (usize, u32)>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (gpu, slot) in files {
+        let mut digits = [0u8; 20];
+        let slot = wrapper_common::numbers::format_u64(u64::from(slot), &mut digits);
+        if out.len() + pool.lock_name(gpu).len() + slot.len() + 2 > MAX_NAMES {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(b' ');
+        }
+        out.extend_from_slice(pool.lock_name(gpu));
+        out.push(b':');
+        out.extend_from_slice(slot);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -219,6 +270,7 @@ mod tests {
             slots: 2,
             needed: 4,
             names: Some(b"0 1 GPU-ab 3"),
+            except: b"",
             test: b"./pkg/a_test\n--flag",
         };
         let mut content = want.content(5_000_000_000);
@@ -232,6 +284,13 @@ mod tests {
         assert_eq!(beat_of(&content), None, "a counter written but not its time");
         let all = Want { names: None, ..want };
         assert!(Want::parse(&all.content(0)).unwrap().lists(b"anything"));
+        // Lock files it cannot open are not wanted; the rest are.
+        let some = Want { except: b"1:0 GPU-ab:1", ..want };
+        let some_content = some.content(0);
+        let parsed_some = Want::parse(&some_content).unwrap();
+        assert_eq!(parsed_some.except, b"1:0 GPU-ab:1");
+        assert!(!parsed_some.wants(b"1", 0) && parsed_some.wants(b"1", 1) && !parsed_some.wants(b"GPU-ab", 1));
+        assert!(parsed_some.wants(b"0", 0) && !parsed_some.wants(b"0", 2) && !parsed_some.wants(b"2", 0));
         assert_eq!(Want::parse(b"short"), None);
     }
 

@@ -17,11 +17,11 @@ use crate::slots::lockfile::{dir_still_there, join, keep_young, open_lock_dir};
 use crate::slots::locks::{Ask, Grant, Slots, fd_budget, private_lock_dir};
 use crate::slots::privacy;
 use crate::slots::queue::{self, Ahead, NoPlace, Place};
-use crate::slots::record::{HEARTBEAT, QUEUE_DIR, Want, pool_names};
+use crate::slots::record::{HEADER, HEARTBEAT, QUEUE_DIR, Want, except_names, pool_names};
 use crate::slots::request::Pool;
 use crate::slots::telemetry::{Place as Standing, Telemetry};
 use crate::slots::wait::{self, RecordWake, SlotWatch, WaitingSignals};
-use crate::sys::clock::{Instant, since_boot};
+use crate::sys::clock::{Instant, host_since_boot as since_boot};
 use core::ffi::CStr;
 use core::time::Duration;
 use rustix::fd::OwnedFd;
@@ -132,8 +132,8 @@ impl<'a> Waiting<'a> {
                 return Ok(None);
             }
             self.keep_place(dir_fd, table);
-            let mine = self.place.as_ref().map(|p| &p.name);
-            let ahead = queue::ahead(dir_fd, mine, table_pool(table), prefix, slots, false);
+            let held = self.place.as_ref().and_then(|p| p.queue_dir(dir_fd));
+            let ahead = queue::ahead(dir_fd, held, self.place.as_ref(), table_pool(table), prefix, slots, false);
             match table.scan(needed, &ahead) {
                 Ok(Some(grant)) => {
                     // After a wait the drains are read with the block's
@@ -147,7 +147,7 @@ impl<'a> Waiting<'a> {
                     if !table.still_linked(&grant) {
                         return Ok(None);
                     }
-                    let grant = self.granted(dir_fd, grant);
+                    let grant = self.granted(grant);
                     if let Some(w) = watch {
                         w.done();
                     }
@@ -166,6 +166,8 @@ impl<'a> Waiting<'a> {
             if self.ticket.is_none() {
                 // No block for it: it waits from now, and looks again once
                 // its record is there (a release meanwhile is not missed).
+                // SIGTERM from now on removes the record.
+                self.signals.get_or_insert_with(WaitingSignals::install);
                 self.ticket = Some(u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX));
                 self.join(dir_fd, table);
                 self.announce(dir_fd, table, &ahead);
@@ -181,7 +183,11 @@ impl<'a> Waiting<'a> {
             let left_to_it = (0..slots).any(|s| (0..table_pool(table).ids.len()).any(|g| ahead.allows(g, s)));
             match &ahead.sleep_on {
                 Some((record, covers)) if !left_to_it => {
-                    sleep_behind(signals, &mut self.place, dir_fd, record, *covers, until, self.deadline);
+                    // A drain can change what it may take: looked at each beat.
+                    let avoid = self.ask.avoid;
+                    let mut drained = || table.out_of_service(needed, avoid).unwrap_or(true);
+                    let behind = Behind { record, covers: *covers, deadline: self.deadline };
+                    sleep_behind(signals, &mut self.place, dir_fd, &behind, until, &mut drained);
                 }
                 _ => match &mut watch {
                     Some(w) => {
@@ -189,19 +195,26 @@ impl<'a> Waiting<'a> {
                     }
                     // Watch before the next look, so that a release between
                     // the look and the wait is not missed.
-                    None => watch = Some(SlotWatch::new(dir, table.cached())),
+                    None => {
+                        let each = table_pool(table).ids.len() * slots as usize <= wait::MAX_FILE_WATCHES;
+                        let names = each.then(|| table.lock_names());
+                        watch = Some(SlotWatch::new(dir, prefix, names.as_deref(), table.cached()));
+                    }
                 },
             }
             last_look = self.deadline.is_some_and(|d| Instant::now() >= d);
         }
     }
 
-    /// Makes its record (with its ticket), or says once why it cannot:
-    /// then it waits without a place, and tries again at each wake.
-    fn join(&mut self, dir_fd: &OwnedFd, table: &Slots<'_>) {
-        let Some(ticket) = self.ticket else { return };
+    /// What its record says: the lock files it can take (not those of GPUs
+    /// out of service, nor those it may not open), and the test.
+    fn content(&self, table: &Slots<'_>) -> Vec<u8> {
         let pool = table_pool(table);
-        let names = pool_names(pool);
+        let width = pool.ids.len();
+        let in_service = |gpu: usize| !table.out.get(gpu).is_some_and(|&o| o);
+        let names = pool_names(pool, in_service);
+        let unusable = table.warned.iter().map(|&i| (i % width.max(1), (i / width.max(1)) as u32));
+        let except = except_names(pool, unusable.filter(|&(gpu, _)| in_service(gpu)));
         let test = (self.test)();
         let want = Want {
             pid: u64::from(rustix::process::getpid().as_raw_nonzero().get().unsigned_abs()),
@@ -209,9 +222,17 @@ impl<'a> Waiting<'a> {
             slots: self.ask.slots,
             needed: self.ask.needed as u64,
             names: names.as_deref(),
+            except: &except,
             test: test.as_bytes(),
         };
-        let content = want.content(u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX));
+        want.content(u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// Makes its record (with its ticket), or says once why it cannot:
+    /// then it waits without a place, and tries again at each wake.
+    fn join(&mut self, dir_fd: &OwnedFd, table: &Slots<'_>) {
+        let Some(ticket) = self.ticket else { return };
+        let content = self.content(table);
         match Place::join(dir_fd, ticket, content) {
             Ok(place) => {
                 self.place = Some(place);
@@ -222,20 +243,28 @@ impl<'a> Waiting<'a> {
     }
 
     /// At each wake: beats, and makes the record again where it was
-    /// removed; without one, tries to make it.
+    /// removed, or where what it can take changed; without one, tries to
+    /// make it.
     fn keep_place(&mut self, dir_fd: &OwnedFd, table: &Slots<'_>) {
-        match &mut self.place {
-            Some(place) => {
+        let content = self.place.as_ref().map(|_| self.content(table));
+        match (&mut self.place, content) {
+            (Some(place), Some(content)) => {
                 place.beat();
-                if !place.linked(dir_fd) {
-                    if let Err(why) = place.remake(dir_fd) {
-                        self.place = None;
-                        self.say_no_place(table.dir(), why);
-                    }
+                let changed = content.get(HEADER..) != Some(place.text());
+                let made = if changed {
+                    place.rewrite(dir_fd, content).map(|()| place.beat())
+                } else if !place.linked(dir_fd) {
+                    place.remake(dir_fd)
+                } else {
+                    Ok(())
+                };
+                if let Err(why) = made {
+                    self.place = None;
+                    self.say_no_place(table.dir(), why);
                 }
             }
-            None if self.ticket.is_some() => self.join(dir_fd, table),
-            None => {}
+            _ if self.ticket.is_some() => self.join(dir_fd, table),
+            _ => {}
         }
     }
 
@@ -255,21 +284,34 @@ impl<'a> Waiting<'a> {
                 ),
             ),
             NoPlace::Create(errno) => {
-                let cause = match errno {
-                    rustix::io::Errno::NOSPC => "the file system is full",
-                    rustix::io::Errno::DQUOT => "a disk quota is reached",
-                    rustix::io::Errno::ACCESS | rustix::io::Errno::PERM | rustix::io::Errno::ROFS => {
-                        "this user may not add to it"
+                use rustix::io::Errno;
+                let (cause, repair) = match errno {
+                    Errno::NOSPC => ("the file system is full", "free space on its file system"),
+                    Errno::DQUOT => ("a disk quota is reached", "raise this user's quota there"),
+                    Errno::ROFS => ("its file system is read-only", "mount the lock directory read-write"),
+                    Errno::MFILE | Errno::NFILE => {
+                        ("no file descriptor is left", "raise the open-files limit (ulimit -n)")
                     }
-                    _ => "it cannot be written",
+                    Errno::ACCESS | Errno::PERM => ("this user may not add to it", ""),
+                    _ => ("it cannot be written", ""),
                 };
-                diag::report(
-                    crate::TOOL,
-                    format_args!(
-                        "warning: cannot make a record in {q} ({cause}: {}): waiting without a place in the queue, so later tests may be served first; to repair, root runs: mkdir -p {q} && chmod 1777 {q}",
-                        diag::Os(errno)
-                    ),
-                );
+                if repair.is_empty() {
+                    diag::report(
+                        crate::TOOL,
+                        format_args!(
+                            "warning: cannot make a record in {q} ({cause}: {}): waiting without a place in the queue, so later tests may be served first; to repair, root runs: mkdir -p {q} && chmod 1777 {q}",
+                            diag::Os(errno)
+                        ),
+                    );
+                } else {
+                    diag::report(
+                        crate::TOOL,
+                        format_args!(
+                            "warning: cannot make a record in {q} ({cause}: {}): waiting without a place in the queue, so later tests may be served first; to repair, {repair}",
+                            diag::Os(errno)
+                        ),
+                    );
+                }
             }
         }
     }
@@ -278,10 +320,12 @@ impl<'a> Waiting<'a> {
     fn announce(&mut self, dir_fd: &OwnedFd, table: &Slots<'_>, ahead: &Ahead) {
         let (pool, slots, prefix) = (table_pool(table), self.ask.slots, self.ask.profile.lock_prefix());
         let standing = match &self.place {
-            Some(place) => match queue::ahead(dir_fd, Some(&place.name), pool, prefix, slots, true).count {
-                0 => Standing::First,
-                n => Standing::Behind(n),
-            },
+            Some(place) => {
+                match queue::ahead(dir_fd, place.queue_dir(dir_fd), Some(place), pool, prefix, slots, true).count {
+                    0 => Standing::First,
+                    n => Standing::Behind(n),
+                }
+            }
             None => Standing::NoQueue,
         };
         // No free block was found among all of them: proof of busy GPUs,
@@ -294,9 +338,9 @@ impl<'a> Waiting<'a> {
 
     /// Leaves the queue (its record removed, which wakes the one behind)
     /// and restores the signals, before the test is exec'd.
-    fn granted(&mut self, dir_fd: &OwnedFd, mut grant: Grant) -> Grant {
+    fn granted(&mut self, mut grant: Grant) -> Grant {
         if let Some(place) = self.place.take() {
-            place.leave(dir_fd);
+            place.leave();
         }
         self.signals = None;
         grant.waited = self.telemetry.waited();
@@ -308,19 +352,28 @@ fn table_pool<'t>(table: &'t Slots<'_>) -> &'t Pool {
     table.pool()
 }
 
+/// The record a waiter sleeps on: whether it wants everything this one
+/// wants, and this one's deadline.
+struct Behind<'r> {
+    record: &'r OwnedFd,
+    covers: bool,
+    deadline: Option<Instant>,
+}
+
 /// Sleeps on the record of the waiter ahead until it leaves or dies, until
 /// `until`. While that record wants everything this waiter wants
-/// (`covers`) and beats, nothing else can change what this waiter may
-/// take: at each beat it only beats too, and sleeps on, up to the deadline.
+/// (`covers`) and beats, nothing but a drain can change what this waiter
+/// may take: at each beat it beats too, looks whether `drained` says the
+/// GPUs out of service changed, and sleeps on, up to the deadline.
 fn sleep_behind(
     signals: &mut WaitingSignals,
     place: &mut Option<Place>,
     dir_fd: &OwnedFd,
-    record: &OwnedFd,
-    covers: bool,
+    behind: &Behind<'_>,
     mut until: Instant,
-    deadline: Option<Instant>,
+    drained: &mut dyn FnMut() -> bool,
 ) {
+    let Behind { record, covers, deadline } = *behind;
     loop {
         if wait::on_record(signals, record, until) == RecordWake::Released {
             return;
@@ -337,6 +390,9 @@ fn sleep_behind(
                 }
             }
             None => return,
+        }
+        if drained() {
+            return;
         }
         let beat_due = now + HEARTBEAT;
         until = deadline.map_or(beat_due, |d| d.min(beat_due));

@@ -20,6 +20,7 @@
 //! dispositions as they were, timer cancelled (interval timers survive
 //! `execve`).
 
+use crate::slots::lockfile::LockName;
 use crate::sys::clock::Instant;
 use core::ffi::{CStr, c_int};
 use core::mem::MaybeUninit;
@@ -31,22 +32,27 @@ use rustix::fd::{AsRawFd, BorrowedFd};
 use rustix::fs::inotify::{self, ReadFlags};
 use rustix::io::Errno;
 
-/// How often a waiter rescans when inotify cannot be used.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// How often a waiter rescans when inotify cannot be used (at most 10
+/// wake-ups a second).
+pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The waiter's record, removed when SIGTERM or SIGINT ends the wait: the
-/// descriptor of `gpuqueue/` (-1: none) and the record's name.
+/// descriptors of the lock directory and of `gpuqueue/` (-1: none) and the
+/// record's name.
+static LOCK_DIR: AtomicI32 = AtomicI32::new(-1);
 static RECORD_DIR: AtomicI32 = AtomicI32::new(-1);
 static RECORD_NAME: [AtomicU8; 48] = [const { AtomicU8::new(0) }; 48];
 
 /// Has the signal handlers remove the record `name` of the directory `dir`
-/// when SIGTERM or SIGINT ends the wait (closing its descriptor frees its
-/// lock anyway; this leaves nothing behind).
-pub fn remove_on_exit(dir: BorrowedFd<'_>, name: &[u8]) {
+/// (and `gpuqueue/` from `lock_dir`, when it is then empty) when SIGTERM or
+/// SIGINT ends the wait (closing its descriptor frees its lock anyway; this
+/// leaves nothing behind).
+pub fn remove_on_exit(lock_dir: BorrowedFd<'_>, dir: BorrowedFd<'_>, name: &[u8]) {
     RECORD_DIR.store(-1, Ordering::SeqCst);
     for (i, slot) in RECORD_NAME.iter().enumerate() {
         slot.store(if i + 1 < RECORD_NAME.len() { name.get(i).copied().unwrap_or(0) } else { 0 }, Ordering::SeqCst);
     }
+    LOCK_DIR.store(lock_dir.as_raw_fd(), Ordering::SeqCst);
     RECORD_DIR.store(dir.as_raw_fd(), Ordering::SeqCst);
 }
 
@@ -63,8 +69,14 @@ extern "C" fn exit_on_signal(sig: c_int) {
             *b = slot.load(Ordering::SeqCst);
         }
         // SAFETY: unlinkat is async-signal-safe; `name` is NUL-terminated
-        // (its last byte is never set).
-        unsafe { libc::unlinkat(dir, name.as_ptr().cast(), 0) };
+        // (its last byte is never set), as is the literal.
+        unsafe {
+            libc::unlinkat(dir, name.as_ptr().cast(), 0);
+            let lock_dir = LOCK_DIR.load(Ordering::SeqCst);
+            if lock_dir >= 0 {
+                libc::unlinkat(lock_dir, c"gpuqueue".as_ptr(), libc::AT_REMOVEDIR);
+            }
+        }
     }
     // SAFETY: _exit is async-signal-safe; it closes every descriptor, which
     // releases every lock this process holds.
@@ -181,9 +193,18 @@ pub enum Wake {
     TimedOut,
 }
 
-/// Watches the lock directory for released slots.
+/// Most lock files watched one by one; a pool with more is watched through
+/// its directory.
+pub const MAX_FILE_WATCHES: usize = 1024;
+
+/// Watches the lock files of a pool for releases.
 pub enum SlotWatch {
-    Inotify(OwnedFd),
+    /// The instance; the lock directory's watch; and the lock files'
+    /// prefix. The lock files are watched one by one where they can be, so
+    /// that nothing else closed in the directory (another program's files in
+    /// `/var/lock` or `/tmp`, each waiter's look at `gpuqueue/`) wakes the
+    /// waiter; the directory is watched for removals and for its own.
+    Inotify(OwnedFd, i32, &'static [u8]),
     /// inotify unavailable (or not safe to use): rescan periodically.
     Polling,
 }
@@ -192,32 +213,48 @@ impl SlotWatch {
     /// Done with: the inotify instance is closed without its last close's
     /// wait before the exec that follows (`sys::child::close_after_exec`).
     pub fn done(self) {
-        if let SlotWatch::Inotify(fd) = self {
+        if let SlotWatch::Inotify(fd, _, _) = self {
             crate::sys::child::close_after_exec(fd);
         }
     }
 
-    /// `use_inotify` is false when the caller closes lock files while
-    /// waiting, which would wake it up itself.
-    pub fn new(lock_dir: &CStr, use_inotify: bool) -> SlotWatch {
+    /// Watches the lock files `names` of `lock_dir` (`None`: too many, the
+    /// directory's closes instead). `use_inotify` is false when the caller
+    /// closes lock files while waiting, which would wake it up itself.
+    pub fn new(lock_dir: &CStr, prefix: &'static [u8], names: Option<&[LockName]>, use_inotify: bool) -> SlotWatch {
         if !use_inotify {
             return SlotWatch::Polling;
         }
         let Ok(fd) = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK) else {
             return SlotWatch::Polling;
         };
+        let closes = inotify::WatchFlags::CLOSE_WRITE | inotify::WatchFlags::CLOSE_NOWRITE;
+        // A lock file not made yet has no watch: a release there is seen
+        // at the next beat.
+        let each = names.is_some_and(|names| {
+            names.len() <= MAX_FILE_WATCHES
+                && names.iter().all(|name| {
+                    let d = lock_dir.to_bytes();
+                    let added =
+                        wrapper_common::with_joined(&[d, wrapper_common::separator(d), name.as_bytes()], None, |p| {
+                            inotify::add_watch(&fd, p, closes)
+                        });
+                    matches!(added, Some(Ok(_) | Err(Errno::NOENT)))
+                })
+        });
         // DELETE and MOVED_FROM: lock files removed (as `rm -rf` of the
         // directory does first) wake the waiter, which then checks that the
         // directory itself is still there.
-        let mask = inotify::WatchFlags::CLOSE_WRITE
-            | inotify::WatchFlags::CLOSE_NOWRITE
-            | inotify::WatchFlags::DELETE
+        let mut mask = inotify::WatchFlags::DELETE
             | inotify::WatchFlags::MOVED_FROM
             | inotify::WatchFlags::DELETE_SELF
             | inotify::WatchFlags::MOVE_SELF
             | inotify::WatchFlags::ONLYDIR;
+        if !each {
+            mask |= closes;
+        }
         match inotify::add_watch(&fd, lock_dir, mask) {
-            Ok(_) => SlotWatch::Inotify(fd),
+            Ok(dir) => SlotWatch::Inotify(fd, dir, prefix),
             Err(_) => SlotWatch::Polling,
         }
     }
@@ -236,7 +273,7 @@ impl SlotWatch {
             timeout = timeout.min(POLL_INTERVAL);
         }
         match self {
-            SlotWatch::Inotify(fd) => {
+            SlotWatch::Inotify(fd, dir, prefix) => {
                 let until = now + timeout;
                 loop {
                     let left = until.saturating_duration_since(Instant::now());
@@ -245,7 +282,7 @@ impl SlotWatch {
                     // Only a directory closed (the drain records' and the
                     // queue's, which this waiter reads at each wake): wait
                     // on, or it would wake itself without end.
-                    if !matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) || drain(fd) {
+                    if !matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) || drain(fd, *dir, prefix) {
                         break;
                     }
                 }
@@ -286,9 +323,13 @@ pub fn on_record(signals: &mut WaitingSignals, record: &OwnedFd, until: Instant)
 }
 
 /// Reads every pending event, so that the next poll blocks until a new
-/// one; whether any may mean a released slot or a directory gone (all but
-/// a subdirectory closed).
-fn drain(fd: &OwnedFd) -> bool {
+/// one; whether any may mean a released slot or a directory gone: a lock
+/// file closed or removed (one watched by itself, or in the directory a
+/// name with `prefix`), `gpuqueue/` or `gpudrain/` removed, the directory
+/// itself removed or moved, or events lost. Other files' events, and
+/// subdirectories closed (each look of a waiter closes `gpuqueue/`), are
+/// not.
+fn drain(fd: &OwnedFd, dir: i32, prefix: &[u8]) -> bool {
     let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
     let mut reader = inotify::Reader::new(fd, &mut buf);
     let mut release = false;
@@ -299,7 +340,14 @@ fn drain(fd: &OwnedFd) -> bool {
                 // directory's own removal, ...) and maybe `ISDIR`.
                 let e = event.events();
                 let closed = e.intersects(ReadFlags::CLOSE_WRITE | ReadFlags::CLOSE_NOWRITE);
-                release |= !(closed && e.contains(ReadFlags::ISDIR));
+                let name = event.file_name().map_or(&b""[..], |n| n.to_bytes());
+                release |= match () {
+                    // A lock file's own watch, or events lost.
+                    _ if event.wd() != dir => true,
+                    _ if name.is_empty() => true,
+                    _ if e.contains(ReadFlags::ISDIR) => !closed && (name == b"gpuqueue" || name == b"gpudrain"),
+                    _ => name.starts_with(prefix),
+                };
             }
             Err(Errno::INTR) => {}
             Err(Errno::AGAIN) => return release,

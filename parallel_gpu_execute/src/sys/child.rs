@@ -66,6 +66,34 @@ pub fn succeeded(status: i32) -> bool {
     libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }
 
+/// Whether the first process of this PID namespace is one that reaps the
+/// orphans it inherits, by its name (`/proc/1/comm`): an init system, a
+/// container's init (tini as `docker run --init` installs it, dumb-init,
+/// catatonit, Kubernetes' pause), Bazel's `linux-sandbox`, or a shell.
+/// A program that does not reap (a CI driver, Python, a runner started as
+/// PID 1) would keep each orphan as a zombie.
+pub fn init_reaps_orphans() -> bool {
+    const REAPERS: [&[u8]; 12] = [
+        b"systemd",
+        b"init",
+        b"linux-sandbox",
+        b"tini",
+        b"docker-init",
+        b"dumb-init",
+        b"catatonit",
+        b"pause",
+        b"s6-svscan",
+        b"runit",
+        b"bash",
+        b"containerd-shim",
+    ];
+    let Ok(fd) = wrapper_common::lines::open_for_reading(c"/proc/1/comm") else { return false };
+    let mut buf = [0u8; 32];
+    let Ok(n) = rustix::io::read(&fd, &mut buf) else { return false };
+    let name = buf[..n].strip_suffix(b"\n").unwrap_or(&buf[..n]);
+    REAPERS.contains(&name)
+}
+
 /// Closes `fd` so that the cost of its last close is paid by a short-lived
 /// orphan process rather than before the caller's exec: an inotify
 /// instance's last close waits for an SRCU grace period (about 15 ms),
@@ -73,11 +101,13 @@ pub fn succeeded(status: i32) -> bool {
 /// idle. A child forks a grandchild and exits at once (the caller reaps
 /// it, so the test inherits no child); the grandchild closes every other
 /// descriptor, waits until the caller execs (the end of a pipe the caller
-/// holds closes then), closes `fd` last and exits. Where that cannot be
-/// done (the caller is PID 1, which would inherit the orphan; no
-/// `close_range`, Linux before 5.9), `fd` is closed here.
+/// holds closes then), closes `fd` last and exits. The orphan is the
+/// namespace's first process's to reap, so this is done only where that one
+/// is known to reap orphans ([`init_reaps_orphans`]): else each waited test
+/// would leave a zombie behind. Where it is not done (that, the caller is
+/// PID 1 itself, no `close_range` before Linux 5.9), `fd` is closed here.
 pub fn close_after_exec(fd: rustix::fd::OwnedFd) {
-    if rustix::process::getpid().is_init() {
+    if rustix::process::getpid().is_init() || !init_reaps_orphans() {
         return;
     }
     let Ok((read_end, write_end)) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC) else { return };

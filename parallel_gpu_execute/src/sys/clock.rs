@@ -95,6 +95,47 @@ pub fn since_boot() -> Duration {
     read(libc::CLOCK_BOOTTIME)
 }
 
+/// The host's time since boot: [`since_boot`] less this process's time
+/// namespace's `boottime` offset (`/proc/self/timens_offsets`, read once),
+/// so that a waiter in a time namespace writes and judges tickets and beats
+/// on the same clock as every other waiter of the host.
+pub fn host_since_boot() -> Duration {
+    use core::sync::atomic::{AtomicI64, Ordering};
+    /// Nanoseconds; `i64::MIN`: not read yet.
+    static OFFSET: AtomicI64 = AtomicI64::new(i64::MIN);
+    let mut offset = OFFSET.load(Ordering::Relaxed);
+    if offset == i64::MIN {
+        offset = timens_boottime_offset().unwrap_or(0);
+        OFFSET.store(offset, Ordering::Relaxed);
+    }
+    let local = since_boot();
+    let off = Duration::from_nanos(offset.unsigned_abs());
+    if offset >= 0 { local.saturating_sub(off) } else { local.saturating_add(off) }
+}
+
+/// The `boottime` line of `/proc/self/timens_offsets` (Linux 5.6 and
+/// later; absent: no time namespace), in nanoseconds.
+fn timens_boottime_offset() -> Option<i64> {
+    let fd = wrapper_common::lines::open_for_reading(c"/proc/self/timens_offsets").ok()?;
+    let mut buf = [0u8; 256];
+    let n = rustix::io::read(&fd, &mut buf).ok()?;
+    parse_boottime_offset(&buf[..n])
+}
+
+fn parse_boottime_offset(text: &[u8]) -> Option<i64> {
+    let line = text.split(|&b| b == b'\n').find(|l| l.starts_with(b"boottime "))?;
+    let mut words = line.split(|&b| b == b' ').filter(|w| !w.is_empty()).skip(1);
+    let (secs, nanos) = (words.next()?, words.next()?);
+    let (negative, digits) = match secs {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, secs),
+    };
+    let secs = i64::try_from(wrapper_common::numbers::parse_u64(digits)?).ok()?;
+    let nanos = i64::try_from(wrapper_common::numbers::parse_u64(nanos)?).ok()?;
+    let secs = if negative { -secs } else { secs };
+    secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
 /// Sleeps for `d`, the whole of it, as std's `thread::sleep` does: a signal
 /// that interrupts the sleep (the waiting phase's interval timer) is slept
 /// through.
@@ -122,5 +163,16 @@ mod tests {
         let std = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
         assert!(ours.abs_diff(std) < Duration::from_secs(5), "{ours:?} vs {std:?}");
         assert!(UNIX_EPOCH.duration_since(SystemTime::now()).is_none());
+    }
+
+    #[test]
+    fn a_time_namespaces_boottime_offset_is_read() {
+        let text = b"monotonic 0 0\nboottime 100000 0\n";
+        assert_eq!(parse_boottime_offset(text), Some(100_000_000_000_000));
+        assert_eq!(parse_boottime_offset(b"monotonic 5 0\nboottime -3 500\n"), Some(-2_999_999_500));
+        assert_eq!(parse_boottime_offset(b"monotonic 5 0\n"), None);
+        // Outside a time namespace the host's clock is this process's.
+        let (a, b) = (since_boot(), host_since_boot());
+        assert!(b.abs_diff(a) < Duration::from_secs(1), "{a:?} {b:?}");
     }
 }

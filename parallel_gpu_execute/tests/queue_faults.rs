@@ -1,0 +1,339 @@
+//! What other users, odd files, odd clocks and odd inits do to the wait
+//! queue, each found by an adversarial review: a waiter that cannot take a
+//! lock file never holds it up for others; junk and hard links in
+//! `gpuqueue/` neither stall nor overtake; a waiter in a time namespace
+//! keeps its place; other programs' files in the lock directory do not
+//! wake waiters; no process is left behind under an init that does not
+//! reap; a lock directory path near PATH_MAX works; a drain ends a wait
+//! behind another waiter; `gpuqueue/` is made whole and left nowhere.
+
+mod common;
+
+use common::{Fixture, NOBODY, Record, shared_fixture};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use test_support::{Cmd, Running, hold_lock, wait_until, write_file};
+
+fn on(c: &mut Cmd, gpus: u32, slots: u32) -> &mut Cmd {
+    c.env("TF_GPU_COUNT", gpus.to_string()).env("TF_TESTS_PER_GPU", slots.to_string())
+}
+
+/// Starts `c` and returns once its process has a record in the queue.
+fn queued(f: &Fixture, c: &mut Cmd) -> Running {
+    c.timeout(Duration::from_secs(60)).own_process_group();
+    let r = c.spawn();
+    let pid = r.pid();
+    assert!(wait_until(Duration::from_secs(10), || f.waiters().contains(&pid)), "never queued\n{}", c.describe());
+    r
+}
+
+fn stop(r: Running) {
+    r.signal_group(libc::SIGKILL);
+    r.wait();
+}
+
+fn root(what: &str) -> bool {
+    test_support::prerequisite(test_support::is_root(), "root", what)
+}
+
+/// A lock file the earlier waiter may not open (another user's, 0600) is
+/// not in its record: a later waiter that can open it takes it at once.
+#[test]
+fn a_waiter_never_waits_for_a_lock_file_the_one_ahead_cannot_open() {
+    if !root("another user's 0600 lock file") {
+        return;
+    }
+    let f = shared_fixture("faults-unusable");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    write_file(f.lock("0", 0), "");
+    std::fs::set_permissions(f.lock("0", 0), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let held = hold_lock(f.lock("0", 1));
+    std::fs::set_permissions(f.lock("0", 1), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mut early = f.cmd();
+    on(&mut early, 1, 2).as_user(NOBODY, NOBODY).arg("./pkg/gpu_test");
+    let early = queued(&f, &mut early);
+    let mut later = f.cmd();
+    let out = on(&mut later, 1, 2).args(["--wait=5", "./pkg/gpu_test"]).run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock0_0"], "{}", out.explain());
+    drop(held);
+    early.wait().assert_success();
+}
+
+/// A GPU the earlier waiter avoids as unhealthy is not in its record.
+#[test]
+fn a_waiter_never_waits_for_a_gpu_the_one_ahead_avoids() {
+    let mut f = Fixture::new("faults-avoid");
+    f.sysroot.add_kfd_gpus(2);
+    write_file(f.sysroot.root.join("sys/class/drm/renderD128/device/ras/umc_err_count"), "ue: 2\nce: 0\n");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("1", 0));
+    let mut early = f.cmd();
+    early.env("TF_TESTS_PER_GPU", "1").env("PARALLEL_GPU_EXECUTE_UNHEALTHY", "avoid").arg("./pkg/gpu_test");
+    let early = queued(&f, &mut early);
+    let out = f.cmd().env("TF_TESTS_PER_GPU", "1").args(["--wait=5", "./pkg/gpu_test"]).run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock0_0"], "GPU 0 was free all along\n{}", out.explain());
+    drop(held);
+    early.wait().assert_success();
+}
+
+/// Files named like records that are none (another user's junk, empty)
+/// are passed over, and a hard link to a waiter's record makes it neither
+/// wait behind itself nor lose its place.
+#[test]
+fn junk_and_hard_links_in_the_queue_neither_stall_nor_reorder() {
+    let f = Fixture::new("faults-junk");
+    let queue = f.lock_dir.join("gpuqueue");
+    std::fs::create_dir_all(&queue).unwrap();
+    for i in 1..=2000u32 {
+        write_file(queue.join(format!("{i:016x}.{i}")), "");
+    }
+    // A free slot: served at once, past the junk.
+    let out = on(&mut f.cmd(), 1, 1).args(["--wait=0", "./pkg/gpu_test"]).run();
+    Record::of(out.assert_success());
+    let held = hold_lock(f.lock("0", 0));
+    let mut first = f.cmd();
+    on(&mut first, 1, 1).env("SLEEP", "0.3").arg("./pkg/gpu_test");
+    let first = queued(&f, &mut first);
+    let record = std::fs::read_dir(&queue)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().ends_with(&format!(".{}", first.pid())))
+        .unwrap();
+    std::fs::hard_link(&record, queue.join("0000000000000000.1")).unwrap();
+    let mut second = f.cmd();
+    on(&mut second, 1, 1).arg("./pkg/gpu_test");
+    let second = queued(&f, &mut second);
+    std::thread::sleep(Duration::from_millis(600));
+    drop(held);
+    let (a, b) = (first.wait(), second.wait());
+    let (a, b) = (Record::of(a.assert_success()), Record::of(b.assert_success()));
+    assert!(a.get("start") < b.get("start"), "the second was served first");
+}
+
+/// A waiter in a time namespace whose boot clock is 100000 s ahead writes
+/// and reads the host's clock: it waits behind an earlier waiter, and
+/// --status shows its beat fresh.
+#[test]
+fn a_waiter_in_a_time_namespace_keeps_its_place() {
+    if !root("a time namespace (unshare --time)") {
+        return;
+    }
+    let f = Fixture::new("faults-timens");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let probe = Cmd::new("unshare").args(["--time", "--boottime", "100000", "--fork", "true"]).run();
+    if !test_support::prerequisite(probe.code() == 0, "time namespaces", "a waiter in a time namespace") {
+        return;
+    }
+    for round in 0..3 {
+        let held = hold_lock(f.lock("0", 0));
+        let mut early = f.cmd();
+        on(&mut early, 1, 1).env("SLEEP", "0.2").arg("./pkg/gpu_test");
+        let early = queued(&f, &mut early);
+        let mut later = Cmd::new("unshare");
+        f.runfiles.apply(&mut later);
+        later.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+        on(&mut later, 1, 1).args(["--time", "--boottime", "100000", "--fork", common::bin(), "./pkg/gpu_test"]);
+        later.timeout(Duration::from_secs(60));
+        let later = later.spawn();
+        assert!(wait_until(Duration::from_secs(10), || f.waiters().len() == 2), "round {round}: never queued");
+        let status = on(&mut f.cmd(), 1, 1).arg("--status=json").run();
+        assert_eq!(status.stdout.matches("\"beat_age_seconds\": 0.").count(), 2, "{}", status.explain());
+        drop(held);
+        let (a, b) = (early.wait(), later.wait());
+        let (a, b) = (Record::of(a.assert_success()), Record::of(b.assert_success()));
+        assert!(a.get("start") < b.get("start"), "round {round}: the later waiter went first");
+    }
+}
+
+/// A head waiter sleeps through another program rewriting its own file in
+/// the lock directory 100 times a second, and a waiter that cannot watch
+/// (too few descriptors) looks at most 10 times a second.
+#[test]
+fn other_programs_files_do_not_wake_waiters_and_polling_is_bounded() {
+    let f = Fixture::new("faults-wakeups");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let mut head = f.cmd();
+    on(&mut head, 1, 1).arg("./pkg/gpu_test");
+    let head = queued(&f, &mut head);
+    let other = f.lock_dir.join("other.lock");
+    let mut writer = Cmd::new("sh");
+    writer
+        .args(["-c", "while :; do echo x > \"$0\"; sleep 0.01; done"])
+        .arg(&other)
+        .own_process_group()
+        .timeout(Duration::from_secs(60));
+    let writer = writer.spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = test_support::voluntary_switches(head.pid());
+    std::thread::sleep(Duration::from_secs(2));
+    let woke = test_support::voluntary_switches(head.pid()) - before;
+    assert!(woke <= 24, "the head woke {woke} times in 2 s beside another program's file");
+    stop(writer);
+    stop(head);
+    // Eight slots and descriptors for fewer: it polls.
+    let mut poller = Cmd::new("sh");
+    f.runfiles.apply(&mut poller);
+    poller.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+    on(&mut poller, 1, 8).args(["-c", "ulimit -n 70; exec \"$0\" ./pkg/gpu_test"]).arg(common::bin());
+    let holders: Vec<_> = (1..8).map(|s| hold_lock(f.lock("0", s))).collect();
+    let poller = queued(&f, &mut poller);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = test_support::voluntary_switches(poller.pid());
+    std::thread::sleep(Duration::from_secs(2));
+    let woke = test_support::voluntary_switches(poller.pid()) - before;
+    assert!(woke <= 24, "a polling waiter woke {woke} times in 2 s");
+    drop(holders);
+    drop(held);
+    poller.wait().assert_success();
+}
+
+/// Under a PID 1 that does not reap orphans (a Python CI driver), tests
+/// that waited leave no process behind.
+#[test]
+fn no_process_is_left_behind_under_an_init_that_does_not_reap() {
+    if !root("a PID namespace (unshare --pid)") {
+        return;
+    }
+    let Some(python) = test_support::find_program("python3") else {
+        test_support::prerequisite(false, "python3", "an init that does not reap");
+        return;
+    };
+    let f = Fixture::new("faults-zombies");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let script = r#"
+import os, subprocess, sys, time
+wrapper, lock = sys.argv[1], sys.argv[2]
+for i in range(3):
+    holder = subprocess.Popen(["flock", lock, "sleep", "0.5"])
+    time.sleep(0.1)
+    subprocess.run([wrapper, "/bin/true"], stderr=subprocess.DEVNULL, check=True)
+    holder.wait()
+time.sleep(0.3)
+zombies = []
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2] == "Z":
+            zombies.append(stat)
+print("zombies:", len(zombies), zombies)
+"#;
+    let mut c = Cmd::new("unshare");
+    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+    on(&mut c, 1, 1).args(["--pid", "--fork", "--mount-proc"]).arg(&python).args(["-c", script]);
+    c.arg(common::bin()).arg(f.lock("0", 0));
+    let out = c.run();
+    out.assert_success().assert_stdout_contains("zombies: 0 []");
+}
+
+/// A lock directory path of nearly PATH_MAX: the test runs (it spun,
+/// taking and letting go of its slot).
+#[test]
+fn a_lock_directory_path_near_path_max_runs_the_test() {
+    let f = Fixture::new("faults-long-path");
+    let mut dir = f.dir.join("long");
+    let part = "d".repeat(200);
+    while dir.as_os_str().len() + 201 < 4080 {
+        dir.push(&part);
+    }
+    let rest = 4085 - dir.as_os_str().len() - 1;
+    dir.push("e".repeat(rest));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &dir).arg("./pkg/gpu_test").timeout(Duration::from_secs(20));
+    Record::of(c.run().assert_success());
+}
+
+/// A waiter asleep behind another one notices at its next beat that every
+/// block it could use was drained.
+#[test]
+fn a_drain_ends_a_wait_behind_another_waiter_at_the_next_beat() {
+    let f = Fixture::new("faults-drain-behind");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = [hold_lock(f.lock("0", 0)), hold_lock(f.lock("1", 0))];
+    let mut one = f.cmd();
+    on(&mut one, 2, 1).arg("./pkg/gpu_test");
+    let one = queued(&f, &mut one);
+    let mut both = f.cmd();
+    on(&mut both, 2, 1).args(["./pkg/gpu_test", "--num_processes=2"]);
+    let both = queued(&f, &mut both);
+    std::thread::sleep(Duration::from_millis(300));
+    let drained = Instant::now();
+    on(&mut f.cmd(), 2, 1).args(["--drain=1", "--reason=test"]).run().assert_success();
+    let out = both.wait();
+    out.assert_code(1).assert_stderr_contains("every GPU this test could use is out of service: GPU 1 (test)");
+    let took = drained.elapsed();
+    assert!(took < Duration::from_secs(3), "noticed {took:?} after the drain");
+    drop(held);
+    one.wait().assert_success();
+}
+
+/// `gpuqueue/` is made with its mode whole, a temporary record a killed
+/// waiter left is removed, and nothing is left after a wait that ends in
+/// a timeout or SIGTERM.
+#[test]
+fn the_queue_directory_is_made_whole_and_left_nowhere() {
+    let f = Fixture::new("faults-queue-dir");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let queue = f.lock_dir.join("gpuqueue");
+    let held = hold_lock(f.lock("0", 0));
+    // A timeout, and SIGTERM.
+    let out = on(&mut f.cmd(), 1, 1).args(["--wait=0.5", "./pkg/gpu_test"]).run();
+    out.assert_code(1);
+    assert!(!queue.exists(), "gpuqueue/ left after a timeout");
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).arg("./pkg/gpu_test");
+    let r = queued(&f, &mut c);
+    let mode = std::fs::metadata(&queue).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o1777, "gpuqueue/ made {mode:o}");
+    r.signal(libc::SIGTERM);
+    assert_eq!(r.wait().status.code(), Some(143));
+    assert!(!queue.exists(), "gpuqueue/ left after SIGTERM");
+    // A temporary record, unlocked: its maker died. The next look removes it.
+    std::fs::create_dir_all(&queue).unwrap();
+    let temporary = queue.join(".0000000000000001.77.new");
+    write_file(&temporary, "");
+    let out = on(&mut f.cmd(), 1, 1).args(["--wait=0", "./pkg/gpu_test"]).run();
+    out.assert_code(1);
+    assert!(!temporary.exists(), "a dead waiter's temporary record stays");
+    // A gpuqueue/ of this user's with another mode is given 1777.
+    std::fs::set_permissions(&queue, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).arg("./pkg/gpu_test");
+    let r = queued(&f, &mut c);
+    let mode = std::fs::metadata(&queue).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o1777, "gpuqueue/ left {mode:o}");
+    drop(held);
+    r.wait().assert_success();
+    assert!(!Path::new(&queue).exists(), "gpuqueue/ left after the last waiter ran");
+}
+
+/// A full file system at the queue: the warning names its cause and a
+/// repair that fits it, not a chmod.
+#[test]
+fn a_full_queue_file_system_is_named_with_its_own_repair() {
+    if !root("a full tmpfs") {
+        return;
+    }
+    let f = Fixture::new("faults-full");
+    let mnt = f.dir.join("small");
+    let _mounted = test_support::mounts::Mounted::tmpfs(&mnt, "size=64k,nr_inodes=3");
+    let locks = mnt.join("locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    let held = hold_lock(locks.join("gpulock0_0"));
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &locks).args(["--wait=0.5", "./pkg/gpu_test"]);
+    let out = c.run();
+    out.assert_code(1);
+    assert!(out.stderr.contains("(the file system is full: "), "{}", out.explain());
+    assert!(out.stderr.contains("to repair, free space on its file system"), "{}", out.explain());
+    assert!(!out.stderr.contains("chmod 1777"), "{}", out.explain());
+    drop(held);
+}
