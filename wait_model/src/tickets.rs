@@ -94,8 +94,8 @@ fn counted(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, mine: Option
             continue;
         }
         let (ticket, earlier) = (r.ticket, mine.is_none_or(|m| r.ticket < m));
-        if earlier && r.beat_age <= STALE && requests[j].wants() & requests[me].wants() != 0 {
-            out.wanted |= requests[j].wants();
+        if earlier && r.beat_age <= STALE && requests[j].advertised() & requests[me].takes() != 0 {
+            out.wanted |= requests[j].advertised();
             let ticket_of = |k: Option<usize>| k.map(|k| sys.shared.records[k].ticket);
             if ticket_of(out.latest).is_none_or(|t| t < ticket) {
                 out.latest = Some(j);
@@ -143,7 +143,7 @@ fn leave(sys: &mut Sys<Tickets>, me: usize) {
 /// there is none.
 fn look(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, mine: Option<u8>) -> bool {
     let before = counted(sys, requests, me, mine);
-    let allowed = requests[me].wants() & !before.wanted;
+    let allowed = requests[me].takes() & !before.wanted;
     if sys.try_take(requests, me, allowed) {
         sys.local[me].sleep = Sleep::Nothing;
         return true;

@@ -57,15 +57,39 @@ pub struct Request {
     pub needed: u8,
     pub slots: u8,
     pub wait: Option<u8>,
+    /// Lock files it cannot take (another user's, mode 0600; a GPU it
+    /// avoids or finds drained): a mask.
+    pub unusable: u16,
+    /// Its record names its whole pool, the files it cannot take included
+    /// (the code before the review that found it stalls others).
+    pub whole_pool_record: bool,
 }
 
 impl Request {
     pub const fn new(profile: u8, pool: u8, needed: u8, slots: u8) -> Request {
-        Request { profile, pool, needed, slots, wait: None }
+        Request { profile, pool, needed, slots, wait: None, unusable: 0, whole_pool_record: false }
     }
 
     pub const fn waiting_at_most(self, ticks: u8) -> Request {
         Request { wait: Some(ticks), ..self }
+    }
+
+    pub const fn cannot_take(self, files: u16) -> Request {
+        Request { unusable: files, ..self }
+    }
+
+    pub const fn recording_the_whole_pool(self) -> Request {
+        Request { whole_pool_record: true, ..self }
+    }
+
+    /// The lock files it can take: those it wants less those it cannot.
+    pub fn takes(&self) -> u16 {
+        self.wants() & !self.unusable
+    }
+
+    /// The lock files its record names.
+    pub fn advertised(&self) -> u16 {
+        if self.whole_pool_record { self.wants() } else { self.takes() }
     }
 
     /// The pool's GPUs, in order.
@@ -89,16 +113,18 @@ impl Request {
     pub fn blocks(&self) -> impl Iterator<Item = u16> + '_ {
         let needed = usize::from(self.needed);
         let gpus = self.gpus().count();
-        (0..usize::from(self.slots)).flat_map(move |slot| {
-            (0..(gpus + 1).saturating_sub(needed)).map(move |start| {
-                self.gpus().skip(start).take(needed).fold(0, |m, g| m | 1 << file(self.profile, g, slot))
+        (0..usize::from(self.slots))
+            .flat_map(move |slot| {
+                (0..(gpus + 1).saturating_sub(needed)).map(move |start| {
+                    self.gpus().skip(start).take(needed).fold(0, |m, g| m | 1 << file(self.profile, g, slot))
+                })
             })
-        })
+            .filter(|b| b & self.unusable == 0)
     }
 
-    /// Whether `other`'s lock files include all of this one's.
+    /// Whether `other`'s record names every lock file this one can take.
     pub fn covered_by(&self, other: &Request) -> bool {
-        self.wants() & !other.wants() == 0
+        self.takes() & !other.advertised() == 0
     }
 }
 
@@ -365,7 +391,7 @@ impl<P: Protocol> Sys<P> {
                 (Some(_), None) => true,
                 _ => false,
             };
-            if e != me && earlier && w.steady() && requests[e].wants() & block != 0 {
+            if e != me && earlier && w.steady() && requests[e].takes() & block != 0 {
                 self.overtaken.get_or_insert((me as u8, e as u8));
             }
         }
@@ -434,8 +460,8 @@ impl<P: Protocol> Sys<P> {
     }
 
     /// Whether `me` waits while a set it may take is free: a block of its
-    /// request whose files are all free and wanted by no earlier waiter
-    /// that makes progress.
+    /// request whose files are all free and wanted, and takable, by no
+    /// earlier waiter that makes progress.
     pub fn may_take_a_free_set(&self, requests: &[Request], me: usize) -> bool {
         let w = &self.who[me];
         if !(w.phase == Phase::Active && w.waiting && w.runs()) {
@@ -445,7 +471,7 @@ impl<P: Protocol> Sys<P> {
         for (e, other) in self.who.iter().enumerate().take(usize::from(self.participants)) {
             let earlier = matches!((other.ticket, w.ticket), (Some(t), Some(m)) if t < m);
             if e != me && other.waiting && earlier && other.progressing() {
-                taken |= requests[e].wants();
+                taken |= requests[e].takes();
             }
         }
         requests[me].blocks().any(|b| b & taken == 0)

@@ -150,6 +150,28 @@ fn two_profiles_with_a_frozen_participant() {
 }
 
 /// `--wait` limits, three participants.
+/// A waiter that cannot take one of its lock files (another user's, mode
+/// 0600; a GPU it avoids), ahead of one that can, with a freeze: its
+/// record names only what it can take, so the later waiter takes that file
+/// at once while the first waits for the other.
+#[test]
+fn a_lock_file_one_waiter_cannot_take_holds_nobody_up() {
+    let requests =
+        [ask(XLA, BOTH, 1, 1).cannot_take(outside(&[(XLA, 0, 0)])), ask(XLA, BOTH, 1, 1), ask(XLA, GPU0, 1, 1)];
+    let held = outside(&[(XLA, 1, 0)]);
+    holds(Scenario::<Tickets>::new("a file one cannot take", &requests, held, budget(1, 0, 0, 0, 0)));
+}
+
+/// The same with records that name the whole pool, as the code did before
+/// a review found it: the later waiter waits while the file is free.
+#[test]
+fn a_record_naming_the_whole_pool_stalls_the_waiters_behind_it() {
+    let first = ask(XLA, BOTH, 1, 1).cannot_take(outside(&[(XLA, 0, 0)])).recording_the_whole_pool();
+    let requests = [first, ask(XLA, GPU0, 1, 1)];
+    let held = outside(&[(XLA, 1, 0)]);
+    breaks(Scenario::<Tickets>::new("whole-pool records", &requests, held, budget(0, 0, 0, 0, 0)), LIVENESS);
+}
+
 #[test]
 fn wait_limits_with_a_frozen_and_a_killed_participant() {
     let requests =
