@@ -253,6 +253,60 @@ grep -q "^Running test .*/gpu/gpu_test_0 on GPU(s) [01]$" "${out}/logs/run_test.
   die "no GPU record from the test under bazel run in ${shared}/records/run"
 ok "bazel run of a test goes through the wrapper as bazel test does, and the test gets a GPU"
 
+# --- 2e. The lock directory judged under Bazel's own sandbox ----------------
+# linux-sandbox's PID 1, its mounts and a tmpfs per action
+# (--sandbox_tmpfs_path=/tmp), as the wrapper meets them: the jax profile's
+# default lock directory under /tmp is then the action's own, born after
+# Bazel made TEST_TMPDIR (docs/remote-execution.md). A read-only lock
+# directory with its lock files made beforehand is shared, and never refused.
+if [[ "${strategy}" == linux-sandbox ]]; then
+  case "${out}/" in
+    /tmp/*)
+      say "2e. skipped: the output tree is under /tmp, which --sandbox_tmpfs_path=/tmp would hide from the sandbox"
+      ;;
+    *)
+      say "2e. --sandbox_tmpfs_path=/tmp with the jax profile's default lock directory: refused, and the advice works"
+      mkdir -p "${shared}/records/tmpfs"
+      jax_tmpfs=(test "${flags[@]}" //gpu:gpu_test_0 --run_under=//:jax_wrapper
+        "--test_env=PARALLEL_GPU_EXECUTE_SYSROOT=${out}/sysroot" --test_env=JAX_ACCELERATOR_COUNT=2
+        --test_env=HIP_VISIBLE_DEVICES=0 "--test_env=E2E_RECORD_DIR=${shared}/records/tmpfs"
+        --test_env=E2E_GPU_TEST_SECONDS=0 --nocache_test_results --sandbox_tmpfs_path=/tmp
+        "--sandbox_writable_path=${shared}/records/tmpfs")
+      run_bazel tmpfs_refused 3 "${jax_tmpfs[@]}"
+      log="${testlogs}/gpu/gpu_test_0/test.log"
+      grep -q "is on a mount made after this action began .* coordinates with no other test" "${log}" ||
+        die "the per-action tmpfs at /tmp was not refused: ${log}"
+      grep -q -- "--sandbox_writable_path=/var/lock/gpu" "${log}" || die "no advice outside /tmp in ${log}"
+      if grep -q -- "--sandbox_writable_path=/tmp" "${log}"; then
+        die "the advice points under the per-action /tmp: ${log}"
+      fi
+      ok "a per-action tmpfs at /tmp is refused, with advice outside /tmp"
+      run_bazel tmpfs_advice 0 "${jax_tmpfs[@]}" "--test_env=JAX_LOCK_DIR=${shared}/locks" \
+        "--sandbox_writable_path=${shared}/locks"
+      ok "the advice followed (a lock directory outside /tmp, made writable): the test runs"
+      ;;
+  esac
+
+  say "2f. a read-only lock directory with its lock files made beforehand: two tests on two GPUs"
+  mkdir -p "${shared}/ro-locks" "${shared}/records/ro"
+  : >"${shared}/ro-locks/gpulock0_0"
+  : >"${shared}/ro-locks/gpulock1_0"
+  run_bazel ro_locks 0 test "${flags[@]}" "${gpu_env[@]}" //gpu:gpu_test_0 //gpu:gpu_test_1 \
+    "--run_under=//:pge --lock-dir=${shared}/ro-locks" \
+    "--test_env=E2E_RECORD_DIR=${shared}/records/ro" \
+    "--test_env=E2E_GPU_TEST_SECONDS=${test_seconds}" \
+    --nocache_test_results \
+    "--sandbox_writable_path=${shared}/records/ro"
+  "${here}/check_gpu_records.sh" "${shared}/records/ro" 2 "${gpus}" 1 ||
+    die "the read-only lock directory's check failed (records in ${shared}/records/ro)"
+  for i in 0 1; do
+    if grep -q "coordinates with no other test" "${testlogs}/gpu/gpu_test_${i}/test.log"; then
+      die "a shared read-only lock directory was judged private: ${testlogs}/gpu/gpu_test_${i}/test.log"
+    fi
+  done
+  ok "Bazel's sandbox over a read-only lock directory: not refused, two tests at once on GPUs 0 and 1"
+fi
+
 # --- 3. sanitizer_wrapper: configured through its runfiles ------------------
 
 say "3. sanitizer_wrapper configured by the macro's runfiles config"
