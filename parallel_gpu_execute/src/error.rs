@@ -126,6 +126,8 @@ pub enum Error {
         dir: Box<[u8]>,
         action: &'static str,
         errno: rustix::io::Errno,
+        /// Its cause and repair, in parentheses (`slots::lockfile::hint`).
+        hint: Box<str>,
     },
     /// A link on the lock directory's path points nowhere.
     DanglingLockDir {
@@ -149,6 +151,8 @@ pub enum Error {
     LockFileCreate {
         path: Box<[u8]>,
         errno: rustix::io::Errno,
+        /// Its cause and repair, in parentheses (`slots::lockfile::hint`).
+        hint: Box<str>,
     },
     /// Something other than a regular file sits at a lock path.
     UnsafeLockPath {
@@ -267,13 +271,9 @@ impl fmt::Display for Error {
                 wait_ms / 1000,
                 wait_ms % 1000
             ),
-            Error::LockDir { dir, action, errno } => write!(
-                f,
-                "lock directory {}: cannot {action}: {} (under Bazel's sandbox, make it writable with --sandbox_writable_path={})",
-                Excerpt(dir),
-                Os(*errno),
-                Excerpt(dir)
-            ),
+            Error::LockDir { dir, action, errno, hint } => {
+                write!(f, "lock directory {}: cannot {action}: {}{hint}", Excerpt(dir), Os(*errno))
+            }
             Error::DanglingLockDir { dir, link, target } => write!(
                 f,
                 "lock directory {}: {l} is a symbolic link to {}, which does not exist; create its target (as systemd-tmpfiles does at boot for /run/lock) or mount the host's lock directory at {l}",
@@ -291,15 +291,8 @@ impl fmt::Display for Error {
                     " is {place}, so it coordinates with no other test: tests running at once here would all get the first of its {gpus} GPUs; {repair}, or set PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR=run where one action runs at a time"
                 )
             }
-            Error::LockFileCreate { path, errno } => {
-                write!(f, "cannot create lock file {}: {}", Bytes(path), Os(*errno))?;
-                match *errno {
-                    rustix::io::Errno::NOSPC => f.write_str(" (its file system is full: free space or inodes there)"),
-                    rustix::io::Errno::DQUOT => f.write_str(" (a disk quota is reached: free some or raise it)"),
-                    _ => f.write_str(
-                        " (under Bazel's sandbox, make its directory writable with --sandbox_writable_path)",
-                    ),
-                }
+            Error::LockFileCreate { path, errno, hint } => {
+                write!(f, "cannot create lock file {}: {}{hint}", Bytes(path), Os(*errno))
             }
             Error::UnsafeLockPath { path, what } => {
                 write!(f, "refusing lock path {}: it is {what}, not a regular file", Bytes(path))
@@ -343,7 +336,7 @@ mod tests {
         let e = Error::BadPoolId { variable: "ROCR_VISIBLE_DEVICES", id: value };
         assert!(e.to_string().contains("...' is not usable in a lock file name"));
         let dir = vec![b'd'; 4000].into_boxed_slice();
-        let e = Error::LockDir { dir, action: "open it", errno: rustix::io::Errno::NAMETOOLONG };
+        let e = Error::LockDir { dir, action: "open it", errno: rustix::io::Errno::NAMETOOLONG, hint: "".into() };
         let message = e.to_string();
         assert!(message.contains("...: cannot open it: File name too long"), "{message}");
         assert!(message.len() < 2 * Excerpt::MAX + 200, "{}", message.len());

@@ -35,10 +35,11 @@ fn drained_gpus_are_passed_over_and_a_test_with_none_left_fails_at_once() {
     let f = Fixture::new("drain-basic");
     let out = drain(&f, 2, "0", "fan failing, RMA 1234");
     out.assert_stdout_contains("drained GPU 0 in").assert_stdout_contains("fan failing, RMA 1234");
-    // The state: mode 0777 directory, 0644 record, nothing left behind.
+    // The state: mode 1777 directory (sticky: a record is its owner's),
+    // 0644 record, nothing left behind.
     let dir = f.lock_dir.join("gpudrain");
     let mode = |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
-    assert_eq!(mode(&dir), 0o777, "{}", dir.display());
+    assert_eq!(mode(&dir), 0o1777, "{}", dir.display());
     assert_eq!(mode(&dir.join("0")), 0o644);
     let record = std::fs::read_to_string(dir.join("0")).unwrap();
     assert!(record.starts_with("reason fan failing, RMA 1234\ntime "), "{record}");
@@ -259,8 +260,19 @@ fn users_sharing_a_lock_directory_share_its_drain_state() {
     assert!(json.contains(r#""uid": 0, "user": "root""#), "{}", out.explain());
     assert!(json.contains(r#""reason": "nobody's reason", "#), "{}", out.explain());
     assert!(json.contains(r#""uid": 65534, "user": "nobody""#), "{}", out.explain());
-    // And nobody may put root's GPU back.
-    as_nobody().arg("--undrain=0").run().assert_success().assert_stdout_contains("back in service");
+    // Nobody may not put root's GPU back, nor replace its record: the
+    // drain is its owner's (the directory is sticky).
+    as_nobody().arg("--undrain=0").run().assert_code(2).assert_one_error_line(
+        "cannot undrain GPU 0: it was drained by uid 0 (Operation not permitted (os error 1)), and only that user or root may undrain it or replace its record",
+    );
+    as_nobody()
+        .args(["--drain=0", "--reason=mine now"])
+        .run()
+        .assert_code(2)
+        .assert_one_error_line("cannot replace the drain of GPU 0: it was drained by uid 0");
+    // Its own it may, and root may undrain anyone's.
+    as_nobody().arg("--undrain=1").run().assert_success().assert_stdout_contains("back in service");
+    on(&f, 2).arg("--undrain=0").run().assert_success().assert_stdout_contains("back in service");
     assert_eq!(given(&as_nobody().arg("./pkg/gpu_test").run()), "0");
 }
 

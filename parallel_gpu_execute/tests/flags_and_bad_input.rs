@@ -220,17 +220,17 @@ fn a_directory_or_fifo_at_a_lock_path_is_refused() {
 }
 
 #[test]
-fn a_lock_directory_that_cannot_be_created_names_the_sandbox_flag() {
+fn a_lock_directory_that_cannot_be_created_names_its_cause() {
     let f = Fixture::new("nodir");
     let file = f.dir.join("a-file");
     write_file(&file, "");
     let dir = file.join("locks");
     let out = f.cmd().env("TF_GPU_COUNT", "1").arg(format!("--lock-dir={}", dir.display())).arg("./pkg/gpu_test").run();
     out.assert_code(2).assert_one_error_line(&format!(
-        "lock directory {}: cannot open it: Not a directory (os error 20) (under Bazel's sandbox, make it writable with --sandbox_writable_path={})",
+        "lock directory {}: cannot open it: Not a directory (os error 20) (a part of its path is a file, not a directory)",
         dir.display(),
-        dir.display()
     ));
+    assert!(!out.stderr.contains("Bazel"), "not Bazel's doing\n{}", out.explain());
     // The lock directory's path itself a file: the same line, and no test.
     let out =
         f.cmd().env("TF_GPU_COUNT", "1").arg(format!("--lock-dir={}", file.display())).arg("./pkg/gpu_test").run();
@@ -249,9 +249,11 @@ fn an_unwritable_lock_directory_is_a_clear_error() {
     std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = f.cmd().env("TF_GPU_COUNT", "1").as_user(NOBODY, NOBODY).arg("./pkg/gpu_test").run();
     out.assert_code(2).assert_one_error_line(&format!(
-        "cannot create lock file {}: Permission denied (os error 13) (under Bazel's sandbox, make its directory writable with --sandbox_writable_path)",
-        f.lock_dir.join("gpulock0_0").display()
+        "cannot create lock file {}: Permission denied (os error 13) ({d} is uid 0's, mode 0755, and this user is uid 65534: its owner or root runs chmod 1777 {d}, or make the lock files beforehand)",
+        f.lock_dir.join("gpulock0_0").display(),
+        d = f.lock_dir.display()
     ));
+    assert!(!out.stderr.contains("Bazel"), "not Bazel's doing\n{}", out.explain());
 }
 
 #[test]

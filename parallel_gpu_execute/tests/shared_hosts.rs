@@ -62,7 +62,7 @@ fn status_shows_holders_free_slots_and_waiters() {
         .assert_stdout_contains(&format!("\"waiters\": [{{\"pid\": {}, \"visible\": true, ", waiter.pid()))
         .assert_stdout_contains(&format!("\"position\": \"queued\", \"file\": \"{}\", \"needs\": 2, ", record.display()))
         .assert_stdout_contains("\"owner_uid\": 0, \"record_test\": ")
-        .assert_stdout_contains("}], \"exists\": true, \"host_pid_namespace\": true, \"gpus\": []}\n");
+        .assert_stdout_contains("}], \"exists\": true, \"host_pid_namespace\": true, \"gpus\": [], \"not_shown\": 0}\n");
     // Nothing was taken or created by --status.
     assert!(is_held(&f.lock("0", 0)) && is_held(&record));
 
@@ -129,7 +129,7 @@ fn status_errors_and_empty_directories() {
     assert!(!f.lock_dir.exists(), "--status created the lock directory");
     let out = f.cmd().arg("--status=json").run();
     out.assert_success().assert_stdout_eq(&format!(
-        "{{\"lock_dir\": \"{}\", \"slots\": [], \"waiters\": [], \"exists\": false, \"host_pid_namespace\": true, \"gpus\": []}}\n",
+        "{{\"lock_dir\": \"{}\", \"slots\": [], \"waiters\": [], \"exists\": false, \"host_pid_namespace\": true, \"gpus\": [], \"not_shown\": 0}}\n",
         f.lock_dir.display()
     ));
     // Not a directory, or not readable: exit 2, one line.
@@ -140,7 +140,7 @@ fn status_errors_and_empty_directories() {
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let out = f.cmd().arg("--status=json").run();
     out.assert_success().assert_stdout_eq(&format!(
-        "{{\"lock_dir\": \"{}\", \"slots\": [], \"waiters\": [], \"exists\": true, \"host_pid_namespace\": true, \"gpus\": []}}\n",
+        "{{\"lock_dir\": \"{}\", \"slots\": [], \"waiters\": [], \"exists\": true, \"host_pid_namespace\": true, \"gpus\": [], \"not_shown\": 0}}\n",
         f.lock_dir.display()
     ));
     f.cmd().arg("--status=yaml").run().assert_code(2).assert_one_error_line("--status: invalid value 'yaml'");

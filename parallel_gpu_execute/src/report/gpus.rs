@@ -11,8 +11,9 @@ use crate::slots::drain;
 use core::ffi::CStr;
 
 /// Each of `names` (the settings' GPUs, as lock file names have them),
-/// then the other drained GPUs of the lock directory `dir`.
-pub fn survey(settings: &Settings, names: &[Vec<u8>], dir: &CStr) -> Vec<Gpu> {
+/// then the other drained GPUs of the lock directory `dir`, at most
+/// [`MAX_OTHER_DRAINED`] of them; and how many more there are.
+pub fn survey(settings: &Settings, names: &[Vec<u8>], dir: &CStr) -> (Vec<Gpu>, usize) {
     let mut drained = drain::all(dir);
     let kfd = kfd_usage::named_gpus(&settings.probe());
     let procs = if kfd.is_empty() { None } else { kfd_usage::kfd_processes(settings.sysroot) };
@@ -38,6 +39,8 @@ pub fn survey(settings: &Settings, names: &[Vec<u8>], dir: &CStr) -> Vec<Gpu> {
             configured: true,
         });
     }
+    let more = drained.len().saturating_sub(MAX_OTHER_DRAINED);
+    drained.truncate(MAX_OTHER_DRAINED);
     out.extend(drained.into_iter().map(|d| Gpu {
         gpu: gpu_id(&String::from_utf8_lossy(&d.gpu)),
         drained: Some(d),
@@ -45,5 +48,9 @@ pub fn survey(settings: &Settings, names: &[Vec<u8>], dir: &CStr) -> Vec<Gpu> {
         health: "ok".to_string(),
         configured: false,
     }));
-    out
+    (out, more)
 }
+
+/// Most drained GPUs not of these settings that `--status` lists (to
+/// undrain one this host no longer shows).
+pub const MAX_OTHER_DRAINED: usize = 16;

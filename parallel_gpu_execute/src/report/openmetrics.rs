@@ -1,8 +1,13 @@
 //! `--status=openmetrics`: what `--status` finds, as OpenMetrics text
 //! (gauges, one `# HELP` and `# TYPE` per family, `# EOF` last), for
 //! node_exporter's textfile collector or any scraper. Every sample carries
-//! the lock directory as `lock_dir`; label values are escaped (`\\`, `\"`,
-//! `\n`) and bytes that are not UTF-8 become U+FFFD.
+//! the lock directory as `lock_dir`. Label values are escaped losslessly:
+//! `"` and a line break as OpenMetrics has it (`\"`, `\n`), a backslash
+//! doubled (it reads back as `\\`), and a byte that is not UTF-8 as `\\xHH`
+//! (it reads back as `\xHH`), so that two names never share a label value.
+//! Only the GPUs of these settings have series, so the size of the output
+//! is bounded by the host's GPUs, whatever other users put in the lock
+//! directory.
 //!
 //! | family | labels | value |
 //! |---|---|---|
@@ -18,15 +23,20 @@ use crate::report::status_format::Report;
 use crate::sys::clock::SystemTime;
 use core::fmt::Write as _;
 
-/// A label value or help text, escaped as OpenMetrics has it.
+/// A label value, escaped losslessly (see the module's text).
 pub fn escape(bytes: &[u8]) -> String {
     let mut out = String::new();
-    for c in String::from_utf8_lossy(bytes).chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\\\\\\\"),
+                '"' => out.push_str("\\\""),
+                '\n' => out.push_str("\\n"),
+                c => out.push(c),
+            }
+        }
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\\\x{b:02x}");
         }
     }
     out
@@ -73,7 +83,7 @@ pub fn render(r: &Report) -> String {
     );
     let _ = writeln!(out, "parallel_gpu_execute_oldest_wait_seconds{{lock_dir=\"{dir}\"}} {oldest}");
     family(&mut out, "parallel_gpu_execute_gpu_drained", "1 when the GPU is taken out of service (--drain).");
-    for g in &r.gpus {
+    for g in r.gpus.iter().filter(|g| g.configured) {
         let reason = g.drained.as_ref().map_or_else(String::new, |d| escape(&d.reason));
         let _ = writeln!(
             out,
@@ -83,7 +93,7 @@ pub fn render(r: &Report) -> String {
         );
     }
     family(&mut out, "parallel_gpu_execute_gpu_unhealthy", "1 when the kernel shows the GPU unhealthy (RAS).");
-    for g in &r.gpus {
+    for g in r.gpus.iter().filter(|g| g.configured) {
         let _ = writeln!(
             out,
             "parallel_gpu_execute_gpu_unhealthy{{lock_dir=\"{dir}\",gpu=\"{}\",health=\"{}\"}} {}",
@@ -93,7 +103,7 @@ pub fn render(r: &Report) -> String {
         );
     }
     family(&mut out, "parallel_gpu_execute_gpu_kernel_users", "Processes the kernel lists as using the GPU (KFD).");
-    for g in &r.gpus {
+    for g in r.gpus.iter().filter(|g| g.configured) {
         if let Some(users) = &g.kernel_users {
             let _ = writeln!(
                 out,
@@ -112,7 +122,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(escape(b"a\\b\"c\nd\xff"), "a\\\\b\\\"c\\nd\u{fffd}");
+    fn label_values_are_escaped_losslessly() {
+        assert_eq!(escape(b"a\\b\"c\nd\xff"), "a\\\\\\\\b\\\"c\\nd\\\\xff");
+        // Two names that differ only in bytes that are not UTF-8 differ.
+        assert_ne!(escape(b"\xfe"), escape(b"\xff"));
+        // A name that spells the escape itself differs from the byte.
+        assert_ne!(escape(b"\\xff"), escape(b"\xff"));
+        assert_eq!(escape("GPU-\u{e9}".as_bytes()), "GPU-\u{e9}");
     }
 }

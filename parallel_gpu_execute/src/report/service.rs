@@ -62,6 +62,7 @@ pub fn drain(settings: &Settings, gpu: &[u8], reason: &[u8]) -> Result<String, E
         time: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()),
         uid: Some(uid),
         user: user_name(settings.sysroot, uid),
+        owner: None,
     };
     let lock_dir = settings.lock_dir.path();
     drain::drain(&lock_dir, &record)?;

@@ -99,7 +99,7 @@ use crate::profile::LockNames;
 use crate::report::status_format::{self, QueueRecord, Report, Slot, Waiter};
 use crate::report::{gpus, openmetrics};
 use crate::settings::Settings;
-use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device, openers, sees_everyone};
+use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device, openers};
 use crate::slots::lockfile::lock_file_name;
 use crate::slots::proclocks::{ProcessInfo, process, read_locks};
 use crate::slots::queue;
@@ -242,6 +242,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         waiters: Vec::new(),
         host_namespace: host_pid_namespace(),
         gpus: Vec::new(),
+        not_shown: 0,
     };
     let unreadable = |errno| Error::StatusDir { dir: dir.to_bytes().to_vec(), error: Os(errno).to_string() };
     let dir_fd = match open_dir(dir) {
@@ -249,7 +250,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         Err(rustix::io::Errno::NOENT) => {
             report.exists = false;
             report.slots = configured.each().into_iter().map(free).collect();
-            report.gpus = gpus::survey(settings, &configured.names, dir);
+            (report.gpus, report.not_shown) = gpus::survey(settings, &configured.names, dir);
             return Ok(report);
         }
         Err(e) => return Err(unreadable(e)),
@@ -277,20 +278,20 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     let mut files: Vec<LockFile> =
         found.iter().map(|f| LockFile::new(f.name.as_bytes(), &f.st, device, false)).collect();
     files.extend(queued.iter().map(|r| LockFile::new(r.name.as_bytes(), &r.st, device, true)));
-    // /proc/locks first: a lock listed there whose taker the scan of the
-    // processes then does not find was let go in between (`lockers`).
+    // /proc/locks before and after the scan of the processes: a lock listed
+    // in both is held, whoever holds it, and one gone from the second was
+    // let go in between (`lockers`).
     let locks = read_locks();
     let open = openers(&files);
-    let sees_all = sees_everyone();
+    let again = read_locks();
     let mut extra = Vec::new();
     for ((f, file), open) in found.iter().zip(&files).zip(&open) {
-        let l = lockers(file, open, &locks, sees_all);
+        let l = lockers(file, open, &locks, &again, !report.host_namespace);
         let mut holders: Vec<ProcessInfo> = l.holders.iter().map(|&pid| process(pid)).collect();
-        if sees_all {
-            // Gone from /proc since the scan: it has exited, and holds
-            // nothing any more.
-            holders.retain(|h| h.command.is_some());
-        }
+        // Gone from /proc since the scan: it has exited, and holds nothing
+        // any more (a lock the kernel lists that no process found accounts
+        // for is counted by `lockers`).
+        holders.retain(|h| h.command.is_some());
         // The taker first when it holds the lock, then oldest first.
         let taker_first = l.taker_holds && holders.first().is_some_and(|h| Some(&h.pid) == l.holders.first());
         let first = usize::from(taker_first);
@@ -320,16 +321,20 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
             None => free((name, gpu, slot)),
         });
     }
+    // The other lock files: those held first, at most MAX_OTHERS of them.
     extra.sort_by(|a, b| {
-        (!a.configured, a.profile, id_order(&a.gpu), a.slot).cmp(&(!b.configured, b.profile, id_order(&b.gpu), b.slot))
+        let key = |s: &Slot| (s.holders.is_empty(), s.profile, id_order(&s.gpu), s.slot);
+        key(a).cmp(&key(b))
     });
+    report.not_shown += extra.len().saturating_sub(MAX_OTHERS);
+    extra.truncate(MAX_OTHERS);
     report.slots.extend(extra);
     // The queue's waiters, in arrival order, before those blocked on a lock
     // file (a classic script's).
     let (boot, wall) = (host_since_boot(), SystemTime::now());
     let mut queue_waiters = Vec::new();
     for (r, (file, open)) in queued.iter().zip(files.iter().zip(&open).skip(found.len())) {
-        let l = lockers(file, open, &locks, sees_all);
+        let l = lockers(file, open, &locks, &again, !report.host_namespace);
         // The process that holds the record, or a hidden one: its lock is held.
         let process = l.holders.first().map_or_else(|| process(0), |&pid| process(pid));
         let ticket = Duration::from_nanos(r.ticket);
@@ -352,9 +357,15 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     report.waiters.sort_by_key(|w| (w.process.started.is_none(), w.process.started, w.process.pid));
     queue_waiters.append(&mut report.waiters);
     report.waiters = queue_waiters;
-    report.gpus = gpus::survey(settings, &configured.names, dir);
+    let (gpus, not_shown) = gpus::survey(settings, &configured.names, dir);
+    report.gpus = gpus;
+    report.not_shown += not_shown;
     Ok(report)
 }
+
+/// Most lock files not of these settings that `--status` lists (held ones
+/// first); the rest are counted.
+pub const MAX_OTHERS: usize = 64;
 
 /// The text for `--status=FORMAT` with these settings. Never inlined: its
 /// directory reads have 4 KiB buffers, which would otherwise sit in `run`'s

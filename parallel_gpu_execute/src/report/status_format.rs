@@ -83,6 +83,10 @@ pub struct Report {
     /// here waiting for it, is listed as free.
     pub host_namespace: bool,
     pub gpus: Vec<Gpu>,
+    /// Lock files and drain records of the directory that are not of these
+    /// settings and were left out, so that what any user may put there
+    /// cannot make the report grow past the host's GPUs and waiters.
+    pub not_shown: usize,
 }
 
 /// What a waiter asks for: as its record says; else from its arguments
@@ -150,7 +154,9 @@ fn time_text(t: Option<SystemTime>) -> String {
 }
 
 fn command_text(p: &ProcessInfo) -> &str {
-    p.command.as_deref().unwrap_or("(not visible from here: another user or PID namespace)")
+    p.command
+        .as_deref()
+        .unwrap_or("(not visible from here: another user's, another PID namespace's, or passed between processes)")
 }
 
 /// The widest of `values`, at least `min`.
@@ -198,6 +204,13 @@ pub fn text(r: &Report) -> String {
             r.slots.len()
         )
     };
+    if r.not_shown > 0 {
+        let _ = writeln!(
+            out,
+            "note: {} more lock files or drain records in the directory, not of these settings, are not shown",
+            r.not_shown
+        );
+    }
     if r.exists && !r.host_namespace && !r.slots.is_empty() {
         out.push_str(
             "note: no kernel threads in /proc (a PID namespace of its own?): a slot held from outside it,\n      \
@@ -263,13 +276,25 @@ pub fn drained_at(d: &Drained) -> Option<SystemTime> {
     UNIX_EPOCH.checked_add(Duration::from_secs(d.time?))
 }
 
-/// Who drained it: `alice (uid 1000)`, `uid 1000`, `-`.
+/// Who drained it, by the record's owner: `alice (uid 1000)` where the
+/// record's text agrees, `uid 1000` where it names nobody, and the owner
+/// with a flag where the text names another user (it was written or
+/// replaced by someone other than who it says).
 fn drained_by(d: &Drained) -> String {
-    match (&d.user, d.uid) {
+    let said = match (&d.user, d.uid) {
         (Some(u), Some(uid)) => format!("{} (uid {uid})", Bytes(u)),
         (Some(u), None) => Bytes(u).to_string(),
         (None, Some(uid)) => format!("uid {uid}"),
         (None, None) => "-".to_string(),
+    };
+    match d.owner {
+        Some(owner) if d.disowned() => {
+            format!(
+                "uid {owner} (its record claims {said}, but the file is uid {owner}'s: not written by whom it says)"
+            )
+        }
+        Some(owner) if d.uid.is_none() => format!("uid {owner}"),
+        _ => said,
     }
 }
 
@@ -327,6 +352,8 @@ fn gpu_json(g: &Gpu) -> String {
                 ("time", time_json(drained_at(d))),
                 ("uid", json::opt_number(d.uid.map(u64::from))),
                 ("user", json::opt_string(d.user.as_deref())),
+                ("owner_uid", json::opt_number(d.owner.map(u64::from))),
+                ("disowned", d.disowned().to_string()),
             ])
         },
     );
@@ -407,5 +434,6 @@ pub fn json(r: &Report) -> String {
         ("exists", r.exists.to_string()),
         ("host_pid_namespace", r.host_namespace.to_string()),
         ("gpus", json::array(&r.gpus.iter().map(gpu_json).collect::<Vec<_>>())),
+        ("not_shown", r.not_shown.to_string()),
     ]) + "\n"
 }

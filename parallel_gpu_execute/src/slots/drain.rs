@@ -17,8 +17,16 @@
 //! search costs one failed `openat` of it and nothing more on a host with
 //! no drained GPU, and one `openat` per GPU of its pool where there is one.
 //! Neither name can be taken for a lock file (`<prefix><id>_<digits>`) or
-//! the queue (`gpulock.queue`). The directory is made mode 0777, its files
-//! 0644: any user of the lock directory may drain and undrain, and read why.
+//! the queue (`gpuqueue/`). Only names that can be GPU ids count; anything
+//! else another user puts there is ignored.
+//!
+//! Who drained a GPU is the record's **owner**, as the kernel has it, not
+//! the `uid` and `user` its text gives (which any writer chooses); `--status`
+//! flags a record whose text names another uid. The directory is made mode
+//! 1777 (sticky, made under a temporary name and renamed into place, so it
+//! is never seen with another mode), its files 0644: any user of the lock
+//! directory may drain a GPU that is not drained and read why; only the
+//! user who drained it, or root, may undrain it or replace its record.
 //!
 //! A file is written under a temporary name in the lock directory itself
 //! (`gpudrain.<pid>.tmp`), then renamed into place: a reader sees the old
@@ -63,6 +71,9 @@ pub struct Drained {
     pub time: Option<u64>,
     pub uid: Option<u32>,
     pub user: Option<Vec<u8>>,
+    /// The record's owner (`stat`): who drained it, as the kernel says;
+    /// `None` for a record not read from a file.
+    pub owner: Option<u32>,
 }
 
 impl Drained {
@@ -87,7 +98,7 @@ impl Drained {
 
     /// Reads a file's text; whatever is missing or garbled stays unknown.
     pub fn parse(gpu: &[u8], text: &[u8]) -> Drained {
-        let mut d = Drained { gpu: gpu.to_vec(), reason: Vec::new(), time: None, uid: None, user: None };
+        let mut d = Drained { gpu: gpu.to_vec(), reason: Vec::new(), time: None, uid: None, user: None, owner: None };
         for line in text.split(|&b| b == b'\n') {
             let at = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
             let (key, value) = (&line[..at], line.get(at + 1..).unwrap_or(b""));
@@ -107,6 +118,18 @@ impl Drained {
     pub fn describe(&self) -> String {
         format!("GPU {} ({})", Bytes(&self.gpu), Bytes(&self.reason))
     }
+
+    /// Whether the record's text names a uid other than its owner's: it
+    /// was written, or replaced, by someone other than who it says.
+    pub fn disowned(&self) -> bool {
+        matches!((self.uid, self.owner), (Some(said), Some(owner)) if said != owner)
+    }
+}
+
+/// Whether `name` can be a GPU's name in lock file names (an id, or a MIG
+/// path's lock form): a drain record of anything else is not one.
+pub fn is_gpu_name(name: &[u8]) -> bool {
+    crate::slots::request::is_safe_id(name)
 }
 
 /// The drained-GPU directory of an open lock directory; `None` when no GPU
@@ -121,7 +144,7 @@ fn read_one(drain_fd: &OwnedFd, name: &[u8]) -> Option<Drained> {
     c.push(name).ok()?;
     let fd = rustix::fs::openat(drain_fd, c.as_cstr(), FILE_FLAGS, Mode::empty()).ok()?;
     let st = rustix::fs::fstat(&fd).ok()?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || !is_gpu_name(name) {
         return None;
     }
     let mut text = Vec::new();
@@ -134,7 +157,7 @@ fn read_one(drain_fd: &OwnedFd, name: &[u8]) -> Option<Drained> {
             Err(_) => break,
         }
     }
-    Some(Drained::parse(name, &text))
+    Some(Drained { owner: Some(st.st_uid), ..Drained::parse(name, &text) })
 }
 
 /// The drained GPUs of `pool`, as (index in the pool, record); `None`, at
@@ -150,7 +173,9 @@ pub fn all(dir: &CStr) -> Vec<Drained> {
     let Some(drain_fd) = open(&dir_fd) else { return Vec::new() };
     let mut names = Vec::new();
     let _ = crate::sys::dirs::for_each_entry(&drain_fd, |name, _| {
-        names.push(name.to_bytes().to_vec());
+        if is_gpu_name(name.to_bytes()) {
+            names.push(name.to_bytes().to_vec());
+        }
         ControlFlow::<()>::Continue(())
     });
     let mut out: Vec<Drained> = names.iter().filter_map(|n| read_one(&drain_fd, n)).collect();
@@ -174,22 +199,16 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
     let mut gpu = LockName::new();
     gpu.push(&record.gpu).map_err(|_| Error::Drain("GPU name too long".to_string()))?;
     for _ in 0..8 {
-        match rustix::fs::mkdirat(&dir_fd, DRAIN_DIR, Mode::from_raw_mode(0o777)) {
-            Ok(()) => {
-                if let Ok(fd) = rustix::fs::openat(&dir_fd, DRAIN_DIR, DIR_FLAGS, Mode::empty()) {
-                    // Any user of the lock directory may undrain: not the umask's mode.
-                    let _ = rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o777));
-                }
-            }
-            Err(Errno::EXIST) => {}
-            Err(e) => return Err(failed(dir, "create gpudrain/", e)),
-        }
         let drain_fd = match rustix::fs::openat(&dir_fd, DRAIN_DIR, DIR_FLAGS, Mode::empty()) {
             Ok(fd) => fd,
-            Err(Errno::NOENT) => continue,
+            Err(Errno::NOENT) => {
+                make_drain_dir(dir, &dir_fd)?;
+                continue;
+            }
             Err(e @ (Errno::LOOP | Errno::NOTDIR)) => return Err(failed(dir, "use gpudrain (not a directory)", e)),
             Err(e) => return Err(failed(dir, "open gpudrain/", e)),
         };
+        repair_mode(&drain_fd);
         let _ = rustix::fs::unlinkat(&dir_fd, tmp_name.as_cstr(), AtFlags::empty());
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(&dir_fd, tmp_name.as_cstr(), flags, Mode::from_raw_mode(0o644))
@@ -203,6 +222,11 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
         }
         match rustix::fs::renameat(&dir_fd, tmp_name.as_cstr(), &drain_fd, gpu.as_cstr()) {
             Ok(()) => return Ok(()),
+            // Another user's record in the sticky directory.
+            Err(e @ (Errno::PERM | Errno::ACCESS)) if read_one(&drain_fd, &record.gpu).is_some() => {
+                let _ = rustix::fs::unlinkat(&dir_fd, tmp_name.as_cstr(), AtFlags::empty());
+                return Err(not_yours(&drain_fd, &record.gpu, "replace the drain of", e));
+            }
             // Removed by an undrain since it was opened: make it again.
             Err(Errno::NOENT) => {
                 let _ = rustix::fs::unlinkat(&dir_fd, tmp_name.as_cstr(), AtFlags::empty());
@@ -214,6 +238,50 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
         }
     }
     Err(failed(dir, "write gpudrain/", Errno::AGAIN))
+}
+
+/// Makes `gpudrain/`, mode 1777: under a temporary name, given its mode,
+/// then renamed into place (where another made it meanwhile, that one
+/// stays).
+fn make_drain_dir(dir: &CStr, dir_fd: &OwnedFd) -> Result<(), Error> {
+    let mut temporary = LockName::new();
+    let _ = temporary.push(format!(".gpudrain.{}.new", rustix::process::getpid().as_raw_nonzero()).as_bytes());
+    match rustix::fs::mkdirat(dir_fd, temporary.as_cstr(), Mode::from_raw_mode(0o700)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(e) => return Err(failed(dir, "create gpudrain/", e)),
+    }
+    let made = rustix::fs::openat(dir_fd, temporary.as_cstr(), DIR_FLAGS, Mode::empty())
+        .and_then(|fd| rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o1777)))
+        .and_then(|()| rustix::fs::renameat(dir_fd, temporary.as_cstr(), dir_fd, DRAIN_DIR));
+    if made.is_err() {
+        let _ = rustix::fs::unlinkat(dir_fd, temporary.as_cstr(), AtFlags::REMOVEDIR);
+    }
+    match made {
+        Ok(()) | Err(Errno::EXIST | Errno::NOTEMPTY) => Ok(()),
+        Err(e) => Err(failed(dir, "create gpudrain/", e)),
+    }
+}
+
+/// A `gpudrain/` of this user's with another mode (an older release made it
+/// 0777) is given 1777.
+fn repair_mode(drain_fd: &OwnedFd) {
+    if let Ok(st) = rustix::fs::fstat(drain_fd) {
+        if st.st_mode & 0o7777 != 0o1777 && st.st_uid == rustix::process::geteuid().as_raw() {
+            let _ = rustix::fs::fchmod(drain_fd, Mode::from_raw_mode(0o1777));
+        }
+    }
+}
+
+/// Another user's drain, which this one may not replace or remove.
+#[cold]
+fn not_yours(drain_fd: &OwnedFd, gpu: &[u8], action: &str, errno: Errno) -> Error {
+    let owner = read_one(drain_fd, gpu).and_then(|d| d.owner);
+    Error::Drain(format!(
+        "cannot {action} GPU {}: it was drained by uid {} ({}), and only that user or root may undrain it or replace its record",
+        Bytes(gpu),
+        owner.map_or_else(|| "?".to_string(), |o| o.to_string()),
+        Os(errno)
+    ))
 }
 
 /// This process's temporary name in the lock directory.
@@ -247,6 +315,9 @@ pub fn undrain(dir: &CStr, gpu: &[u8]) -> Result<bool, Error> {
     match rustix::fs::unlinkat(&drain_fd, name.as_cstr(), AtFlags::empty()) {
         Ok(()) => {}
         Err(Errno::NOENT) => return Ok(false),
+        Err(e @ (Errno::PERM | Errno::ACCESS)) if read_one(&drain_fd, gpu).is_some() => {
+            return Err(not_yours(&drain_fd, gpu, "undrain", e));
+        }
         Err(e) => return Err(failed(dir, "remove a file from gpudrain/", e)),
     }
     // The last one: no drained GPU left, and the slot search back to one
@@ -268,6 +339,7 @@ mod tests {
             time: Some(1_764_790_000),
             uid: Some(1000),
             user: Some(b"alice".to_vec()),
+            owner: None,
         };
         assert_eq!(Drained::parse(b"3", &d.record()), d);
         let g = Drained::parse(b"1", b"reason x\ntime soon\nuid -1\nuser \n\xff\xfe");

@@ -112,19 +112,36 @@ impl Lockers {
 }
 
 /// Whether this process sees every process and may read every one's
-/// descriptors: root in the host's PID namespace. Then no holder is
-/// hidden from it: a lock that `/proc/locks` lists and no process it
-/// scanned holds was let go while it looked (tests that start and end by
-/// the hundred a minute), and is not counted as held by someone unseen.
+/// descriptors: root in the host's PID namespace. Even then a holder may
+/// be out of sight (no `CAP_SYS_PTRACE` to read another user's
+/// descriptors, a lock in flight over a unix socket): [`lockers`] decides
+/// from `/proc/locks`, not from this.
 pub fn sees_everyone() -> bool {
     rustix::process::geteuid().is_root() && host_pid_namespace()
 }
 
-/// What `/proc/locks` (read before the processes were scanned) and the
-/// processes that have `file` open say about it; `sees_all`:
-/// [`sees_everyone`].
-pub fn lockers(file: &LockFile, openers: &[Opener], locks: &[LockEntry], sees_all: bool) -> Lockers {
-    let on_file = || locks.iter().filter(|l| l.flock && l.key() == file.key);
+/// What `/proc/locks` (read before and again after the processes were
+/// scanned: `before`, `after`) and the processes that have `file` open say
+/// about it.
+///
+/// A lock that both reads list and no visible holder accounts for is held
+/// by a hidden holder: the kernel says it is held, whoever holds it (a
+/// process this one may not look into, one in another PID namespace, a
+/// descriptor in flight between two processes). One listed before the scan
+/// and gone after it was let go meanwhile, and is not counted. `partial`:
+/// this `/proc/locks` leaves out locks taken outside this PID namespace
+/// (`!host_pid_namespace()`), so a visible waiter proves a hidden holder.
+pub fn lockers(
+    file: &LockFile,
+    openers: &[Opener],
+    before: &[LockEntry],
+    after: &[LockEntry],
+    partial: bool,
+) -> Lockers {
+    let on_file = |locks: &[LockEntry]| -> Vec<LockEntry> {
+        locks.iter().filter(|l| l.flock && l.key() == file.key).cloned().collect()
+    };
+    let (then, now) = (on_file(before), on_file(after));
     let mut holders: Vec<i64> = Vec::new();
     let mut taker_holds = false;
     for o in openers.iter().filter(|o| o.holds) {
@@ -135,19 +152,17 @@ pub fn lockers(file: &LockFile, openers: &[Opener], locks: &[LockEntry], sees_al
             holders.push(o.pid);
         }
     }
-    // A lock that /proc/locks lists and no visible holder took: held by
-    // someone this process cannot see.
-    let mut hidden_holders =
-        on_file().filter(|l| !l.blocked && !openers.iter().any(|o| o.holds && o.taker == Some(l.pid))).count();
-    if sees_all {
-        hidden_holders = 0;
-    }
-    let listed = on_file().any(|l| !l.blocked);
-    if !sees_all && !listed && holders.is_empty() && openers.iter().any(|o| o.blocked) {
-        // Someone waits, so someone holds it, unseen.
+    let still = |l: &LockEntry| now.iter().any(|n| !n.blocked && n.pid == l.pid);
+    let mut hidden_holders = then
+        .iter()
+        .filter(|l| !l.blocked && still(l) && !openers.iter().any(|o| o.holds && o.taker == Some(l.pid)))
+        .count();
+    if partial && then.iter().all(|l| l.blocked) && holders.is_empty() && openers.iter().any(|o| o.blocked) {
+        // Someone waits, so someone holds it, unseen (from another PID
+        // namespace, /proc/locks leaves out the locks taken outside).
         hidden_holders = 1;
     }
-    let mut waiters: Vec<i64> = on_file().filter(|l| l.blocked).map(|l| l.pid.max(0)).collect();
+    let mut waiters: Vec<i64> = then.iter().filter(|l| l.blocked).map(|l| l.pid.max(0)).collect();
     for o in openers.iter().filter(|o| o.blocked) {
         if !waiters.contains(&o.pid) {
             waiters.push(o.pid);
@@ -355,52 +370,64 @@ mod tests {
         Opener { pid, holds, taker, blocked }
     }
 
+    /// `lockers` with the same `/proc/locks` before and after the scan.
+    fn lockers_of(openers: &[Opener], locks: &[LockEntry], partial: bool) -> Lockers {
+        lockers(&FILE, openers, locks, locks, partial)
+    }
+
     #[test]
     fn a_dead_taker_is_not_named_and_the_processes_that_hold_the_lock_are() {
         // The classic script: the flock child (100) has exited, the shell
         // (90) holds the lock, its `sleep` (95) shares it.
         let openers = [opener(95, true, Some(100), false), opener(90, true, Some(100), false)];
-        let l = lockers(&FILE, &openers, &[entry(100, false)], false);
+        let l = lockers_of(&openers, &[entry(100, false)], false);
         assert_eq!(l, Lockers { holders: vec![95, 90], taker_holds: false, hidden_holders: 0, waiters: vec![] });
         // The taker still holding it comes first.
         let openers = [opener(95, true, Some(90), false), opener(90, true, Some(90), false)];
-        let l = lockers(&FILE, &openers, &[entry(90, false)], false);
+        let l = lockers_of(&openers, &[entry(90, false)], false);
         assert_eq!((l.holders, l.taker_holds), (vec![90, 95], true));
     }
 
     #[test]
     fn what_cannot_be_seen_is_hidden_never_dropped() {
-        // Listed, but nobody visible holds it (another user's process).
-        let l = lockers(&FILE, &[], &[entry(77, false), entry(78, true), entry(0, true)], false);
-        assert_eq!(l, Lockers { holders: vec![], taker_holds: false, hidden_holders: 1, waiters: vec![78, 0] });
-        assert!(l.held());
+        // Listed before and after, but nobody visible holds it (another
+        // user's process without CAP_SYS_PTRACE, a descriptor in flight
+        // over a unix socket): held, whoever sees it, root included.
+        for partial in [false, true] {
+            let l = lockers_of(&[], &[entry(77, false), entry(78, true), entry(0, true)], partial);
+            assert_eq!(l, Lockers { holders: vec![], taker_holds: false, hidden_holders: 1, waiters: vec![78, 0] });
+            assert!(l.held());
+        }
         // Not listed (its taker is outside this PID namespace), but a
         // visible process sleeps in flock on it.
-        let l = lockers(&FILE, &[opener(5, false, None, true), opener(6, false, None, false)], &[], false);
+        let l = lockers_of(&[opener(5, false, None, true), opener(6, false, None, false)], &[], true);
         assert_eq!(l, Lockers { holders: vec![], taker_holds: false, hidden_holders: 1, waiters: vec![5] });
+        // In the host's PID namespace /proc/locks lists every lock: a
+        // waiter there whose holder is not listed saw it let go.
+        let l = lockers_of(&[opener(5, false, None, true)], &[], false);
+        assert_eq!((l.hidden_holders, l.waiters), (0, vec![5]));
         // Open, neither held nor waited for: free.
-        let l = lockers(&FILE, &[opener(6, false, None, false)], &[], false);
+        let l = lockers_of(&[opener(6, false, None, false)], &[], true);
         assert!(!l.held() && l.waiters.is_empty());
         // Two shared locks listed, one taken by a visible holder: the
         // other's holder is hidden.
-        let l = lockers(&FILE, &[opener(90, true, Some(90), false)], &[entry(90, false), entry(77, false)], false);
+        let l = lockers_of(&[opener(90, true, Some(90), false)], &[entry(90, false), entry(77, false)], false);
         assert_eq!((l.holders, l.hidden_holders), (vec![90], 1));
         // Entries of other files do not count.
         let other = LockEntry { inode: 259, ..entry(7, false) };
-        assert!(!lockers(&FILE, &[], &[other], false).held());
+        assert!(!lockers_of(&[], &[other], false).held());
     }
 
     #[test]
-    fn one_who_sees_every_process_calls_no_holder_hidden() {
-        // Root in the host's PID namespace: a lock listed before the scan
-        // whose taker the scan did not find was let go in between.
-        let l = lockers(&FILE, &[], &[entry(77, false)], true);
+    fn a_lock_let_go_during_the_scan_is_free() {
+        // Listed before the scan, gone after it: let go in between.
+        let l = lockers(&FILE, &[], &[entry(77, false)], &[], false);
         assert!(!l.held(), "{l:?}");
-        // A waiter whose holder took the lock after the scan passed it.
-        let l = lockers(&FILE, &[opener(5, false, None, true)], &[], true);
-        assert_eq!((l.hidden_holders, l.waiters), (0, vec![5]));
+        // Taken again by another process meanwhile: its holder is unseen.
+        let l = lockers(&FILE, &[], &[entry(77, false)], &[entry(78, false)], false);
+        assert!(!l.held(), "the lock listed before is gone: {l:?}");
         // What it does see, it names.
-        let l = lockers(&FILE, &[opener(90, true, Some(90), false)], &[entry(90, false)], true);
+        let l = lockers_of(&[opener(90, true, Some(90), false)], &[entry(90, false)], false);
         assert_eq!((l.holders, l.hidden_holders), (vec![90], 0));
     }
 

@@ -46,9 +46,19 @@ pub fn lock_file_name(prefix: &[u8], id: &[u8], slot: u32) -> LockName {
 /// Opens the lock directory, creating it (and its parents) when missing.
 /// A link on the way that points nowhere (`/var/lock` to `../run/lock`
 /// with an empty `/run`) is named, with its repair.
+///
+/// A lock directory it makes is mode 1777, as `/var/lock` and `/tmp` are:
+/// every user of the host may take slots there, and only a file's owner
+/// (or root) may remove it; whoever makes it, a test or an operator's
+/// `--drain`, others can use it. Its parents get the umask's modes.
 pub fn open_lock_dir(dir: &CStr) -> Result<OwnedFd, Error> {
     let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
-    let fail = |action, errno| Error::LockDir { dir: dir.to_bytes().into(), action, errno };
+    let fail = |action, errno| Error::LockDir {
+        dir: dir.to_bytes().into(),
+        action,
+        errno,
+        hint: hint(nearest_dir(dir.to_bytes()), errno, false),
+    };
     match rustix::fs::open(dir, flags, Mode::empty()) {
         Ok(fd) => return Ok(fd),
         Err(Errno::NOENT) => {}
@@ -57,8 +67,75 @@ pub fn open_lock_dir(dir: &CStr) -> Result<OwnedFd, Error> {
     if let Some(e) = dangling(dir) {
         return Err(e);
     }
-    create_dirs(dir.to_bytes()).map_err(|e| fail("create it", e))?;
-    rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| dangling(dir).unwrap_or_else(|| fail("open it", e)))
+    let made = create_dirs(dir.to_bytes()).map_err(|e| fail("create it", e))?;
+    let fd =
+        rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| dangling(dir).unwrap_or_else(|| fail("open it", e)))?;
+    if made {
+        let _ = rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o1777));
+    }
+    Ok(fd)
+}
+
+/// The nearest of `path` and its parents that exists, for a message.
+#[cold]
+fn nearest_dir(path: &[u8]) -> &[u8] {
+    let mut p = path;
+    loop {
+        if wrapper_common::with_joined(&[p], None, |c| rustix::fs::stat(c).is_ok()) == Some(true) {
+            return p;
+        }
+        match p.iter().rposition(|&b| b == b'/') {
+            Some(0) => return b"/",
+            Some(cut) => p = &p[..cut],
+            None => return b".",
+        }
+    }
+}
+
+/// Whether this process runs in Bazel's sandbox (linux-sandbox's PID 1,
+/// or a `TEST_SRCDIR` in its sandbox tree), where a read-only lock
+/// directory is the sandbox's doing.
+fn in_bazel_sandbox() -> bool {
+    let srcdir = wrapper_common::env::var_nonempty(b"TEST_SRCDIR").unwrap_or_default();
+    srcdir.windows(9).any(|w| w == b"/sandbox/") || crate::slots::privacy::in_linux_sandbox()
+}
+
+/// Why files cannot be made in the directory `dir` (`errno`), and what
+/// repairs it, in parentheses: the file system full or over a quota; the
+/// directory's owner and mode where this user may not write there; Bazel's
+/// `--sandbox_writable_path` only where the sandbox made it read-only.
+/// `lock_files`: the failure was at a lock file (else at the directory).
+#[cold]
+pub fn hint(dir: &[u8], errno: Errno, lock_files: bool) -> Box<str> {
+    let d = wrapper_common::diag::Excerpt(dir);
+    let beforehand = if lock_files { ", or make the lock files beforehand" } else { "" };
+    let text = match errno {
+        Errno::NOSPC => " (its file system is full: free space or inodes there)".to_string(),
+        Errno::DQUOT => " (a disk quota is reached: free some or raise it)".to_string(),
+        Errno::ROFS if in_bazel_sandbox() => {
+            format!(
+                " (Bazel's sandbox makes it read-only: make {d} writable with --sandbox_writable_path={d}{beforehand})"
+            )
+        }
+        Errno::ROFS => format!(" ({d} is on a read-only file system: mount it read-write{beforehand})"),
+        Errno::ACCESS | Errno::PERM => {
+            let me = rustix::process::geteuid().as_raw();
+            match wrapper_common::with_joined(&[dir], None, |c| rustix::fs::stat(c).ok()).flatten() {
+                Some(st) => format!(
+                    " ({d} is uid {}'s, mode {:04o}, and this user is uid {me}: its owner or root runs chmod 1777 {d}{beforehand})",
+                    st.st_uid,
+                    st.st_mode & 0o7777
+                ),
+                None => format!(" (this user, uid {me}, may not write in {d}{beforehand})"),
+            }
+        }
+        Errno::NOTDIR => " (a part of its path is a file, not a directory)".to_string(),
+        _ if in_bazel_sandbox() => {
+            format!(" (under Bazel's sandbox, make {d} writable with --sandbox_writable_path={d})")
+        }
+        _ => String::new(),
+    };
+    text.into_boxed_str()
 }
 
 /// The first component of `dir` that is a symbolic link to nothing, as
@@ -84,21 +161,24 @@ pub fn dangling(dir: &CStr) -> Option<Error> {
 }
 
 /// `mkdir -p`: each missing component, mode 0777 less the umask.
-fn create_dirs(path: &[u8]) -> Result<(), Errno> {
+/// `mkdir -p`: whether it made the last component.
+fn create_dirs(path: &[u8]) -> Result<bool, Errno> {
     let mut prefix = StackPath::new();
+    let mut made = false;
     for (i, &b) in path.iter().enumerate() {
         let end_of_component = b == b'/' && i > 0 || i + 1 == path.len();
         if end_of_component {
             let upto = if b == b'/' { i } else { i + 1 };
             prefix.truncate(0);
             prefix.push(&path[..upto]).map_err(|_| Errno::NAMETOOLONG)?;
-            match rustix::fs::mkdir(prefix.as_cstr(), Mode::from_raw_mode(0o777)) {
-                Ok(()) | Err(Errno::EXIST) => {}
+            made = match rustix::fs::mkdir(prefix.as_cstr(), Mode::from_raw_mode(0o777)) {
+                Ok(()) => true,
+                Err(Errno::EXIST) => false,
                 Err(e) => return Err(e),
-            }
+            };
         }
     }
-    Ok(())
+    Ok(made)
 }
 
 /// What a lock directory is before any test ran, for `--list`.
@@ -183,7 +263,10 @@ pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<O
         ) {
             Ok(fd) => return Ok(fd),
             Err(Errno::EXIST) => {}
-            Err(errno) => return Err(Error::LockFileCreate { path: named(dir, name.as_bytes()), errno }),
+            Err(errno) => {
+                let hint = hint(dir.to_bytes(), errno, true);
+                return Err(Error::LockFileCreate { path: named(dir, name.as_bytes()), errno, hint });
+            }
         }
     }
     Err(Error::System {

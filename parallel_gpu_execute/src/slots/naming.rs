@@ -77,7 +77,10 @@ pub fn announce_physical(dir: &CStr, dir_fd: &rustix::fd::OwnedFd, prefix: &[u8]
         Err(_)
             if rustix::fs::accessat(dir_fd, name.as_cstr(), Access::EXISTS, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
                 .is_ok() => {}
-        Err(errno) => return Err(Error::LockFileCreate { path: named(dir, name.as_bytes()), errno }),
+        Err(errno) => {
+            let hint = crate::slots::lockfile::hint(dir.to_bytes(), errno, true);
+            return Err(Error::LockFileCreate { path: named(dir, name.as_bytes()), errno, hint });
+        }
     }
     let found = for_each_entry(dir_fd, |entry, _| {
         if index_named(entry.to_bytes(), prefix) {

@@ -177,7 +177,7 @@ fn born(path: &[u8]) -> Option<(i64, u32)> {
 /// first process is `linux-sandbox` (bazelbuild/bazel
 /// `src/main/tools/linux-sandbox.cc`: it clones PID 1 into a new PID
 /// namespace without an exec, and mounts a new `/proc`).
-fn in_linux_sandbox() -> bool {
+pub fn in_linux_sandbox() -> bool {
     read_file(c"/proc/1/comm").is_some_and(|c| c.strip_suffix(b"\n").unwrap_or(&c) == b"linux-sandbox")
 }
 

@@ -18,7 +18,7 @@
 //! what this namespace sees.
 
 use crate::prelude::*;
-use crate::slots::holders::{LockFile, host_pid_namespace, key_of, lockers, mount_device, openers, sees_everyone};
+use crate::slots::holders::{LockFile, host_pid_namespace, key_of, lockers, mount_device, openers};
 use crate::slots::lockfile::{LockName, lock_file_name};
 use crate::slots::proclocks::{LockEntry, read_locks};
 use crate::slots::request::Pool;
@@ -91,7 +91,7 @@ fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32, prefix: &[u8], deadline
         let files: Vec<LockFile> =
             unsure.iter().map(|(name, st)| LockFile::new(name.as_bytes(), st, device, false)).collect();
         let found = openers(&files);
-        busy += files.iter().zip(&found).filter(|(file, o)| lockers(file, o, &locks, sees_everyone()).held()).count();
+        busy += files.iter().zip(&found).filter(|(file, o)| lockers(file, o, &locks, &locks, true).held()).count();
     }
     Some(busy)
 }
