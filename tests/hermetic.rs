@@ -128,7 +128,7 @@ fn each_static_binary_runs_in_an_empty_root() {
             ],
         ),
         &["argv[0]=/test\n", "argv[1]=a b\n", "CUDA_VISIBLE_DEVICES=0\n", "HIP_VISIBLE_DEVICES=0\n", &fds(1)],
-        "parallel_gpu_execute: warning: lock directory /locks is inside this action's own root (TEST_SRCDIR is under /bazel-out), so it coordinates with no other test: tests running at once here may get the same GPU; mount the host's lock directory there in the worker, or run one action per GPU there\nRunning test /test a b on GPU(s) 0\n",
+        "parallel_gpu_execute: warning: lock directory /locks is inside this action's own root (TEST_SRCDIR is under /bazel-out), so it coordinates with no other test: tests running at once here may get the same GPU; mount the host's lock directory there in the worker (or set --lock-dir to one the worker mounts from the host), or run one action per GPU there\nRunning test /test a b on GPU(s) 0\n",
     );
     assert!(root.join("locks/gpulock0_0").is_file(), "no lock file in /locks");
     // Relative test and the rocm pool, as Bazel runs it (with no runfiles).

@@ -12,11 +12,19 @@
  * <sysroot>/dev/kfd may be opened read-write (once).
  *
  * The slot, as the wrapper must take it on either path:
- * - the test checked for executing before any slot is taken (access);
+ * - the standard descriptors checked to be open (poll), so that no lock can
+ *   land on 0, 1 or 2;
+ * - the test checked before any slot is taken: a regular file (stat: a
+ *   directory is refused as such) that may be executed (access);
  * - the lock directory opened (created only when missing);
- * - the waiting queue looked for (`gpulock.queue`: absent here, so no wait);
- * - `gpulock0_0` opened (created when missing) and flock'ed, then checked to
- *   still be the file at its path (fstat against fstatat);
+ * - the drained GPUs and the waiters' records looked for (`gpudrain/` and
+ *   `gpuqueue/`: absent here, so none is drained and nobody waits);
+ * - `gpulock0_0` opened (created when missing), checked to be a regular
+ *   file (fstat), flock'ed, then checked to still be the file at its path
+ *   (fstatat against that fstat), and its times set (futimens: cleaners
+ *   see it in use);
+ * - one name per physical GPU: no jobs with physical lock names share the
+ *   directory (access of `gpulock.physical`);
  * - the annotation `parallel_gpu_execute.part` written into
  *   TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR (created, or rewritten in place
  *   and cut to length only when an fstat says it was longer: an O_TRUNC of
@@ -27,7 +35,7 @@
  *   TF_GPU_COUNT) and TF_PER_DEVICE_MEMORY_LIMIT_MB set, then execv, the
  *   lock inherited (opened without O_CLOEXEC, so no fcntl is needed).
  * What it leaves out that the wrapper does: the NVIDIA probe on the KFD
- * path, the descriptor-limit query, and every check of a value or error.
+ * path (the mixed-host rule), and every check of a value or error.
  *
  * The sysroot and lock directory come from PARALLEL_GPU_EXECUTE_SYSROOT and
  * PARALLEL_GPU_EXECUTE_LOCK_DIR, as the wrapper reads them. */
@@ -37,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -106,20 +115,27 @@ int main(int argc, char **argv) {
     if (locks == NULL) locks = "/var/lock";
     int gpus = count != NULL && *count != '\0' ? atoi(count) : count_kfd(root);
     if (gpus < 1) return 3;
-    if (access(argv[1], X_OK) != 0) return 127;
+    struct pollfd std[3] = {{0, 0, 0}, {1, 0, 0}, {2, 0, 0}};
+    if (poll(std, 3, 0) < 0 || (std[0].revents | std[1].revents | std[2].revents) & POLLNVAL) return 2;
+    struct stat test;
+    if (stat(argv[1], &test) != 0 || !S_ISREG(test.st_mode) || access(argv[1], X_OK) != 0) return 127;
 
     int dir = open(locks, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0 && errno == ENOENT && mkdir(locks, 0777) == 0) dir = open(locks, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0) return 2;
-    int queue = openat(dir, "gpulock.queue", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (queue >= 0) return 4; /* someone waits: not the path this floor measures */
+    if (openat(dir, "gpudrain", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) >= 0) return 4;
+    /* someone waits: not the path this floor measures */
+    if (openat(dir, "gpuqueue", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) >= 0) return 4;
     int lock = openat(dir, "gpulock0_0", O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
     if (lock < 0 && errno == ENOENT) lock = openat(dir, "gpulock0_0", O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0666);
-    if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) != 0) return 1;
     struct stat held, named;
-    if (fstat(lock, &held) != 0 || fstatat(dir, "gpulock0_0", &named, AT_SYMLINK_NOFOLLOW) != 0 ||
-        held.st_dev != named.st_dev || held.st_ino != named.st_ino)
+    if (lock < 0 || fstat(lock, &held) != 0 || !S_ISREG(held.st_mode)) return 2;
+    if (flock(lock, LOCK_EX | LOCK_NB) != 0) return 1;
+    if (fstatat(dir, "gpulock0_0", &named, AT_SYMLINK_NOFOLLOW) != 0 || held.st_dev != named.st_dev ||
+        held.st_ino != named.st_ino)
         return 1;
+    futimens(lock, NULL);
+    if (faccessat(dir, "gpulock.physical", F_OK, 0) == 0) return 2;
 
     const char *mode = count != NULL && *count != '\0' ? "cuda" : "rocm";
     if (notes != NULL && *notes != '\0') {

@@ -20,6 +20,8 @@ pub(crate) struct Bins {
     pub(crate) floor: PathBuf,
     /// `benches/floor/slot_exec.c`: the TF_GPU_COUNT and KFD floors.
     pub(crate) slot_floor: PathBuf,
+    /// The same built with musl-gcc, when it exists.
+    pub(crate) musl_slot_floor: Option<PathBuf>,
     pub(crate) test: PathBuf,
     /// The x86_64 musl release files (`WRAPPER_BENCH_MUSL_BINS`), when given.
     pub(crate) musl_wrappers: Option<MuslWrappers>,
@@ -142,6 +144,10 @@ pub(crate) fn build(root: &Path, work: &Path, musl_wrappers: Option<PathBuf>) ->
         floor: c("floor", "exec"),
         slot_floor: c("floor", "slot_exec"),
         test: c("floor", "true"),
+        musl_slot_floor: {
+            let out = work.join("musl_slot_exec");
+            compile_musl(&root.join("benches/floor/slot_exec.c"), &out).then_some(out)
+        },
         musl: {
             let (floor, test) = (work.join("musl_exec"), work.join("musl_true"));
             let ok = compile_musl(&root.join("benches/floor/exec.c"), &floor)

@@ -20,8 +20,12 @@ pub(crate) enum Key {
     /// `benches/floor/slot_exec.c` on the KFD host: the system calls of the
     /// KFD path, in C.
     KfdFloor,
+    /// `benches/floor/slot_exec.c` built with musl-gcc, running the static
+    /// musl test: the `TF_GPU_COUNT` and KFD paths' system calls as a
+    /// static musl program makes them.
+    MuslCountFloor,
+    MuslKfdFloor,
     /// A static musl `int main(){return 0;}`, exec'd directly.
-    MuslDirect,
     /// A static musl C execv of that musl test.
     MuslFloor,
     /// The same musl execv of the glibc test the wrappers run: what the
@@ -55,6 +59,8 @@ impl Key {
             self,
             Key::CountFloor
                 | Key::KfdFloor
+                | Key::MuslCountFloor
+                | Key::MuslKfdFloor
                 | Key::PgeTfGpuCount
                 | Key::PgeKfd
                 | Key::MuslPgeTfGpuCount
@@ -73,6 +79,8 @@ impl Key {
                 | Key::Floor
                 | Key::CountFloor
                 | Key::KfdFloor
+                | Key::MuslCountFloor
+                | Key::MuslKfdFloor
                 | Key::MuslDirect
                 | Key::MuslFloor
                 | Key::MuslFloorGlibcTest
@@ -86,6 +94,8 @@ impl Key {
         match self {
             Key::MuslDirect
             | Key::MuslFloor
+            | Key::MuslCountFloor
+            | Key::MuslKfdFloor
             | Key::MuslPgePassThroughMuslTest
             | Key::MuslPgeTfGpuCountMuslTest
             | Key::MuslPgeKfdMuslTest => (Key::MuslFloor, Key::MuslDirect),
@@ -93,15 +103,19 @@ impl Key {
         }
     }
 
-    /// The most this case may cost, as a multiple of the glibc floor (the
-    /// targets of the start-up cost issue, on either CPU kind). The rows
-    /// set against the musl floor have none: they say what our own code
-    /// costs, which no target was set for.
+    /// The most this case may cost, as a multiple of its floor
+    /// ([`Key::reference`]): the static glibc build against the glibc floor
+    /// (1.05x pass-through and `TF_GPU_COUNT`, 1.10x KFD), the musl release
+    /// file running the static musl test against the musl floor (1.10x,
+    /// 1.20x, 1.40x). The musl file running the glibc test has none: its
+    /// floor runs another test.
     pub(crate) fn floor_target(self) -> Option<f64> {
         match self {
-            Key::PgePassThrough | Key::MuslPgePassThrough => Some(1.05),
-            Key::PgeTfGpuCount | Key::MuslPgeTfGpuCount => Some(1.05),
-            Key::PgeKfd | Key::MuslPgeKfd => Some(1.10),
+            Key::PgePassThrough | Key::PgeTfGpuCount => Some(1.05),
+            Key::PgeKfd => Some(1.10),
+            Key::MuslPgePassThroughMuslTest => Some(1.10),
+            Key::MuslPgeTfGpuCountMuslTest => Some(1.20),
+            Key::MuslPgeKfdMuslTest => Some(1.40),
             _ => None,
         }
     }
@@ -236,11 +250,27 @@ impl Context<'_> {
     /// case (`like`), with a lock directory of its own beside that case's:
     /// the same name with `-floor`.
     pub(crate) fn slot_floor(&self, like: &Case) -> Case {
-        let (key, label) = match like.key {
-            Key::PgeTfGpuCount => {
-                (Key::CountFloor, "TF_GPU_COUNT floor: static C, that path's system calls, then the test")
-            }
-            _ => (Key::KfdFloor, "KFD floor: static C, the KFD path's system calls, then the test"),
+        let (key, label, floor) = match like.key {
+            Key::PgeTfGpuCount => (
+                Key::CountFloor,
+                "TF_GPU_COUNT floor: static C, that path's system calls, then the test",
+                &self.bins.slot_floor,
+            ),
+            Key::MuslPgeTfGpuCountMuslTest => (
+                Key::MuslCountFloor,
+                "musl TF_GPU_COUNT floor: static musl C, that path's system calls, then the musl test (x musl floor)",
+                self.bins.musl_slot_floor.as_ref().expect("the musl slot floor"),
+            ),
+            Key::MuslPgeKfdMuslTest => (
+                Key::MuslKfdFloor,
+                "musl KFD floor: static musl C, the KFD path's system calls, then the musl test (x musl floor)",
+                self.bins.musl_slot_floor.as_ref().expect("the musl slot floor"),
+            ),
+            _ => (
+                Key::KfdFloor,
+                "KFD floor: static C, the KFD path's system calls, then the test",
+                &self.bins.slot_floor,
+            ),
         };
         let mut env = like.env.clone();
         let (_, lock_dir) = env
@@ -251,7 +281,7 @@ impl Context<'_> {
         Case {
             key,
             label: label.to_string(),
-            cmd: vec![lit(&self.bins.slot_floor), test_rel()],
+            cmd: vec![lit(floor), like.cmd[1].clone()],
             env,
             cwd: like.cwd.clone(),
             expect: like.expect.clone(),

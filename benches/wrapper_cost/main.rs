@@ -253,7 +253,15 @@ fn main() {
     small.cases.extend(floors);
     small.cases.extend(ctx.pge_rocminfo(small_rocm.srcdir(), &small_view, "rocminfo-small"));
     small.cases.extend(ctx.musl(&small_plain));
-    small.cases.extend(ctx.musl_pge(&small_plain));
+    let musl_pge = ctx.musl_pge(&small_plain);
+    let musl_floors: Vec<Case> = musl_pge
+        .iter()
+        .filter(|c| matches!(c.key, Key::MuslPgeTfGpuCountMuslTest | Key::MuslPgeKfdMuslTest))
+        .filter(|_| ctx.bins.musl_slot_floor.is_some())
+        .map(|c| ctx.slot_floor(c))
+        .collect();
+    small.cases.extend(musl_pge);
+    small.cases.extend(musl_floors);
     small.cases.extend(ctx.sanitizer(&small_plain));
     small.cases.push(ctx.classic("classic bash wrapper, rocminfo in the runfiles", &small_rocm, "classic-small"));
 
@@ -364,6 +372,23 @@ fn main() {
         slot_floor("TF_GPU_COUNT", Key::CountFloor, Key::PgeTfGpuCount),
         slot_floor("KFD", Key::KfdFloor, Key::PgeKfd)
     );
+    let musl_floor_note = small.median(Key::MuslFloor).map(|musl_floor| {
+        let of = |key: Key, ours: Key| match (small.median(key), small.median(ours)) {
+            (Some(at_least), Some(ours)) => {
+                format!("{:.2}x the musl floor, the musl release's {:.2}x it", at_least / musl_floor, ours / at_least)
+            }
+            _ => "did not run".to_string(),
+        };
+        format!(
+            "the musl TF_GPU_COUNT floor costs {}; the musl KFD floor {}",
+            of(Key::MuslCountFloor, Key::MuslPgeTfGpuCountMuslTest),
+            of(Key::MuslKfdFloor, Key::MuslPgeKfdMuslTest)
+        )
+    });
+    let kfd_note = match musl_floor_note {
+        Some(m) => format!("{kfd_note}; {m}"),
+        None => kfd_note,
+    };
     println!("({kfd_note})");
     let musl_note = match (small.median(Key::MuslFloor), small.median(Key::MuslDirect)) {
         (Some(floor), Some(direct)) => Some(format!(

@@ -25,6 +25,8 @@ pub mod cbuf;
 pub mod diag;
 pub mod env;
 pub mod exec;
+#[cfg(all(target_env = "gnu", target_feature = "crt-static"))]
+pub mod glibc;
 pub mod lines;
 pub mod numbers;
 pub mod paths;

@@ -53,7 +53,7 @@ pub fn kfd_processes(sysroot: &[u8]) -> Option<Vec<KfdProcess>> {
         }
         ControlFlow::<()>::Continue(())
     });
-    pids.sort_unstable();
+    crate::sys::sort::sort_by(&mut pids, &mut |a, b| a < b);
     let mut out = Vec::new();
     for pid in pids {
         let Ok(entry) = open_dir_at(&dir, &alloc::ffi::CString::new(pid.to_string()).unwrap_or_default()) else {
@@ -72,7 +72,7 @@ pub fn kfd_processes(sysroot: &[u8]) -> Option<Vec<KfdProcess>> {
             let _ = for_each_line_at::<64>(&entry, b".", &file, |line| bytes = bytes.or_else(|| parse_u64(line)));
             vram.push((id, bytes));
         }
-        vram.sort_unstable();
+        crate::sys::sort::sort_by(&mut vram, &mut |a, b| a < b);
         out.push(KfdProcess { pid, vram });
     }
     Some(out)
@@ -100,7 +100,7 @@ pub fn uncorrectable_errors(sysroot: &[u8], g: &KfdGpu) -> Option<Vec<(String, u
         }
         ControlFlow::<()>::Continue(())
     });
-    files.sort();
+    crate::sys::sort::sort_by(&mut files, &mut |a, b| a < b);
     let mut out = Vec::new();
     for (block, file) in files {
         let mut ue = 0;

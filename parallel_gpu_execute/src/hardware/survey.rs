@@ -101,7 +101,7 @@ impl Survey {
                 });
             });
             if let Some(c) = census {
-                survey.tpu.sort_by(|a, b| a.pci.cmp(&b.pci));
+                crate::sys::sort::sort_by(&mut survey.tpu, &mut |a, b| a.pci < b.pci);
                 survey.chosen = Some((c.usable, Source::Tpu));
                 return survey;
             }
@@ -120,10 +120,10 @@ impl Survey {
                 access: gpu.access,
             });
         });
-        survey.kfd.sort_by_key(|g| g.node);
+        crate::sys::sort::sort_by(&mut survey.kfd, &mut |a, b| a.node < b.node);
         survey.kfd_device = kfd.and_then(|c| c.kfd_device);
         // CUDA_DEVICE_ORDER=PCI_BUS_ID order: by bus id, else by minor.
-        survey.nvidia.sort_by(|a, b| (&a.entry, a.minor).cmp(&(&b.entry, b.minor)));
+        crate::sys::sort::sort_by(&mut survey.nvidia, &mut |a, b| (&a.entry, a.minor) < (&b.entry, b.minor));
         survey.chosen = choose(probe.vendor, &Seen { kfd, nvidia });
         if survey.chosen.is_none() {
             let mut names = Vec::new();

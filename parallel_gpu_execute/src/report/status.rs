@@ -295,7 +295,9 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         // The taker first when it holds the lock, then oldest first.
         let taker_first = l.taker_holds && holders.first().is_some_and(|h| Some(&h.pid) == l.holders.first());
         let first = usize::from(taker_first);
-        holders[first..].sort_by_key(|h| (h.started.is_none(), h.started, h.pid));
+        crate::sys::sort::sort_by(&mut holders[first..], &mut |a, b| {
+            (a.started.is_none(), a.started, a.pid) < (b.started.is_none(), b.started, b.pid)
+        });
         holders.extend((0..l.hidden_holders).map(|_| process(0)));
         let waiter =
             |pid: i64| Waiter { process: process(pid), position: "blocked", file: path(&f.name), record: None };
@@ -322,10 +324,8 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         });
     }
     // The other lock files: those held first, at most MAX_OTHERS of them.
-    extra.sort_by(|a, b| {
-        let key = |s: &Slot| (s.holders.is_empty(), s.profile, id_order(&s.gpu), s.slot);
-        key(a).cmp(&key(b))
-    });
+    let key = |s: &Slot| (s.holders.is_empty(), s.profile, id_order(&s.gpu), s.slot);
+    crate::sys::sort::sort_by(&mut extra, &mut |a, b| key(a) < key(b));
     report.not_shown += extra.len().saturating_sub(MAX_OTHERS);
     extra.truncate(MAX_OTHERS);
     report.slots.extend(extra);
@@ -354,7 +354,8 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
             record: Some(QueueRecord { needs: r.needed, since, beat_age_ms, owner: r.st.st_uid, test: r.test.clone() }),
         });
     }
-    report.waiters.sort_by_key(|w| (w.process.started.is_none(), w.process.started, w.process.pid));
+    let order = |w: &Waiter| (w.process.started.is_none(), w.process.started, w.process.pid);
+    crate::sys::sort::sort_by(&mut report.waiters, &mut |a, b| order(a) < order(b));
     queue_waiters.append(&mut report.waiters);
     report.waiters = queue_waiters;
     let (gpus, not_shown) = gpus::survey(settings, &configured.names, dir);

@@ -179,7 +179,7 @@ pub fn all(dir: &CStr) -> Vec<Drained> {
         ControlFlow::<()>::Continue(())
     });
     let mut out: Vec<Drained> = names.iter().filter_map(|n| read_one(&drain_fd, n)).collect();
-    out.sort_by(|a, b| a.gpu.cmp(&b.gpu));
+    crate::sys::sort::sort_by(&mut out, &mut |a, b| a.gpu < b.gpu);
     out
 }
 

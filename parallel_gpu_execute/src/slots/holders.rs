@@ -330,7 +330,7 @@ pub fn openers(files: &[LockFile]) -> Vec<Vec<Opener>> {
         // the only one not held (through however many descriptors), or
         // else the only queue file.
         let mut waiting: Vec<usize> = found.iter().filter(|f| !f.holds).map(|f| f.file).collect();
-        waiting.sort_unstable();
+        crate::sys::sort::sort_by(&mut waiting, &mut |a, b| a < b);
         waiting.dedup();
         let guess = match waiting.as_slice() {
             [one] => Some(*one),

@@ -245,11 +245,14 @@ fn describe(file_type: FileType) -> &'static str {
 /// which needs a descriptor open for writing), but never truncating; read
 /// only where not (a file another user created, a read-only file system),
 /// which serves a local `flock` as well. Nothing is ever written to it.
-pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<OwnedFd, Error> {
+///
+/// With the descriptor, the file's identity (device, inode), to tell later
+/// whether it is still the file at its path.
+pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<(OwnedFd, FileId), Error> {
     // A file that appears between the two opens is simply opened again.
     for _ in 0..8 {
-        if let Some(fd) = open_existing(dir_fd, dir, name)? {
-            return Ok(fd);
+        if let Some(found) = open_existing(dir_fd, dir, name)? {
+            return Ok(found);
         }
         // O_EXCL also fails on a (dangling) symlink, which the next open
         // then refuses.
@@ -261,7 +264,14 @@ pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<O
             // that a classic script run later by another user can open it.
             Mode::from_raw_mode(0o666),
         ) {
-            Ok(fd) => return Ok(fd),
+            Ok(fd) => {
+                let st = rustix::fs::fstat(&fd).map_err(|errno| Error::System {
+                    what: "cannot stat lock file",
+                    path: Some(named(dir, name.as_bytes())),
+                    errno,
+                })?;
+                return Ok((fd, (st.st_dev, st.st_ino)));
+            }
             Err(Errno::EXIST) => {}
             Err(errno) => {
                 let hint = hint(dir.to_bytes(), errno, true);
@@ -278,9 +288,12 @@ pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<O
 
 const OPEN_FLAGS: OFlags = OFlags::NOFOLLOW.union(OFlags::NONBLOCK).union(OFlags::CLOEXEC).union(OFlags::NOCTTY);
 
+/// A file's identity: its device and inode, as `stat` gives them.
+pub type FileId = (u64, u64);
+
 /// Opens a lock (or queue) file that exists, as [`open_lock_file`] does;
 /// `None` when there is none.
-pub fn open_existing(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<Option<OwnedFd>, Error> {
+pub fn open_existing(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<Option<(OwnedFd, FileId)>, Error> {
     let refuse = |what| Error::UnsafeLockPath { path: named(dir, name.as_bytes()), what };
     let opened = match rustix::fs::openat(dir_fd, name.as_cstr(), OPEN_FLAGS | OFlags::RDWR, Mode::empty()) {
         Err(Errno::ACCESS | Errno::PERM | Errno::ROFS | Errno::TXTBSY) => {
@@ -299,7 +312,7 @@ pub fn open_existing(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<Op
             if file_type != FileType::RegularFile {
                 return Err(refuse(describe(file_type)));
             }
-            Ok(Some(fd))
+            Ok(Some((fd, (st.st_dev, st.st_ino))))
         }
         Err(Errno::LOOP) => Err(refuse("a symbolic link")),
         Err(Errno::NXIO) => Err(refuse("a socket")),
@@ -367,7 +380,7 @@ mod tests {
         let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
         std::fs::create_dir_all(&path).unwrap();
         let fd = open_lock_dir(&cpath).unwrap();
-        let inside = open_lock_file(&fd, &cpath, &lock_file_name(b"gpulock", b"0", 0)).unwrap();
+        let (inside, _) = open_lock_file(&fd, &cpath, &lock_file_name(b"gpulock", b"0", 0)).unwrap();
         assert!(dir_still_there(&cpath, &fd));
         std::fs::remove_dir_all(&path).unwrap();
         assert!(!dir_still_there(&cpath, &fd), "removed, though a file in it is still open");

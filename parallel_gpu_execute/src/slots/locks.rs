@@ -30,7 +30,7 @@ use crate::prelude::*;
 use crate::profile::Profile;
 use crate::slots::drain;
 use crate::slots::lockfile::{
-    LockName, PrivatePolicy, dir_still_there, lock_file_name, named, open_lock_file, try_flock,
+    FileId, LockName, PrivatePolicy, dir_still_there, lock_file_name, named, open_lock_file, try_flock,
 };
 use crate::slots::privacy::Private;
 use crate::slots::queue::Ahead;
@@ -50,6 +50,8 @@ const MAX_CACHED_FDS: usize = 4096;
 #[derive(Debug)]
 pub struct Grant {
     pub fds: Vec<OwnedFd>,
+    /// Each one's file, as it was opened.
+    pub ids: Vec<FileId>,
     /// Index into the pool of the block's first GPU.
     pub start: usize,
     pub slot: u32,
@@ -65,7 +67,10 @@ pub struct Slots<'a> {
     pool: &'a Pool,
     slots: u32,
     prefix: &'static [u8],
-    cached: Option<Vec<Option<OwnedFd>>>,
+    /// The descriptors kept open, by slot x GPU index: decided at the first
+    /// busy lock file (a free slot taken at once costs no limit query and
+    /// no allocation); `None` while undecided.
+    cached: Option<Cache>,
     /// The first lock file this user may not open, and whether the last
     /// scan found a block busy only because of such files.
     unusable: Option<Error>,
@@ -77,25 +82,41 @@ pub struct Slots<'a> {
     pub out: Vec<bool>,
 }
 
+/// Whether busy lock files are kept open.
+enum Cache {
+    Kept(Vec<Option<(OwnedFd, FileId)>>),
+    /// Too many for the descriptor limit: closed after each try.
+    Closed,
+}
+
 /// What one GPU's lock at one slot gave.
 enum Try {
-    Taken(OwnedFd),
+    Taken(OwnedFd, FileId),
     Busy,
     /// This user may not open the file (EACCES, EPERM): the slot is skipped.
     Unusable,
 }
 
 impl<'a> Slots<'a> {
-    pub fn new(
-        dir: &'a CStr,
-        dir_fd: &'a OwnedFd,
-        pool: &'a Pool,
-        slots: u32,
-        prefix: &'static [u8],
-        cache: bool,
-    ) -> Slots<'a> {
-        let cached = cache.then(|| (0..pool.ids.len() * slots as usize).map(|_| None).collect());
-        Slots { dir, dir_fd, pool, slots, prefix, cached, unusable: None, warned: Vec::new(), out: Vec::new() }
+    pub fn new(dir: &'a CStr, dir_fd: &'a OwnedFd, pool: &'a Pool, slots: u32, prefix: &'static [u8]) -> Slots<'a> {
+        Slots { dir, dir_fd, pool, slots, prefix, cached: None, unusable: None, warned: Vec::new(), out: Vec::new() }
+    }
+
+    /// The kept descriptors, deciding (once) whether to keep them: when
+    /// every lock file of the pool fits the descriptor budget.
+    fn cache(&mut self) -> Option<&mut Vec<Option<(OwnedFd, FileId)>>> {
+        if self.cached.is_none() {
+            let files = self.pool.ids.len().saturating_mul(self.slots as usize);
+            self.cached = Some(if files <= fd_budget() {
+                Cache::Kept((0..files).map(|_| None).collect())
+            } else {
+                Cache::Closed
+            });
+        }
+        match self.cached.as_mut() {
+            Some(Cache::Kept(v)) => Some(v),
+            _ => None,
+        }
     }
 
     pub fn pool(&self) -> &'a Pool {
@@ -108,8 +129,8 @@ impl<'a> Slots<'a> {
 
     /// Whether it keeps its lock files open (so a waiter may watch the
     /// directory: it closes none of them itself).
-    pub fn cached(&self) -> bool {
-        self.cached.is_some()
+    pub fn cached(&mut self) -> bool {
+        self.cache().is_some()
     }
 
     fn name(&self, slot: u32, gpu: usize) -> LockName {
@@ -124,10 +145,14 @@ impl<'a> Slots<'a> {
     /// Locks GPU `gpu` at `slot`.
     fn try_lock(&mut self, slot: u32, gpu: usize) -> Result<Try, Error> {
         let index = slot as usize * self.pool.ids.len() + gpu;
-        let fd = match self.cached.as_mut().and_then(|c| c[index].take()) {
-            Some(fd) => fd,
+        let kept = match self.cached.as_mut() {
+            Some(Cache::Kept(v)) => v[index].take(),
+            _ => None,
+        };
+        let (fd, id) = match kept {
+            Some(held) => held,
             None => match open_lock_file(self.dir_fd, self.dir, &self.name(slot, gpu)) {
-                Ok(fd) => fd,
+                Ok(held) => held,
                 Err(e @ Error::System { errno: Errno::ACCESS | Errno::PERM, .. }) => {
                     self.skip_unusable(index, e);
                     return Ok(Try::Unusable);
@@ -136,10 +161,10 @@ impl<'a> Slots<'a> {
             },
         };
         if try_flock(&fd, || named(self.dir, self.name(slot, gpu).as_bytes()))? {
-            return Ok(Try::Taken(fd));
+            return Ok(Try::Taken(fd, id));
         }
-        if let Some(c) = self.cached.as_mut() {
-            c[index] = Some(fd);
+        if let Some(c) = self.cache() {
+            c[index] = Some((fd, id));
         }
         Ok(Try::Busy)
     }
@@ -165,11 +190,11 @@ impl<'a> Slots<'a> {
     }
 
     /// Releases a lock taken by `try_lock` that is not wanted after all.
-    fn give_back(&mut self, slot: u32, gpu: usize, fd: OwnedFd) {
+    fn give_back(&mut self, slot: u32, gpu: usize, fd: OwnedFd, id: FileId) {
         let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
         let index = slot as usize * self.pool.ids.len() + gpu;
-        if let Some(c) = self.cached.as_mut() {
-            c[index] = Some(fd);
+        if let Some(c) = self.cache() {
+            c[index] = Some((fd, id));
         }
     }
 
@@ -199,7 +224,7 @@ impl<'a> Slots<'a> {
         }
         let usable = (0..len).any(|s| s + needed <= len && !out[s..s + needed].contains(&true));
         if !usable {
-            why.sort();
+            crate::sys::sort::sort_by(&mut why, &mut |a, b| a < b);
             let gpus: Vec<String> = why.into_iter().map(|(_, w)| w).collect();
             return Err(Error::AllDrained { gpus: gpus.join(", ") });
         }
@@ -215,9 +240,9 @@ impl<'a> Slots<'a> {
     }
 
     /// Releases the locks of a block from `start` at `slot`.
-    pub fn give_back_block(&mut self, slot: u32, start: usize, fds: Vec<OwnedFd>) {
-        for (k, fd) in fds.into_iter().enumerate() {
-            self.give_back(slot, start + k, fd);
+    pub fn give_back_block(&mut self, slot: u32, start: usize, fds: Vec<OwnedFd>, ids: Vec<FileId>) {
+        for (k, (fd, id)) in fds.into_iter().zip(ids).enumerate() {
+            self.give_back(slot, start + k, fd, id);
         }
     }
 
@@ -237,10 +262,14 @@ impl<'a> Slots<'a> {
                     continue;
                 }
                 let mut got = Vec::with_capacity(needed);
+                let mut ids = Vec::with_capacity(needed);
                 let mut busy_at = None;
                 for gpu in start..start + needed {
                     match self.try_lock(slot, gpu)? {
-                        Try::Taken(fd) => got.push(fd),
+                        Try::Taken(fd, id) => {
+                            got.push(fd);
+                            ids.push(id);
+                        }
                         outcome => {
                             held_elsewhere |= matches!(outcome, Try::Busy);
                             busy_at = Some(gpu);
@@ -249,9 +278,9 @@ impl<'a> Slots<'a> {
                     }
                 }
                 let Some(busy) = busy_at else {
-                    return Ok(Some(Grant { fds: got, start, slot, waited: None }));
+                    return Ok(Some(Grant { fds: got, ids, start, slot, waited: None }));
                 };
-                self.give_back_block(slot, start, got);
+                self.give_back_block(slot, start, got, ids);
                 // Every block that contains the busy GPU is busy too.
                 start = busy + 1;
             }
@@ -266,7 +295,7 @@ impl<'a> Slots<'a> {
     /// removed and re-created (or a file unlinked) under a holder would
     /// otherwise let two tests "hold" the same slot.
     pub fn still_linked(&self, grant: &Grant) -> bool {
-        grant.fds.iter().enumerate().all(|(k, fd)| {
+        (0..grant.fds.len()).all(|k| {
             let name = self.name(grant.slot, grant.start + k);
             let dir = self.dir.to_bytes();
             let by_path = with_joined(&[dir, separator(dir), name.as_bytes()], None, |path| {
@@ -285,10 +314,9 @@ impl<'a> Slots<'a> {
                 }
                 Some(found) => found,
             };
-            match (rustix::fs::fstat(fd), at_path) {
-                (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_nlink > 0,
-                _ => false,
-            }
+            // The file as opened (its descriptor keeps its inode from being
+            // used again) against the one at its path now.
+            at_path.is_ok_and(|b| grant.ids.get(k) == Some(&(b.st_dev, b.st_ino)))
         })
     }
 }

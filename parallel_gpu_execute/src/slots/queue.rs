@@ -339,7 +339,7 @@ pub fn ahead(
     }
     // Latest first: the one to sleep on is found first, and reading stops
     // at one that wants everything this participant wants.
-    earlier.sort_unstable_by(|a, b| b.as_bytes().cmp(a.as_bytes()));
+    crate::sys::sort::sort_by(&mut earlier, &mut |a, b| a.as_bytes() > b.as_bytes());
     let now = since_boot();
     let own = mine.map(|m| m.id);
     let mut buf = vec![0u8; MAX_RECORD];
@@ -509,6 +509,6 @@ pub fn list(lock_dir: &OwnedFd) -> Vec<Listed> {
             st,
         });
     }
-    out.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    crate::sys::sort::sort_by(&mut out, &mut |a, b| a.name.as_bytes() < b.name.as_bytes());
     out
 }

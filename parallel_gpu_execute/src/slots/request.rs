@@ -212,7 +212,7 @@ pub fn parse_pool_list(list: &[u8], mig_paths: bool) -> Result<Vec<&[u8]>, PoolL
     }
     // Locking the same id twice in one block would wait on itself.
     let mut sorted = ids.clone();
-    sorted.sort_unstable();
+    crate::sys::sort::sort_by(&mut sorted, &mut |a, b| a < b);
     if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
         return Err(PoolListError::DuplicateId(w[0]));
     }

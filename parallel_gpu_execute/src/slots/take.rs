@@ -14,7 +14,7 @@
 use crate::error::Error;
 use crate::prelude::*;
 use crate::slots::lockfile::{dir_still_there, join, keep_young, open_lock_dir};
-use crate::slots::locks::{Ask, Grant, Slots, fd_budget, private_lock_dir};
+use crate::slots::locks::{Ask, Grant, Slots, private_lock_dir};
 use crate::slots::privacy;
 use crate::slots::queue::{self, Ahead, NoPlace, Place};
 use crate::slots::record::{HEADER, HEARTBEAT, QUEUE_DIR, Want, except_names, pool_names};
@@ -59,11 +59,16 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
                 private_lock_dir(dir, why, pool, ask.private)?;
             }
         }
-        let cache = pool.ids.len().saturating_mul(ask.slots as usize) <= fd_budget();
-        let mut table = Slots::new(dir, &dir_fd, pool, ask.slots, ask.profile.lock_prefix(), cache);
+        let mut table = Slots::new(dir, &dir_fd, pool, ask.slots, ask.profile.lock_prefix());
         table.out_of_service(ask.needed, ask.avoid)?;
         match wait.in_directory(dir, &dir_fd, &mut table)? {
-            Some(grant) => return Ok(grant),
+            Some(grant) => {
+                drop(table);
+                // Closed by the exec that follows (it is close-on-exec):
+                // a close here would be one system call more on the way.
+                core::mem::forget(dir_fd);
+                return Ok(grant);
+            }
             // The lock directory went away or was replaced: start over in the new one.
             None => continue,
         }
@@ -140,8 +145,8 @@ impl<'a> Waiting<'a> {
                     // locks held: a drain read before the scan could be
                     // older than the release that freed the block.
                     if waited && table.out_of_service(needed, self.ask.avoid)? && table.holds_out_of_service(&grant) {
-                        let Grant { fds, start, slot, .. } = grant;
-                        table.give_back_block(slot, start, fds);
+                        let Grant { fds, ids, start, slot, .. } = grant;
+                        table.give_back_block(slot, start, fds, ids);
                         continue;
                     }
                     if !table.still_linked(&grant) {
@@ -198,7 +203,8 @@ impl<'a> Waiting<'a> {
                     None => {
                         let each = table_pool(table).ids.len() * slots as usize <= wait::MAX_FILE_WATCHES;
                         let names = each.then(|| table.lock_names());
-                        watch = Some(SlotWatch::new(dir, prefix, names.as_deref(), table.cached()));
+                        let cached = table.cached();
+                        watch = Some(SlotWatch::new(dir, prefix, names.as_deref(), cached));
                     }
                 },
             }

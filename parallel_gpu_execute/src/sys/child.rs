@@ -119,9 +119,11 @@ pub fn close_after_exec(fd: rustix::fd::OwnedFd) {
     if pid == 0 {
         // SAFETY: plain syscalls on this process's own descriptors; never returns.
         unsafe {
-            let closed = libc::close_range(0, low.wrapping_sub(1), 0) == 0 || low == 0;
-            let closed = closed && (high == low + 1 || libc::close_range(low + 1, high - 1, 0) == 0);
-            if !closed || libc::close_range(high + 1, u32::MAX, 0) != 0 {
+            // The system call itself: musl has no close_range wrapper.
+            let close_range = |first: u32, last: u32| libc::syscall(libc::SYS_close_range, first, last, 0u32) == 0;
+            let closed = low == 0 || close_range(0, low - 1);
+            let closed = closed && (high == low + 1 || close_range(low + 1, high - 1));
+            if !closed || !close_range(high + 1, u32::MAX) {
                 libc::_exit(1);
             }
             if libc::fork() == 0 {

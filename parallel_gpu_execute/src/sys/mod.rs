@@ -3,11 +3,12 @@
 //! the heap (`heap`), monotonic and wall-clock time (`clock`), the standard
 //! descriptors held open (`stdfds`), directory and file reading without
 //! allocation (`dirs`), and the bounded tail of a child's output
-//! (`output_tail`). Imports nothing from the rest of the crate.
+//! (`output_tail`), one stable sort for every list (`sort`). Imports nothing from the rest of the crate.
 
 pub mod child;
 pub mod clock;
 pub mod dirs;
 pub mod heap;
 pub mod output_tail;
+pub mod sort;
 pub mod stdfds;
