@@ -26,6 +26,7 @@ pub(crate) enum Key {
     MuslCountFloor,
     MuslKfdFloor,
     /// A static musl `int main(){return 0;}`, exec'd directly.
+    MuslDirect,
     /// A static musl C execv of that musl test.
     MuslFloor,
     /// The same musl execv of the glibc test the wrappers run: what the

@@ -172,10 +172,9 @@ fn run_on_gpus(
         let dir_fd = slots::lockfile::open_lock_dir(&lock_dir)?;
         slots::naming::announce_physical(&lock_dir, &dir_fd, prefix)?;
     }
+    // With index names, the grant is given up where jobs with physical
+    // names share the directory (`slots::naming`, looked at in `take`).
     let grant = take::acquire(&lock_dir, &pool, &ask, &describe)?;
-    if !pool.physical {
-        slots::naming::check_index(&lock_dir, prefix)?;
-    }
     if source == gpu_count::Source::Kfd {
         let (start, n) = (grant.start, grant.fds.len());
         slots::outsiders::warn(&settings.probe(), &lock_dir, &pool, start, n, prefix, ask.slots);

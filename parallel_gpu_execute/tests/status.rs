@@ -448,9 +448,10 @@ fn waiters_outside_the_pid_namespace_are_listed_from_their_records() {
 
     let dir = f.dir.path().display();
     let script = format!(
-        "queued() {{ for i in $(seq 500); do [ $(ls {queue} | wc -l) -ge $1 ] && return; sleep 0.02; done; }}\n\
-         {bin} /bin/true 2>{dir}/second.err & queued 2\n\
-         {bin} /bin/true 2>{dir}/third.err & queued 3\n\
+        "queued() {{ for i in $(seq 500); do [ $(ls {queue} | wc -l) -ge $1 ] && break; sleep 0.02; done; \
+                     for i in $(seq 500); do [ \"$(cut -d' ' -f3 /proc/$2/stat)\" = S ] && return; sleep 0.02; done; }}\n\
+         {bin} /bin/true 2>{dir}/second.err & queued 2 $!\n\
+         {bin} /bin/true 2>{dir}/third.err & queued 3 $!\n\
          {bin} --status=json >{dir}/status.json; {bin} --status >{dir}/status.txt; : >{dir}/done\n\
          wait",
         queue = f.lock_dir.join("gpuqueue").display(),

@@ -16,7 +16,7 @@
 //! stays until an operator settles the directory (the message says how),
 //! so a mixed directory fails every time rather than now and then.
 //!
-//! The index side costs one `access(2)` per run, after the slot is taken;
+//! The index side costs one `fstatat(2)` per run, after the slot is taken;
 //! the physical side, which surveys the hardware anyway, a directory read.
 //! The classic scripts know nothing of the marker: a physical job refuses
 //! their lock files, but one of them started after a physical job is not
@@ -28,7 +28,6 @@ use crate::sys::dirs::for_each_entry;
 use core::ffi::CStr;
 use core::ops::ControlFlow;
 use rustix::fs::{Access, Mode, OFlags};
-use wrapper_common::{separator, with_joined};
 
 /// The marker's name: `<prefix>.physical` (no lock file ends so).
 fn marker(prefix: &[u8]) -> LockName {
@@ -47,21 +46,15 @@ fn index_named(name: &[u8], prefix: &[u8]) -> bool {
     digits(gpu) && digits(slot)
 }
 
-/// Index names: after the locks are taken, refuses when jobs with physical
-/// names share the directory. One `access(2)`.
-pub fn check_index(dir: &CStr, prefix: &[u8]) -> Result<(), Error> {
+/// Index names: once the locks are taken, refuses when jobs with physical
+/// names share the directory (`dir`, open as `dir_fd`). One `fstatat(2)`
+/// in the open directory (cheaper than `access(2)`, which takes on the
+/// real uid's credentials for the look, and than a walk of the whole path).
+pub fn check_index(dir: &CStr, dir_fd: &rustix::fd::OwnedFd, prefix: &[u8]) -> Result<(), Error> {
     let name = marker(prefix);
-    let d = dir.to_bytes();
-    let exists = match with_joined(&[d, separator(d), name.as_bytes()], None, |p| rustix::fs::access(p, Access::EXISTS))
-    {
-        Some(found) => found.is_ok(),
-        // A directory path near PATH_MAX: the name in it, as opened.
-        None => rustix::fs::open(dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .and_then(|fd| rustix::fs::accessat(&fd, name.as_cstr(), Access::EXISTS, rustix::fs::AtFlags::empty()))
-            .is_ok(),
-    };
-    if exists {
-        return Err(Error::MixedLockNames { dir: d.into(), physical: false, found: named(dir, name.as_bytes()) });
+    if rustix::fs::statat(dir_fd, name.as_cstr(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+        let found = named(dir, name.as_bytes());
+        return Err(Error::MixedLockNames { dir: dir.to_bytes().into(), physical: false, found });
     }
     Ok(())
 }

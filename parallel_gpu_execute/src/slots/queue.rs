@@ -320,20 +320,7 @@ pub fn ahead(
             }
         },
     };
-    let mut earlier: Vec<RecordName> = Vec::new();
-    let mut leftovers: Vec<RecordName> = Vec::new();
-    let _ = for_each_entry(dir, |name, _| {
-        let name = name.to_bytes();
-        if ticket_of(name).is_some() && mine.is_none_or(|m| name < m.name.as_bytes()) {
-            earlier.extend(RecordName::from_bytes(name));
-        } else if name.starts_with(b".") && name.ends_with(b".new") && name.len() > 5 {
-            leftovers.extend(RecordName::from_bytes(name));
-        }
-        ControlFlow::<()>::Continue(())
-    });
-    for name in &leftovers {
-        remove_if_unlocked(dir, name);
-    }
+    let mut earlier = earlier_records(dir, mine);
     if earlier.is_empty() {
         return out;
     }
@@ -384,6 +371,30 @@ pub fn ahead(
         }
     }
     out
+}
+
+/// The names of the records of `gpuqueue/` (`dir`) earlier than `mine`'s
+/// (every one, without a record), after removing the temporary records
+/// left by waiters killed while they made one. Out of line: its directory
+/// buffer would otherwise sit in the frame of every look, where `gpuqueue/`
+/// does not exist too, and cost the free-slot path a page of stack.
+#[inline(never)]
+fn earlier_records(dir: &OwnedFd, mine: Option<&Place>) -> Vec<RecordName> {
+    let mut earlier: Vec<RecordName> = Vec::new();
+    let mut leftovers: Vec<RecordName> = Vec::new();
+    let _ = for_each_entry(dir, |name, _| {
+        let name = name.to_bytes();
+        if ticket_of(name).is_some() && mine.is_none_or(|m| name < m.name.as_bytes()) {
+            earlier.extend(RecordName::from_bytes(name));
+        } else if name.starts_with(b".") && name.ends_with(b".new") && name.len() > 5 {
+            leftovers.extend(RecordName::from_bytes(name));
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    for name in &leftovers {
+        remove_if_unlocked(dir, name);
+    }
+    earlier
 }
 
 /// Removes the temporary record `name` when nobody holds its lock: its

@@ -64,6 +64,9 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
         match wait.in_directory(dir, &dir_fd, &mut table)? {
             Some(grant) => {
                 drop(table);
+                if !pool.physical {
+                    crate::slots::naming::check_index(dir, &dir_fd, ask.profile.lock_prefix())?;
+                }
                 // Closed by the exec that follows (it is close-on-exec):
                 // a close here would be one system call more on the way.
                 core::mem::forget(dir_fd);

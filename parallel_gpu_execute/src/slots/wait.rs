@@ -221,6 +221,7 @@ impl SlotWatch {
     /// Watches the lock files `names` of `lock_dir` (`None`: too many, the
     /// directory's closes instead). `use_inotify` is false when the caller
     /// closes lock files while waiting, which would wake it up itself.
+    #[inline(never)]
     pub fn new(lock_dir: &CStr, prefix: &'static [u8], names: Option<&[LockName]>, use_inotify: bool) -> SlotWatch {
         if !use_inotify {
             return SlotWatch::Polling;
@@ -263,6 +264,7 @@ impl SlotWatch {
     /// or `until` passed (the next beat, or the deadline); `TimedOut` when
     /// the deadline had passed at the start of the wait (one more rescan
     /// than strictly needed, and one place that decides).
+    #[inline(never)]
     pub fn wait(&mut self, until: Instant, deadline: Option<Instant>) -> Wake {
         let now = Instant::now();
         if deadline.is_some_and(|d| d <= now) {
@@ -322,6 +324,10 @@ pub fn on_record(signals: &mut WaitingSignals, record: &OwnedFd, until: Instant)
     woke
 }
 
+/// Out of line (as are the other waits): its event buffer would otherwise
+/// sit in the frame of the slot search, a page of stack the free-slot path
+/// would touch.
+///
 /// Reads every pending event, so that the next poll blocks until a new
 /// one; whether any may mean a released slot or a directory gone: a lock
 /// file closed or removed (one watched by itself, or in the directory a
@@ -329,6 +335,7 @@ pub fn on_record(signals: &mut WaitingSignals, record: &OwnedFd, until: Instant)
 /// itself removed or moved, or events lost. Other files' events, and
 /// subdirectories closed (each look of a waiter closes `gpuqueue/`), are
 /// not.
+#[inline(never)]
 fn drain(fd: &OwnedFd, dir: i32, prefix: &[u8]) -> bool {
     let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
     let mut reader = inotify::Reader::new(fd, &mut buf);
