@@ -47,8 +47,10 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
             Err(e) => {
                 // Missing and not to be made: where it would coordinate
                 // nothing anyway, both are said.
-                if !judged && let Some(why) = privacy::judge(dir) {
-                    private_lock_dir(dir, why, pool, ask.private)?;
+                if !judged {
+                    if let Some(why) = privacy::judge(dir) {
+                        private_lock_dir(dir, why, pool, ask.private)?;
+                    }
                 }
                 return Err(e);
             }
