@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::{Fixture, Record, bin};
+use common::{Fixture, Record, bin, refused, said_private};
 use std::path::{Path, PathBuf};
 use test_support::mounts::Mounted;
 use test_support::{Cmd, Output, is_root};
@@ -167,17 +167,6 @@ impl<'a> Action<'a> {
         locks.sort();
         locks
     }
-}
-
-fn said_private(out: &Output, place: &str) -> usize {
-    out.stderr.lines().filter(|l| l.contains("coordinates with no other test") && l.contains(place)).count()
-}
-
-#[track_caller]
-fn refused(out: &Output, place: &str) {
-    assert_eq!(out.status.code(), Some(2), "{}", out.explain());
-    assert_eq!(said_private(out, place), 1, "{}", out.explain());
-    assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
 }
 
 #[track_caller]

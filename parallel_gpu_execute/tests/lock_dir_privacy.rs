@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Fixture, Record, bin};
+use common::{Fixture, Record, bin, refused, said_private};
 use test_support::{Cmd, Output, is_root};
 
 /// Whether bubblewrap and root are here (in CI both must be).
@@ -47,17 +47,6 @@ fn sandboxed(f: &Fixture, root_args: &[&str], input_root: &str, extra: &[&str], 
     c.args(["--setenv", "TF_GPU_COUNT", gpus, "--setenv", "PARALLEL_GPU_EXECUTE_LOCK_DIR", "/var/lock"]);
     c.args(["--", "/wrapper", "./pkg/gpu_test"]);
     c
-}
-
-fn said_private(out: &Output, place: &str) -> usize {
-    out.stderr.lines().filter(|l| l.contains("coordinates with no other test") && l.contains(place)).count()
-}
-
-#[track_caller]
-fn refused(out: &Output, place: &str) {
-    assert_eq!(out.status.code(), Some(2), "{}", out.explain());
-    assert_eq!(said_private(out, place), 1, "{}", out.explain());
-    assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
 }
 
 #[test]

@@ -265,11 +265,7 @@ pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<(
             Mode::from_raw_mode(0o666),
         ) {
             Ok(fd) => {
-                let st = rustix::fs::fstat(&fd).map_err(|errno| Error::System {
-                    what: "cannot stat lock file",
-                    path: Some(named(dir, name.as_bytes())),
-                    errno,
-                })?;
+                let st = stat_lock_file(&fd, dir, name)?;
                 return Ok((fd, (st.st_dev, st.st_ino)));
             }
             Err(Errno::EXIST) => {}
@@ -283,6 +279,14 @@ pub fn open_lock_file(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<(
         what: "lock file keeps changing",
         path: Some(named(dir, name.as_bytes())),
         errno: Errno::AGAIN,
+    })
+}
+
+fn stat_lock_file(fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<rustix::fs::Stat, Error> {
+    rustix::fs::fstat(fd).map_err(|errno| Error::System {
+        what: "cannot stat lock file",
+        path: Some(named(dir, name.as_bytes())),
+        errno,
     })
 }
 
@@ -303,11 +307,7 @@ pub fn open_existing(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<Op
     };
     match opened {
         Ok(fd) => {
-            let st = rustix::fs::fstat(&fd).map_err(|errno| Error::System {
-                what: "cannot stat lock file",
-                path: Some(named(dir, name.as_bytes())),
-                errno,
-            })?;
+            let st = stat_lock_file(&fd, dir, name)?;
             let file_type = FileType::from_raw_mode(st.st_mode);
             if file_type != FileType::RegularFile {
                 return Err(refuse(describe(file_type)));

@@ -184,3 +184,18 @@ pub fn waiters_json(out: &Output) -> &str {
     let at = out.stdout.find("\"waiters\": [").unwrap_or_else(|| panic!("{}", out.explain()));
     &out.stdout[at..]
 }
+
+/// How many stderr lines say that the lock directory at `place` is private
+/// (coordinates with no other test).
+pub fn said_private(out: &Output, place: &str) -> usize {
+    out.stderr.lines().filter(|l| l.contains("coordinates with no other test") && l.contains(place)).count()
+}
+
+/// The wrapper refused a private lock directory at `place`: exit 2, said
+/// once, and the test never ran.
+#[track_caller]
+pub fn refused(out: &Output, place: &str) {
+    assert_eq!(out.status.code(), Some(2), "{}", out.explain());
+    assert_eq!(said_private(out, place), 1, "{}", out.explain());
+    assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
+}
