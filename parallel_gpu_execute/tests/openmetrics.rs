@@ -15,6 +15,7 @@ mod common;
 
 use common::Fixture;
 use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
 use test_support::{Cmd, hold_lock, python_with};
@@ -71,8 +72,9 @@ fn openmetrics_output_parses_and_says_what_status_says() {
         }
     };
     let mut f = Fixture::new("openmetrics");
-    // A lock directory whose name needs escaping in a label value.
-    f.lock_dir = f.dir.join("lo\"cks\\x");
+    // A lock directory whose name needs escaping in a label value, with a
+    // byte that is not UTF-8.
+    f.lock_dir = f.dir.join(std::ffi::OsStr::from_bytes(b"lo\"cks\\x\xff"));
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let on = |c: &mut Cmd| {
         c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1");
@@ -115,7 +117,7 @@ fn openmetrics_output_parses_and_says_what_status_says() {
     for (name, kind) in &families {
         assert_eq!(kind, "gauge", "{name}\n{report}");
     }
-    let dir = serde_escape(f.lock_dir.to_str().unwrap());
+    let dir = serde_escape(&lossless(f.lock_dir.as_os_str().as_bytes()));
     let get = |name: &str, labels: &str| {
         let key = (name.to_string(), format!("{{{labels}\"lock_dir\": {dir}}}"));
         *samples.get(&key).unwrap_or_else(|| panic!("no sample {key:?}\n{report}"))
@@ -133,7 +135,10 @@ fn openmetrics_output_parses_and_says_what_status_says() {
     let drained = |gpu: &str, why: &str| {
         let key = (
             "parallel_gpu_execute_gpu_drained".to_string(),
-            format!("{{\"gpu\": \"{gpu}\", \"lock_dir\": {dir}, \"reason\": {}}}", serde_escape(why)),
+            format!(
+                "{{\"gpu\": \"{gpu}\", \"lock_dir\": {dir}, \"reason\": {}}}",
+                serde_escape(&lossless(why.as_bytes()))
+            ),
         );
         *samples.get(&key).unwrap_or_else(|| panic!("no sample {key:?}\n{report}"))
     };
@@ -146,6 +151,19 @@ fn openmetrics_output_parses_and_says_what_status_says() {
         *samples.get(&key).unwrap_or_else(|| panic!("no sample {key:?}\n{report}"))
     };
     assert_eq!((healthy("0"), healthy("1")), (0.0, 0.0), "{report}");
+}
+
+/// What a label value of `bytes` reads back as (docs/operations.md,
+/// "Metrics"): a backslash doubled, a byte that is not UTF-8 as `\xHH`.
+fn lossless(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(&chunk.valid().replace('\\', "\\\\"));
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
 }
 
 /// `text` as Python's `json.dumps` writes a string (ASCII only).

@@ -42,16 +42,12 @@ pub enum Place {
     NoQueue,
 }
 
-/// Whether and since when this wrapper waits.
+/// Whether and since when this wrapper waits: since its first look found
+/// no block free (the clock is not read on the free-slot path, where its
+/// first read costs two page faults for the vDSO).
+#[derive(Default)]
 pub struct Telemetry {
-    started: Instant,
-    announced: bool,
-}
-
-impl Default for Telemetry {
-    fn default() -> Self {
-        Telemetry { started: Instant::now(), announced: false }
-    }
+    started: Option<Instant>,
 }
 
 /// Whether `/proc/locks` lists a lock held on `key`.
@@ -128,10 +124,10 @@ impl Telemetry {
         proof: Option<&[bool]>,
         deadline: Option<Instant>,
     ) {
-        if self.announced {
+        if self.started.is_some() {
             return;
         }
-        self.announced = true;
+        self.started = Some(Instant::now());
         let total = pool.ids.len().saturating_mul(slots as usize);
         let mut busy = busy_slots(dir_fd, pool, slots, prefix, deadline);
         if let Some(out_of_service) = proof {
@@ -161,7 +157,7 @@ impl Telemetry {
 
     /// How long it waited, or `None` when it did not.
     pub fn waited(&self) -> Option<Duration> {
-        self.announced.then(|| self.started.elapsed())
+        self.started.map(|t| t.elapsed())
     }
 }
 
