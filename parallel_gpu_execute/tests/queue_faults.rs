@@ -62,6 +62,35 @@ fn a_waiter_never_waits_for_a_lock_file_the_one_ahead_cannot_open() {
     early.wait().assert_success();
 }
 
+/// A later waiter of the same user, for whom the only block it may open is
+/// one an earlier waiter wants, waits behind it: it does not fail on the
+/// lock file it may not open.
+#[test]
+fn a_waiter_behind_one_that_wants_its_only_usable_block_waits() {
+    if !root("another user's 0600 lock file") {
+        return;
+    }
+    let f = shared_fixture("faults-unusable-behind");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    write_file(f.lock("0", 0), "");
+    std::fs::set_permissions(f.lock("0", 0), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let held = hold_lock(f.lock("0", 1));
+    std::fs::set_permissions(f.lock("0", 1), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mut early = f.cmd();
+    on(&mut early, 1, 2).as_user(NOBODY, NOBODY).env("SLEEP", "0.3").arg("./pkg/gpu_test");
+    let early = queued(&f, &mut early);
+    let mut later = f.cmd();
+    on(&mut later, 1, 2).as_user(NOBODY, NOBODY).args(["--wait=20", "./pkg/gpu_test"]);
+    let later = queued(&f, &mut later);
+    std::thread::sleep(Duration::from_millis(300));
+    drop(held);
+    let (early, later) = (early.wait(), later.wait());
+    let (a, b) = (Record::of(early.assert_success()), Record::of(later.assert_success()));
+    assert_eq!((a.locks(), b.locks()), (vec!["gpulock0_1".to_string()], vec!["gpulock0_1".to_string()]), "{}", later.explain());
+    assert!(a.get("start") < b.get("start"), "the later waiter was served first\n{}", later.explain());
+}
+
 /// A GPU the earlier waiter avoids as unhealthy is not in its record.
 #[test]
 fn a_waiter_never_waits_for_a_gpu_the_one_ahead_avoids() {

@@ -248,8 +248,9 @@ impl<'a> Slots<'a> {
 
     /// One pass over every block at every slot, in the classic order, but
     /// those with a lock file that an earlier waiter wants (`ahead`). When
-    /// no block is free and none is held by anyone (every one has a lock
-    /// file this user may not open), the first such file's error.
+    /// no block is free and none is held by anyone or left to an earlier
+    /// waiter (every one has a lock file this user may not open), the first
+    /// such file's error.
     pub fn scan(&mut self, needed: usize, ahead: &Ahead) -> Result<Option<Grant>, Error> {
         let pool_len = self.pool.ids.len();
         let mut held_elsewhere = false;
@@ -258,6 +259,10 @@ impl<'a> Slots<'a> {
             while start + needed <= pool_len {
                 let passed = |g: usize| self.out.get(g).is_some_and(|&o| o) || !ahead.allows(g, slot);
                 if let Some(k) = (start..start + needed).rev().find(|&g| passed(g)) {
+                    // Left to an earlier waiter: as good as held, so that
+                    // a lock file this user may not open elsewhere is no
+                    // reason to give up.
+                    held_elsewhere |= (start..start + needed).any(|g| !ahead.allows(g, slot));
                     start = k + 1;
                     continue;
                 }
