@@ -168,12 +168,8 @@ fn run_on_gpus(
         avoid: &avoid,
     };
     let prefix = settings.profile.lock_prefix();
-    if pool.physical {
-        let dir_fd = slots::lockfile::open_lock_dir(&lock_dir)?;
-        slots::naming::announce_physical(&lock_dir, &dir_fd, prefix)?;
-    }
-    // With index names, the grant is given up where jobs with physical
-    // names share the directory (`slots::naming`, looked at in `take`).
+    // Jobs with physical names leave their marker, and those with index
+    // names give the grant up where one is (`slots::naming`, in `take`).
     let grant = take::acquire(&lock_dir, &pool, &ask, &describe)?;
     if source == gpu_count::Source::Kfd {
         let (start, n) = (grant.start, grant.fds.len());

@@ -39,35 +39,28 @@ pub fn acquire(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String
 }
 
 fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String) -> Result<Grant, Error> {
-    let mut judged = false;
+    // Judged before the directory is opened or made: a missing one is
+    // judged by the mount it would be made on, and one that would
+    // coordinate nothing is refused before anything is written there.
+    if let Some(why) = privacy::judge(dir) {
+        private_lock_dir(dir, why, pool, ask.private)?;
+    }
+    let prefix = ask.profile.lock_prefix();
     let mut wait = Waiting::new(ask, test);
     loop {
-        let dir_fd = match open_lock_dir(dir) {
-            Ok(fd) => fd,
-            Err(e) => {
-                // Missing and not to be made: where it would coordinate
-                // nothing anyway, both are said.
-                if !judged {
-                    if let Some(why) = privacy::judge(dir) {
-                        private_lock_dir(dir, why, pool, ask.private)?;
-                    }
-                }
-                return Err(e);
-            }
-        };
-        if !judged {
-            judged = true;
-            if let Some(why) = privacy::judge(dir) {
-                private_lock_dir(dir, why, pool, ask.private)?;
-            }
+        let dir_fd = open_lock_dir(dir)?;
+        // Physical names announce themselves before any lock file is
+        // taken, in each directory the wait meets (`slots::naming`).
+        if pool.physical {
+            crate::slots::naming::announce_physical(dir, &dir_fd, prefix)?;
         }
-        let mut table = Slots::new(dir, &dir_fd, pool, ask.slots, ask.profile.lock_prefix());
+        let mut table = Slots::new(dir, &dir_fd, pool, ask.slots, prefix);
         table.out_of_service(ask.needed, ask.avoid)?;
         match wait.in_directory(dir, &dir_fd, &mut table)? {
             Some(grant) => {
                 drop(table);
                 if !pool.physical {
-                    crate::slots::naming::check_index(dir, &dir_fd, ask.profile.lock_prefix())?;
+                    crate::slots::naming::check_index(dir, &dir_fd, prefix)?;
                 }
                 // Closed by the exec that follows (it is close-on-exec):
                 // a close here would be one system call more on the way.
