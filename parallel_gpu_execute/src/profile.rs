@@ -43,15 +43,6 @@ impl Profile {
         }
     }
 
-    /// The waiters' queue file; its name cannot clash with a lock file's,
-    /// which always ends in `_<digits>`.
-    pub fn queue_file(self) -> &'static [u8] {
-        match self {
-            Profile::Xla => b"gpulock.queue",
-            Profile::Jax => b"jax_accelerator_lock.queue",
-        }
-    }
-
     /// The variable that gives the count.
     pub fn count_variable(self) -> &'static str {
         match self {

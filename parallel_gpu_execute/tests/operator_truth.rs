@@ -355,6 +355,23 @@ fn a_drain_never_changes_who_may_use_the_lock_directory() {
         d = other.lock_dir.display()
     ));
     assert!(!out.stderr.contains("Bazel"), "{}", out.explain());
+    // A lock directory to be made under root's 0755 one: the repair makes
+    // it, and never opens the parent up.
+    let missing = other.lock_dir.join("gpu");
+    let mut c = Cmd::new(common::bin());
+    other.runfiles.apply(&mut c);
+    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &other.sysroot.root)
+        .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &missing)
+        .env("TF_GPU_COUNT", "1")
+        .as_user(NOBODY, NOBODY)
+        .arg("./pkg/gpu_test");
+    let out = c.run();
+    out.assert_code(2).assert_one_error_line(&format!(
+        "({d} is uid 0's, mode 0755, and this user is uid 65534: root runs mkdir -p {m} && chmod 1777 {m})",
+        d = other.lock_dir.display(),
+        m = missing.display()
+    ));
+    assert!(!missing.exists(), "{}", out.explain());
     // Root without CAP_DAC_OVERRIDE, in a directory of nobody's.
     let third = shared_fixture("truth-drain-nobody");
     std::fs::create_dir_all(&third.lock_dir).unwrap();

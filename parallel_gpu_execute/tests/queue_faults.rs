@@ -87,7 +87,12 @@ fn a_waiter_behind_one_that_wants_its_only_usable_block_waits() {
     drop(held);
     let (early, later) = (early.wait(), later.wait());
     let (a, b) = (Record::of(early.assert_success()), Record::of(later.assert_success()));
-    assert_eq!((a.locks(), b.locks()), (vec!["gpulock0_1".to_string()], vec!["gpulock0_1".to_string()]), "{}", later.explain());
+    assert_eq!(
+        (a.locks(), b.locks()),
+        (vec!["gpulock0_1".to_string()], vec!["gpulock0_1".to_string()]),
+        "{}",
+        later.explain()
+    );
     assert!(a.get("start") < b.get("start"), "the later waiter was served first\n{}", later.explain());
 }
 

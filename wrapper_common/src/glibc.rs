@@ -14,11 +14,19 @@
 
 use core::ffi::{CStr, c_char, c_int, c_uint};
 
+// SAFETY: this replaces glibc's `char *__dcgettext(const char *, const char
+// *, int)` with the same C signature, in static glibc builds only (the
+// module's cfg), where the static link takes the first definition and no
+// other object of these programs defines the name; it returns its argument,
+// as glibc's does in the C locale.
 #[unsafe(no_mangle)]
 extern "C" fn __dcgettext(_domain: *const c_char, message: *const c_char, _category: c_int) -> *const c_char {
     message
 }
 
+// SAFETY: the same for glibc's `void __assert_fail(const char *, const char
+// *, unsigned int, const char *)`: the same C signature, static glibc builds
+// only, no other definition among these programs' objects.
 #[unsafe(no_mangle)]
 extern "C" fn __assert_fail(
     assertion: *const c_char,

@@ -53,11 +53,11 @@ pub fn lock_file_name(prefix: &[u8], id: &[u8], slot: u32) -> LockName {
 /// `--drain`, others can use it. Its parents get the umask's modes.
 pub fn open_lock_dir(dir: &CStr) -> Result<OwnedFd, Error> {
     let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
-    let fail = |action, errno| Error::LockDir {
-        dir: dir.to_bytes().into(),
-        action,
-        errno,
-        hint: hint(nearest_dir(dir.to_bytes()), errno, false),
+    let fail = |action, errno| {
+        let near = nearest_dir(dir.to_bytes());
+        // Missing: the repair makes it, never opens up a parent (`/`).
+        let make = (near != dir.to_bytes()).then_some(dir.to_bytes());
+        Error::LockDir { dir: dir.to_bytes().into(), action, errno, hint: hint_at(near, make, errno, false) }
     };
     match rustix::fs::open(dir, flags, Mode::empty()) {
         Ok(fd) => return Ok(fd),
@@ -107,6 +107,13 @@ fn in_bazel_sandbox() -> bool {
 /// `lock_files`: the failure was at a lock file (else at the directory).
 #[cold]
 pub fn hint(dir: &[u8], errno: Errno, lock_files: bool) -> Box<str> {
+    hint_at(dir, None, errno, lock_files)
+}
+
+/// [`hint`], where `make` is the missing directory that was to be made in
+/// `dir` (its nearest existing parent): root makes it, mode 1777.
+#[cold]
+fn hint_at(dir: &[u8], make: Option<&[u8]>, errno: Errno, lock_files: bool) -> Box<str> {
     let d = wrapper_common::diag::Excerpt(dir);
     let beforehand = if lock_files { ", or make the lock files beforehand" } else { "" };
     let text = match errno {
@@ -120,9 +127,16 @@ pub fn hint(dir: &[u8], errno: Errno, lock_files: bool) -> Box<str> {
         Errno::ROFS => format!(" ({d} is on a read-only file system: mount it read-write{beforehand})"),
         Errno::ACCESS | Errno::PERM => {
             let me = rustix::process::geteuid().as_raw();
+            let repair = match make {
+                Some(m) => {
+                    let m = wrapper_common::diag::Excerpt(m);
+                    format!("root runs mkdir -p {m} && chmod 1777 {m}")
+                }
+                None => format!("its owner or root runs chmod 1777 {d}{beforehand}"),
+            };
             match wrapper_common::with_joined(&[dir], None, |c| rustix::fs::stat(c).ok()).flatten() {
                 Some(st) => format!(
-                    " ({d} is uid {}'s, mode {:04o}, and this user is uid {me}: its owner or root runs chmod 1777 {d}{beforehand})",
+                    " ({d} is uid {}'s, mode {:04o}, and this user is uid {me}: {repair})",
                     st.st_uid,
                     st.st_mode & 0o7777
                 ),

@@ -95,7 +95,9 @@ impl<'a> Waiting<'a> {
         Waiting {
             ask,
             test,
-            deadline: ask.wait.map(|w| Instant::now() + w),
+            // Set at the first look that finds no block: the free-slot
+            // path reads no clock.
+            deadline: None,
             signals: None,
             telemetry: Telemetry::default(),
             ticket: None,
@@ -171,6 +173,7 @@ impl<'a> Waiting<'a> {
                 // its record is there (a release meanwhile is not missed).
                 // SIGTERM from now on removes the record.
                 self.signals.get_or_insert_with(WaitingSignals::install);
+                self.deadline = self.ask.wait.map(|w| Instant::now() + w);
                 self.ticket = Some(u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX));
                 self.join(dir_fd, table);
                 self.announce(dir_fd, table, &ahead);
