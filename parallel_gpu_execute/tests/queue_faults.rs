@@ -349,6 +349,44 @@ fn the_queue_directory_is_made_whole_and_left_nowhere() {
     assert!(!Path::new(&queue).exists(), "gpuqueue/ left after the last waiter ran");
 }
 
+/// PIDs repeat across the PID namespaces (containers) sharing a lock
+/// directory: another user's leftover temporary `gpuqueue/` of a maker with
+/// this PID does not keep this one from making the queue.
+#[test]
+fn a_pid_of_another_namespace_does_not_collide_in_making_the_queue() {
+    if !root("another user's directory, a PID namespace") {
+        return;
+    }
+    let f = shared_fixture("faults-pidns");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    // The first process of a new PID namespace is PID 1; so was the maker
+    // killed half way in another container, as another user.
+    for leftover in [".gpuqueue.1.new", ".gpuqueue.2.new"] {
+        let path = f.lock_dir.join(leftover);
+        std::fs::create_dir(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&path, Some(12345), Some(12345)).unwrap();
+    }
+    let held = hold_lock(f.lock("0", 0));
+    std::fs::set_permissions(f.lock("0", 0), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mut c = Cmd::new("unshare");
+    c.args(["--pid", "--fork", "--kill-child", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(common::bin());
+    f.runfiles.apply(&mut c);
+    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+    on(&mut c, 1, 1).args(["--wait=20", "./pkg/gpu_test"]).timeout(Duration::from_secs(60));
+    let r = c.spawn();
+    let queue = f.lock_dir.join("gpuqueue");
+    let recorded = || std::fs::read_dir(&queue).is_ok_and(|d| d.count() == 1);
+    let made = wait_until(Duration::from_secs(10), recorded);
+    drop(held);
+    let out = r.wait();
+    Record::of(out.assert_success());
+    assert!(made, "no record in gpuqueue/ while it waited\n{}", out.explain());
+    assert!(!out.stderr.contains("record"), "{}", out.explain());
+}
+
 /// A full file system at the queue: the warning names its cause and a
 /// repair that fits it, not a chmod.
 #[test]

@@ -42,7 +42,7 @@
 
 use crate::error::Error;
 use crate::prelude::*;
-use crate::slots::lockfile::{LockName, open_lock_dir};
+use crate::slots::lockfile::{LockName, make_shared_dir, open_lock_dir, repair_shared_mode};
 use crate::slots::request::Pool;
 use core::ffi::CStr;
 use core::ops::ControlFlow;
@@ -202,13 +202,13 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
         let drain_fd = match rustix::fs::openat(&dir_fd, DRAIN_DIR, DIR_FLAGS, Mode::empty()) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => {
-                make_drain_dir(dir, &dir_fd)?;
+                make_shared_dir(&dir_fd, DRAIN_DIR).map_err(|e| failed(dir, "create gpudrain/", e))?;
                 continue;
             }
             Err(e @ (Errno::LOOP | Errno::NOTDIR)) => return Err(failed(dir, "use gpudrain (not a directory)", e)),
             Err(e) => return Err(failed(dir, "open gpudrain/", e)),
         };
-        repair_mode(&drain_fd);
+        repair_shared_mode(&drain_fd);
         let _ = rustix::fs::unlinkat(&dir_fd, tmp_name.as_cstr(), AtFlags::empty());
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(&dir_fd, tmp_name.as_cstr(), flags, Mode::from_raw_mode(0o644))
@@ -238,38 +238,6 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
         }
     }
     Err(failed(dir, "write gpudrain/", Errno::AGAIN))
-}
-
-/// Makes `gpudrain/`, mode 1777: under a temporary name, given its mode,
-/// then renamed into place (where another made it meanwhile, that one
-/// stays).
-fn make_drain_dir(dir: &CStr, dir_fd: &OwnedFd) -> Result<(), Error> {
-    let mut temporary = LockName::new();
-    let _ = temporary.push(format!(".gpudrain.{}.new", rustix::process::getpid().as_raw_nonzero()).as_bytes());
-    match rustix::fs::mkdirat(dir_fd, temporary.as_cstr(), Mode::from_raw_mode(0o700)) {
-        Ok(()) | Err(Errno::EXIST) => {}
-        Err(e) => return Err(failed(dir, "create gpudrain/", e)),
-    }
-    let made = rustix::fs::openat(dir_fd, temporary.as_cstr(), DIR_FLAGS, Mode::empty())
-        .and_then(|fd| rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o1777)))
-        .and_then(|()| rustix::fs::renameat(dir_fd, temporary.as_cstr(), dir_fd, DRAIN_DIR));
-    if made.is_err() {
-        let _ = rustix::fs::unlinkat(dir_fd, temporary.as_cstr(), AtFlags::REMOVEDIR);
-    }
-    match made {
-        Ok(()) | Err(Errno::EXIST | Errno::NOTEMPTY) => Ok(()),
-        Err(e) => Err(failed(dir, "create gpudrain/", e)),
-    }
-}
-
-/// A `gpudrain/` of this user's with another mode (an older release made it
-/// 0777) is given 1777.
-fn repair_mode(drain_fd: &OwnedFd) {
-    if let Ok(st) = rustix::fs::fstat(drain_fd) {
-        if st.st_mode & 0o7777 != 0o1777 && st.st_uid == rustix::process::geteuid().as_raw() {
-            let _ = rustix::fs::fchmod(drain_fd, Mode::from_raw_mode(0o1777));
-        }
-    }
 }
 
 /// Another user's drain, which this one may not replace or remove.

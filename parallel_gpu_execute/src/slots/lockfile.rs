@@ -76,6 +76,48 @@ pub fn open_lock_dir(dir: &CStr) -> Result<OwnedFd, Error> {
     Ok(fd)
 }
 
+/// Makes the directory `name` (`gpuqueue`, `gpudrain`) in the lock
+/// directory `dir_fd`, mode 1777: anyone may add a file there, only its
+/// owner (or root) remove it. Made under a temporary name of this process
+/// alone (`.<name>.<pid>.<boot-clock ns>.new`: PIDs repeat across the PID
+/// namespaces that share a directory), given its mode, then renamed into
+/// place, so that a maker killed half way never leaves one other users
+/// cannot add to. `Ok` also where another made it meanwhile (renameat
+/// refuses a non-empty one with ENOTEMPTY or EEXIST, and replaces an empty
+/// one).
+pub fn make_shared_dir(dir_fd: &OwnedFd, name: &CStr) -> Result<(), Errno> {
+    let nanos = crate::sys::clock::host_since_boot().as_nanos();
+    let mut temporary = CBuf::<80>::from_bytes(b".").unwrap_or_default();
+    let _ = temporary.push(name.to_bytes());
+    let _ = temporary.push(b".");
+    let _ = temporary.push_u64(u64::from(rustix::process::getpid().as_raw_nonzero().get().unsigned_abs()));
+    let _ = temporary.push(b".");
+    let _ = temporary.push_u64(u64::try_from(nanos).unwrap_or(u64::MAX));
+    temporary.push(b".new").map_err(|_| Errno::NAMETOOLONG)?;
+    rustix::fs::mkdirat(dir_fd, temporary.as_cstr(), Mode::from_raw_mode(0o700))?;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let made = rustix::fs::openat(dir_fd, temporary.as_cstr(), flags, Mode::empty())
+        .and_then(|d| rustix::fs::fchmod(&d, Mode::from_raw_mode(0o1777)))
+        .and_then(|()| rustix::fs::renameat(dir_fd, temporary.as_cstr(), dir_fd, name));
+    if made.is_err() {
+        let _ = rustix::fs::unlinkat(dir_fd, temporary.as_cstr(), rustix::fs::AtFlags::REMOVEDIR);
+    }
+    match made {
+        Ok(()) | Err(Errno::EXIST | Errno::NOTEMPTY) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A directory made by [`make_shared_dir`] that is this user's own with
+/// another mode (an older release made `gpudrain/` 0777) is given 1777.
+pub fn repair_shared_mode(fd: &OwnedFd) {
+    if let Ok(st) = rustix::fs::fstat(fd) {
+        if st.st_mode & 0o7777 != 0o1777 && st.st_uid == rustix::process::geteuid().as_raw() {
+            let _ = rustix::fs::fchmod(fd, Mode::from_raw_mode(0o1777));
+        }
+    }
+}
+
 /// The nearest of `path` and its parents that exists, for a message.
 #[cold]
 fn nearest_dir(path: &[u8]) -> &[u8] {

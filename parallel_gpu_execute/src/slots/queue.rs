@@ -10,6 +10,7 @@
 //! same lock files ([`crate::slots::record`] has its format).
 
 use crate::prelude::*;
+use crate::slots::lockfile::{make_shared_dir, repair_shared_mode};
 use crate::slots::record::{
     HEADER, MAX_RECORD, QUEUE_DIR, RecordName, Want, beat_bytes, beat_of, fresh, record_name, ticket_of,
 };
@@ -60,10 +61,8 @@ pub struct Place {
     content: Vec<u8>,
 }
 
-/// Opens `gpuqueue/`, making it (mode 1777) where it is missing: made
-/// under a temporary name, given its mode, then renamed into place, so that
-/// a maker killed half way never leaves a `gpuqueue/` other users cannot
-/// add to. One of this user's own with another mode is given 1777.
+/// Opens `gpuqueue/`, making it (mode 1777) where it is missing
+/// ([`make_shared_dir`]).
 fn open_queue_dir(lock_dir: &OwnedFd) -> Result<OwnedFd, NoPlace> {
     let open = || match rustix::fs::openat(lock_dir, QUEUE_DIR, DIR_FLAGS, Mode::empty()) {
         Ok(dir) => Ok(Some(dir)),
@@ -73,35 +72,10 @@ fn open_queue_dir(lock_dir: &OwnedFd) -> Result<OwnedFd, NoPlace> {
     };
     for _ in 0..4 {
         if let Some(dir) = open()? {
-            if let Ok(st) = rustix::fs::fstat(&dir) {
-                let mode = st.st_mode & 0o7777;
-                if mode != 0o1777 && st.st_uid == rustix::process::geteuid().as_raw() {
-                    let _ = rustix::fs::fchmod(&dir, Mode::from_raw_mode(0o1777));
-                }
-            }
+            repair_shared_mode(&dir);
             return Ok(dir);
         }
-        let pid = rustix::process::getpid().as_raw_nonzero().get().unsigned_abs();
-        let mut temporary = CBuf::<48>::from_bytes(b".gpuqueue.").unwrap_or_default();
-        let _ = temporary.push_u64(u64::from(pid));
-        let _ = temporary.push(b".new");
-        match rustix::fs::mkdirat(lock_dir, temporary.as_cstr(), Mode::from_raw_mode(0o700)) {
-            Ok(()) | Err(Errno::EXIST) => {}
-            Err(e) => return Err(NoPlace::Create(e)),
-        }
-        // Anyone may add a record; only its owner (or root) removes it.
-        let made = rustix::fs::openat(lock_dir, temporary.as_cstr(), DIR_FLAGS, Mode::empty())
-            .and_then(|d| rustix::fs::fchmod(&d, Mode::from_raw_mode(0o1777)))
-            .and_then(|()| rustix::fs::renameat(lock_dir, temporary.as_cstr(), lock_dir, QUEUE_DIR));
-        if made.is_err() {
-            let _ = rustix::fs::unlinkat(lock_dir, temporary.as_cstr(), AtFlags::REMOVEDIR);
-        }
-        match made {
-            // Made by another meanwhile (renameat refuses a non-empty one
-            // with ENOTEMPTY or EEXIST, and replaces an empty one).
-            Ok(()) | Err(Errno::EXIST | Errno::NOTEMPTY) => {}
-            Err(e) => return Err(NoPlace::Create(e)),
-        }
+        make_shared_dir(lock_dir, QUEUE_DIR).map_err(NoPlace::Create)?;
     }
     open()?.ok_or(NoPlace::Create(Errno::NOENT))
 }
