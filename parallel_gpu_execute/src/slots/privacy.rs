@@ -224,18 +224,20 @@ pub fn judge(dir: &CStr) -> Option<Private> {
     if hermetic_tmp(&lock.root) {
         return Some(Private::ActionTmp);
     }
+    // A directory bound from elsewhere, such as the host's lock directory
+    // (`--sandbox_writable_path`, a bind mount): shared, told before
+    // anything more is read.
+    if lock_mount != slash && lock.root != b"/" {
+        return None;
+    }
     let root = root?;
     let root_info = root_mount.and_then(|id| mount_info(&mountinfo, id));
     let bazel_sandbox = in_linux_sandbox()
         || root_info.as_ref().is_some_and(|i| i.root.windows(23).any(|w| w == b"/sandbox/linux-sandbox/"));
     if lock_mount != slash {
-        // A mount of its own: made for this action when a whole file
-        // system is mounted there (not a directory bound from elsewhere,
-        // such as the host's lock directory) and was born after the action
-        // began.
-        if lock.root != b"/" {
-            return None;
-        }
+        // A whole file system mounted there (one bound from elsewhere was
+        // told above): made for this action when it was born after the
+        // action began.
         let began = if bazel_sandbox {
             wrapper_common::env::var_nonempty(b"TEST_TMPDIR").filter(|t| t.starts_with(b"/")).and_then(born)
         } else {
