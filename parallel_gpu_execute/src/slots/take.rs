@@ -196,9 +196,7 @@ impl<'a> Waiting<'a> {
                     sleep_behind(signals, &mut self.place, dir_fd, &behind, until, &mut drained);
                 }
                 _ => match &mut watch {
-                    Some(w) => {
-                        w.wait(until, self.deadline);
-                    }
+                    Some(w) => w.wait(until),
                     // Watch before the next look, so that a release between
                     // the look and the wait is not missed.
                     None => {

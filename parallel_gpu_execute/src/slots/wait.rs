@@ -182,17 +182,6 @@ impl Drop for WaitingSignals {
     }
 }
 
-/// What a wait ended with.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Wake {
-    /// Something may have been released, or the lock directory removed or
-    /// moved (the caller looks whether it is still there): scan again.
-    Rescan,
-    /// The deadline had passed when the wait began; the caller looks once
-    /// more, so a slot freed at the deadline still counts.
-    TimedOut,
-}
-
 /// Most lock files watched one by one; a pool with more is watched through
 /// its directory.
 pub const MAX_FILE_WATCHES: usize = 1024;
@@ -218,8 +207,8 @@ impl SlotWatch {
         }
     }
 
-    /// Watches the lock files `names` of `lock_dir` (`None`: too many, the
-    /// directory's closes instead). `use_inotify` is false when the caller
+    /// Watches the lock files `names` of `lock_dir` (`None`: more than
+    /// [`MAX_FILE_WATCHES`], the directory's closes instead). `use_inotify` is false when the caller
     /// closes lock files while waiting, which would wake it up itself.
     #[inline(never)]
     pub fn new(lock_dir: &CStr, prefix: &'static [u8], names: Option<&[LockName]>, use_inotify: bool) -> SlotWatch {
@@ -233,15 +222,14 @@ impl SlotWatch {
         // A lock file not made yet has no watch: a release there is seen
         // at the next beat.
         let each = names.is_some_and(|names| {
-            names.len() <= MAX_FILE_WATCHES
-                && names.iter().all(|name| {
-                    let d = lock_dir.to_bytes();
-                    let added =
-                        wrapper_common::with_joined(&[d, wrapper_common::separator(d), name.as_bytes()], None, |p| {
-                            inotify::add_watch(&fd, p, closes)
-                        });
-                    matches!(added, Some(Ok(_) | Err(Errno::NOENT)))
-                })
+            names.iter().all(|name| {
+                let d = lock_dir.to_bytes();
+                let added =
+                    wrapper_common::with_joined(&[d, wrapper_common::separator(d), name.as_bytes()], None, |p| {
+                        inotify::add_watch(&fd, p, closes)
+                    });
+                matches!(added, Some(Ok(_) | Err(Errno::NOENT)))
+            })
         });
         // DELETE and MOVED_FROM: lock files removed (as `rm -rf` of the
         // directory does first) wake the waiter, which then checks that the
@@ -261,15 +249,13 @@ impl SlotWatch {
     }
 
     /// Blocks until a slot may have been released, the directory went away,
-    /// or `until` passed (the next beat, or the deadline); `TimedOut` when
-    /// the deadline had passed at the start of the wait (one more rescan
-    /// than strictly needed, and one place that decides).
+    /// or `until` passed (the next beat, or the deadline). Whatever woke
+    /// it, the caller rescans, and first looks whether the directory is
+    /// still there (a removal or rename raises DELETE_SELF or MOVE_SELF
+    /// here).
     #[inline(never)]
-    pub fn wait(&mut self, until: Instant, deadline: Option<Instant>) -> Wake {
+    pub fn wait(&mut self, until: Instant) {
         let now = Instant::now();
-        if deadline.is_some_and(|d| d <= now) {
-            return Wake::TimedOut;
-        }
         let mut timeout = until.saturating_duration_since(now);
         if let SlotWatch::Polling = self {
             timeout = timeout.min(POLL_INTERVAL);
@@ -291,10 +277,6 @@ impl SlotWatch {
             }
             SlotWatch::Polling => crate::sys::clock::sleep(timeout),
         }
-        // Whatever woke it, the caller rescans, and first looks whether the
-        // directory is still there (a removal or rename raises DELETE_SELF or
-        // MOVE_SELF here).
-        Wake::Rescan
     }
 }
 
