@@ -317,13 +317,12 @@ pub fn ahead(
         if want.is_some_and(|w| w.prefix != prefix) {
             continue;
         }
-        let wants = |gpu: usize, slot: u32| want.is_none_or(|w| w.wants(names[gpu], slot));
         let mut shared = false;
         let mut covers = true;
         for (gpu, name) in names.iter().enumerate() {
             let listed = want.is_none_or(|w| w.lists(name));
             for slot in 0..slots {
-                if listed && wants(gpu, slot) {
+                if listed && want.is_none_or(|w| w.wants_listed(name, slot)) {
                     out.block(gpu, slot, slots);
                     shared = true;
                 } else {

@@ -134,8 +134,13 @@ impl Want<'_> {
 
     /// Whether it wants the lock file of `name` at `slot`.
     pub fn wants(&self, name: &[u8], slot: u32) -> bool {
+        self.lists(name) && self.wants_listed(name, slot)
+    }
+
+    /// [`Want::wants`] of a `name` it [`lists`](Want::lists): within its
+    /// slots, and not among its exceptions.
+    pub fn wants_listed(&self, name: &[u8], slot: u32) -> bool {
         slot < self.slots
-            && self.lists(name)
             && !self.except.split(|&b| b == b' ').any(|e| {
                 e.len() > name.len()
                     && e.starts_with(name)

@@ -88,6 +88,8 @@ pub struct Waiting<'a> {
     place: Option<Place>,
     /// Why it has none, once said.
     no_place: Option<NoPlace>,
+    /// The test, as its record says it: made once.
+    described: core::cell::OnceCell<String>,
 }
 
 impl<'a> Waiting<'a> {
@@ -103,6 +105,7 @@ impl<'a> Waiting<'a> {
             ticket: None,
             place: None,
             no_place: None,
+            described: core::cell::OnceCell::new(),
         }
     }
 
@@ -220,7 +223,7 @@ impl<'a> Waiting<'a> {
         let names = pool_names(pool, in_service);
         let unusable = table.warned.iter().map(|&i| (i % width.max(1), (i / width.max(1)) as u32));
         let except = except_names(pool, unusable.filter(|&(gpu, _)| in_service(gpu)));
-        let test = (self.test)();
+        let test = self.described.get_or_init(|| (self.test)());
         let want = Want {
             pid: u64::from(rustix::process::getpid().as_raw_nonzero().get().unsigned_abs()),
             prefix: self.ask.profile.lock_prefix(),
@@ -257,7 +260,7 @@ impl<'a> Waiting<'a> {
                 place.beat();
                 let changed = content.get(HEADER..) != Some(place.text());
                 let made = if changed {
-                    place.rewrite(dir_fd, content).map(|()| place.beat())
+                    place.rewrite(dir_fd, content)
                 } else if !place.linked(dir_fd) {
                     place.remake(dir_fd)
                 } else {
