@@ -104,7 +104,10 @@ pub fn init_reaps_orphans() -> bool {
 /// holds closes then), closes `fd` last and exits. The orphan is the
 /// namespace's first process's to reap, so this is done only where that one
 /// is known to reap orphans ([`init_reaps_orphans`]): else each waited test
-/// would leave a zombie behind. Where it is not done (that, the caller is
+/// would leave a zombie behind. (A nearer ancestor that made itself a child
+/// subreaper, such as `systemd --user` or a build tool's process wrapper,
+/// takes the orphan instead; one that does not reap it leaves its zombie
+/// until it exits itself, when the zombie goes up to be reaped.) Where it is not done (that, the caller is
 /// PID 1 itself, no `close_range` before Linux 5.9), `fd` is closed here.
 pub fn close_after_exec(fd: rustix::fd::OwnedFd) {
     if rustix::process::getpid().is_init() || !init_reaps_orphans() {
