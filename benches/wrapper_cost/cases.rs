@@ -25,6 +25,10 @@ pub(crate) enum Key {
     /// static musl program makes them.
     MuslCountFloor,
     MuslKfdFloor,
+    /// `benches/floor/slot_exec.c` on a host with no GPU: the pass-through's
+    /// system calls, in C; and its musl twin with the musl test.
+    PassFloor,
+    MuslPassFloor,
     /// A static musl `int main(){return 0;}`, exec'd directly.
     MuslDirect,
     /// A static musl C execv of that musl test.
@@ -82,6 +86,8 @@ impl Key {
                 | Key::KfdFloor
                 | Key::MuslCountFloor
                 | Key::MuslKfdFloor
+                | Key::PassFloor
+                | Key::MuslPassFloor
                 | Key::MuslDirect
                 | Key::MuslFloor
                 | Key::MuslFloorGlibcTest
@@ -97,6 +103,7 @@ impl Key {
             | Key::MuslFloor
             | Key::MuslCountFloor
             | Key::MuslKfdFloor
+            | Key::MuslPassFloor
             | Key::MuslPgePassThroughMuslTest
             | Key::MuslPgeTfGpuCountMuslTest
             | Key::MuslPgeKfdMuslTest => (Key::MuslFloor, Key::MuslDirect),
@@ -246,12 +253,23 @@ impl Context<'_> {
     }
 
     /// The slot floors (`benches/floor/slot_exec.c`): the system calls the
-    /// `TF_GPU_COUNT` path, and the KFD path on the KFD host, must make under
-    /// the project's contract, in C, in the environment of the wrapper's own
+    /// pass-through, the `TF_GPU_COUNT` path, and the KFD path on the KFD
+    /// host, must make under the project's contract, in C, in the environment of the wrapper's own
     /// case (`like`), with a lock directory of its own beside that case's:
     /// the same name with `-floor`.
     pub(crate) fn slot_floor(&self, like: &Case) -> Case {
+        let musl_floor = || self.bins.musl_slot_floor.as_ref().expect("the musl slot floor");
         let (key, label, floor) = match like.key {
+            Key::PgePassThrough => (
+                Key::PassFloor,
+                "pass-through floor: static C, that path's system calls, then the test",
+                &self.bins.slot_floor,
+            ),
+            Key::MuslPgePassThroughMuslTest => (
+                Key::MuslPassFloor,
+                "musl pass-through floor: static musl C, that path's system calls, then the musl test (x musl floor)",
+                musl_floor(),
+            ),
             Key::PgeTfGpuCount => (
                 Key::CountFloor,
                 "TF_GPU_COUNT floor: static C, that path's system calls, then the test",
@@ -260,12 +278,12 @@ impl Context<'_> {
             Key::MuslPgeTfGpuCountMuslTest => (
                 Key::MuslCountFloor,
                 "musl TF_GPU_COUNT floor: static musl C, that path's system calls, then the musl test (x musl floor)",
-                self.bins.musl_slot_floor.as_ref().expect("the musl slot floor"),
+                musl_floor(),
             ),
             Key::MuslPgeKfdMuslTest => (
                 Key::MuslKfdFloor,
                 "musl KFD floor: static musl C, the KFD path's system calls, then the musl test (x musl floor)",
-                self.bins.musl_slot_floor.as_ref().expect("the musl slot floor"),
+                musl_floor(),
             ),
             _ => (
                 Key::KfdFloor,

@@ -247,7 +247,7 @@ fn main() {
     let floors: Vec<Case> = small
         .cases
         .iter()
-        .filter(|c| matches!(c.key, Key::PgeTfGpuCount | Key::PgeKfd))
+        .filter(|c| matches!(c.key, Key::PgePassThrough | Key::PgeTfGpuCount | Key::PgeKfd))
         .map(|c| ctx.slot_floor(c))
         .collect();
     small.cases.extend(floors);
@@ -256,7 +256,9 @@ fn main() {
     let musl_pge = ctx.musl_pge(&small_plain);
     let musl_floors: Vec<Case> = musl_pge
         .iter()
-        .filter(|c| matches!(c.key, Key::MuslPgeTfGpuCountMuslTest | Key::MuslPgeKfdMuslTest))
+        .filter(|c| {
+            matches!(c.key, Key::MuslPgePassThroughMuslTest | Key::MuslPgeTfGpuCountMuslTest | Key::MuslPgeKfdMuslTest)
+        })
         .filter(|_| ctx.bins.musl_slot_floor.is_some())
         .map(|c| ctx.slot_floor(c))
         .collect();
@@ -368,7 +370,8 @@ fn main() {
         _ => format!("the {path} floor did not run"),
     };
     let kfd_note = format!(
-        "{}; {}",
+        "{}; {}; {}",
+        slot_floor("pass-through", Key::PassFloor, Key::PgePassThrough),
         slot_floor("TF_GPU_COUNT", Key::CountFloor, Key::PgeTfGpuCount),
         slot_floor("KFD", Key::KfdFloor, Key::PgeKfd)
     );
@@ -380,7 +383,8 @@ fn main() {
             _ => "did not run".to_string(),
         };
         format!(
-            "the musl TF_GPU_COUNT floor costs {}; the musl KFD floor {}",
+            "the musl pass-through floor costs {}; the musl TF_GPU_COUNT floor {}; the musl KFD floor {}",
+            of(Key::MuslPassFloor, Key::MuslPgePassThroughMuslTest),
             of(Key::MuslCountFloor, Key::MuslPgeTfGpuCountMuslTest),
             of(Key::MuslKfdFloor, Key::MuslPgeKfdMuslTest)
         )
