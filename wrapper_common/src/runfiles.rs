@@ -32,7 +32,7 @@ pub fn parse_manifest_line(line: &[u8]) -> Option<ManifestEntry<'_>> {
         Some((b' ', rest)) => (true, rest),
         _ => (false, line),
     };
-    let (rlocation, target) = match rest.iter().position(|&b| b == b' ') {
+    let (rlocation, target) = match crate::lines::find_byte(rest, b' ') {
         Some(i) => (&rest[..i], &rest[i + 1..]),
         None => (rest, &b""[..]),
     };
