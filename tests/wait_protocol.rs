@@ -30,7 +30,7 @@ fn the_wait_protocol_keeps_its_invariants_in_every_interleaving() {
     assert!(out.status.success(), "the model check failed\n{text}");
     // Every scenario ran: the protocol's, and the previous one's breaking.
     let stdout = String::from_utf8_lossy(&out.stdout);
-    for expected in ["one pool, frozen:", "every fault:", "previous: frozen head: breaks"] {
+    for expected in ["one pool, frozen:", "two slots x4, frozen:", "every fault:", "previous: frozen head: breaks"] {
         assert!(stdout.contains(expected), "no {expected:?} in the output\n{text}");
     }
 }
