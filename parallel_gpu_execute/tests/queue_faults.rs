@@ -37,6 +37,19 @@ fn root(what: &str) -> bool {
     test_support::prerequisite(test_support::is_root(), "root", what)
 }
 
+/// One GPU with two slots in a 1777 lock directory: slot 0's lock file is
+/// root's, mode 0600 (user nobody may not open it), slot 1's is held here.
+fn unusable_slot_and_held_slot(name: &str) -> (Fixture, test_support::HeldLock) {
+    let f = shared_fixture(name);
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    write_file(f.lock("0", 0), "");
+    std::fs::set_permissions(f.lock("0", 0), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let held = hold_lock(f.lock("0", 1));
+    std::fs::set_permissions(f.lock("0", 1), std::fs::Permissions::from_mode(0o666)).unwrap();
+    (f, held)
+}
+
 /// A lock file the earlier waiter may not open (another user's, 0600) is
 /// not in its record: a later waiter that can open it takes it at once.
 #[test]
@@ -44,13 +57,7 @@ fn a_waiter_never_waits_for_a_lock_file_the_one_ahead_cannot_open() {
     if !root("another user's 0600 lock file") {
         return;
     }
-    let f = shared_fixture("faults-unusable");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    write_file(f.lock("0", 0), "");
-    std::fs::set_permissions(f.lock("0", 0), std::fs::Permissions::from_mode(0o600)).unwrap();
-    let held = hold_lock(f.lock("0", 1));
-    std::fs::set_permissions(f.lock("0", 1), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (f, held) = unusable_slot_and_held_slot("faults-unusable");
     let mut early = f.cmd();
     on(&mut early, 1, 2).as_user(NOBODY, NOBODY).arg("./pkg/gpu_test");
     let early = queued(&f, &mut early);
@@ -70,13 +77,7 @@ fn a_waiter_behind_one_that_wants_its_only_usable_block_waits() {
     if !root("another user's 0600 lock file") {
         return;
     }
-    let f = shared_fixture("faults-unusable-behind");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    write_file(f.lock("0", 0), "");
-    std::fs::set_permissions(f.lock("0", 0), std::fs::Permissions::from_mode(0o600)).unwrap();
-    let held = hold_lock(f.lock("0", 1));
-    std::fs::set_permissions(f.lock("0", 1), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (f, held) = unusable_slot_and_held_slot("faults-unusable-behind");
     let mut early = f.cmd();
     on(&mut early, 1, 2).as_user(NOBODY, NOBODY).env("SLEEP", "0.3").arg("./pkg/gpu_test");
     let early = queued(&f, &mut early);
