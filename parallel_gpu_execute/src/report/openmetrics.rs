@@ -71,7 +71,7 @@ pub fn render(r: &Report) -> String {
     let oldest = r
         .waiters
         .iter()
-        .filter_map(|w| w.record.as_ref().map_or(w.process.started, |r| r.since))
+        .filter_map(|w| w.since())
         .filter_map(|t| now.duration_since(t))
         .map(|d| d.as_secs())
         .max()

@@ -6,6 +6,7 @@ use crate::prelude::*;
 use crate::report::json;
 use crate::slots::drain::Drained;
 use crate::slots::proclocks::{ProcessInfo, rfc3339};
+use crate::slots::record::STALE_AFTER;
 use crate::slots::request::gpus_needed;
 use crate::sys::clock::SystemTime;
 use crate::sys::clock::UNIX_EPOCH;
@@ -39,6 +40,13 @@ pub struct Waiter {
     pub file: Vec<u8>,
     /// What a record says and the kernel shows of it.
     pub record: Option<QueueRecord>,
+}
+
+impl Waiter {
+    /// Since when it waits: its record's ticket, else its process's start.
+    pub fn since(&self) -> Option<SystemTime> {
+        self.record.as_ref().map_or(self.process.started, |r| r.since)
+    }
 }
 
 /// A waiter's record, for `--status`.
@@ -103,7 +111,7 @@ pub fn needs(w: &Waiter) -> Option<u64> {
 fn beat_text(w: &Waiter) -> String {
     match w.record.as_ref().map(|r| r.beat_age_ms) {
         None => "-".to_string(),
-        Some(Some(age)) if age <= 1000 => "ok".to_string(),
+        Some(Some(age)) if u128::from(age) <= STALE_AFTER.as_millis() => "ok".to_string(),
         Some(Some(age)) => format!("none for {} s", age / 1000),
         Some(None) => "unreadable".to_string(),
     }
@@ -241,8 +249,7 @@ pub fn text(r: &Report) -> String {
         slot_rows(&mut out, s, gpu_w, state_w, since_w);
     }
     if !r.waiters.is_empty() {
-        let since = |w: &Waiter| w.record.as_ref().map_or(w.process.started, |r| r.since);
-        let started: Vec<String> = r.waiters.iter().map(|w| time_text(since(w))).collect();
+        let started: Vec<String> = r.waiters.iter().map(|w| time_text(w.since())).collect();
         let started_w = width(7, started.iter().map(String::as_str));
         let beats: Vec<String> = r.waiters.iter().map(beat_text).collect();
         let beat_w = width(4, beats.iter().map(String::as_str));
