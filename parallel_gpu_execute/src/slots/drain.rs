@@ -140,11 +140,14 @@ pub fn open(dir_fd: impl AsFd) -> Option<OwnedFd> {
 
 /// The record of the GPU named `name` in lock file names, when drained.
 fn read_one(drain_fd: &OwnedFd, name: &[u8]) -> Option<Drained> {
+    if !is_gpu_name(name) {
+        return None;
+    }
     let mut c = LockName::new();
     c.push(name).ok()?;
     let fd = rustix::fs::openat(drain_fd, c.as_cstr(), FILE_FLAGS, Mode::empty()).ok()?;
     let st = rustix::fs::fstat(&fd).ok()?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || !is_gpu_name(name) {
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
         return None;
     }
     let mut text = Vec::new();
