@@ -216,8 +216,8 @@ pub fn dangling(dir: &CStr) -> Option<Error> {
     None
 }
 
-/// `mkdir -p`: each missing component, mode 0777 less the umask.
-/// `mkdir -p`: whether it made the last component.
+/// `mkdir -p`: each missing component, mode 0777 less the umask; whether
+/// it made the last component.
 fn create_dirs(path: &[u8]) -> Result<bool, Errno> {
     let mut prefix = StackPath::new();
     let mut made = false;

@@ -383,7 +383,7 @@ pub fn private_lock_dir(dir: &CStr, why: Private, pool: &Pool, policy: PrivatePo
 }
 
 /// How many lock descriptors this process may keep open while waiting.
-pub fn fd_budget() -> usize {
+fn fd_budget() -> usize {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX);
     usize::try_from(limit.saturating_sub(64)).unwrap_or(usize::MAX).min(MAX_CACHED_FDS)
 }
