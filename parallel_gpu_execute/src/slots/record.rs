@@ -132,13 +132,16 @@ impl Want<'_> {
         self.names.is_none_or(|names| names.split(|&b| b == b' ').any(|n| n == name))
     }
 
-    /// Whether it wants the lock file of `name` at `slot`.
+    /// Whether it wants the lock file of `name` at `slot` (the queue's
+    /// reader asks [`Want::lists`] once per GPU, then `wants_listed`).
+    #[cfg(test)]
     pub fn wants(&self, name: &[u8], slot: u32) -> bool {
         self.lists(name) && self.wants_listed(name, slot)
     }
 
-    /// [`Want::wants`] of a `name` it [`lists`](Want::lists): within its
-    /// slots, and not among its exceptions.
+    /// Whether it wants the lock file of `name` at `slot`, for a `name` it
+    /// [`lists`](Want::lists): `slot` within its slots, and not among its
+    /// exceptions.
     pub fn wants_listed(&self, name: &[u8], slot: u32) -> bool {
         slot < self.slots
             && !self.except.split(|&b| b == b' ').any(|e| {
