@@ -244,12 +244,12 @@ fn a_removed_queue_keeps_its_order() {
 fn plant_record(f: &Fixture, name: &str, beat_ns: u64) -> PathBuf {
     let queue = f.lock_dir.join("gpuqueue");
     std::fs::create_dir_all(&queue).unwrap();
-    let mut content = b"gpuq\x01\0\0\0".to_vec();
+    let mut content = b"gpuq\x02\0\0\0".to_vec();
     let check: u64 = 7 ^ beat_ns ^ 0x9e37_79b9_7f4a_7c15;
     for word in [7u64, beat_ns, check] {
         content.extend_from_slice(&word.to_le_bytes());
     }
-    content.extend_from_slice(b"pid 1\nprefix gpulock\nslots 1\nneeded 1\nnames 0\ntest planted\n");
+    content.extend_from_slice(b"needed 1\nfiles gpulock0_0\ntest planted\n");
     let path = queue.join(name);
     write_file(&path, content);
     path

@@ -102,8 +102,8 @@ use crate::settings::Settings;
 use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device, openers};
 use crate::slots::lockfile::lock_file_name;
 use crate::slots::proclocks::{ProcessInfo, process, read_locks};
-use crate::slots::queue;
-use crate::slots::record::QUEUE_DIR;
+use crate::slots::queue::{DIR_FLAGS, RECORD_FLAGS};
+use crate::slots::record::{QUEUE_DIR, RecordName, Want, beat_of, ticket_of};
 use crate::slots::request::{Pool, Preset};
 use crate::sys::clock::{SystemTime, UNIX_EPOCH, host_since_boot};
 use crate::sys::dirs::{for_each_entry, open_dir};
@@ -272,7 +272,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
             found.push(Found { name: name.to_string(), st });
         }
     }
-    let queued = queue::list(&dir_fd);
+    let queued = queued(&dir_fd);
     let device = mount_device(dir_fd.as_fd());
     // The lock files, then the records: one scan of the processes for both.
     let mut files: Vec<LockFile> =
@@ -380,6 +380,59 @@ pub fn render(settings: &Settings, format: Format) -> Result<String, Error> {
         Format::Json => status_format::json(&report),
         Format::OpenMetrics => openmetrics::render(&report),
     })
+}
+
+/// A record of the queue, as `--status` lists it.
+struct Queued {
+    name: RecordName,
+    /// `stat` of the record: its owner (who made it, by the kernel), and
+    /// its identity, to find the process that holds it.
+    st: Stat,
+    /// When its waiter began to wait (`CLOCK_BOOTTIME` nanoseconds).
+    ticket: u64,
+    /// Its last beat, when it has a whole one.
+    beat: Option<u64>,
+    needed: u64,
+    /// The test, as the record says.
+    test: Vec<u8>,
+}
+
+/// The records of `gpuqueue/` whose lock is held (a waiter's), earliest
+/// first. A record whose lock is free (a dead waiter's) is not listed, nor
+/// left locked: the shared lock that shows it free is let go at once.
+fn queued(lock_dir: &rustix::fd::OwnedFd) -> Vec<Queued> {
+    use rustix::fs::{FlockOperation, Mode};
+    let mut out = Vec::new();
+    let Ok(dir) = rustix::fs::openat(lock_dir, QUEUE_DIR, DIR_FLAGS, Mode::empty()) else { return out };
+    let mut names: Vec<RecordName> = Vec::new();
+    let _ = for_each_entry(&dir, |name, _| {
+        if ticket_of(name.to_bytes()).is_some() {
+            names.extend(RecordName::from_bytes(name.to_bytes()));
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    let mut buf = vec![0u8; crate::slots::record::MAX_RECORD];
+    for name in names {
+        let Ok(fd) = rustix::fs::openat(&dir, name.as_cstr(), RECORD_FLAGS, Mode::empty()) else { continue };
+        let Ok(st) = rustix::fs::fstat(&fd) else { continue };
+        let locked =
+            rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) == Err(rustix::io::Errno::WOULDBLOCK);
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || !locked {
+            continue;
+        }
+        let n = rustix::io::pread(&fd, &mut buf, 0).unwrap_or(0);
+        let Some(want) = Want::parse(&buf[..n]) else { continue };
+        out.push(Queued {
+            ticket: ticket_of(name.as_bytes()).unwrap_or(0),
+            beat: beat_of(&buf[..n]).map(|(_, at)| at),
+            needed: want.needed,
+            test: want.test.to_vec(),
+            name,
+            st,
+        });
+    }
+    crate::sys::sort::sort_by(&mut out, &mut |a, b| a.name.as_bytes() < b.name.as_bytes());
+    out
 }
 
 #[cfg(test)]

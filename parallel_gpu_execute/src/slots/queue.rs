@@ -23,9 +23,9 @@ use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 use wrapper_common::CBuf;
 
-const RECORD_FLAGS: OFlags =
+pub const RECORD_FLAGS: OFlags =
     OFlags::RDONLY.union(OFlags::NOFOLLOW).union(OFlags::NONBLOCK).union(OFlags::CLOEXEC).union(OFlags::NOCTTY);
-const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+pub const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 
 /// `gpuqueue/<name>`, relative to the lock directory.
 type QueuePath = CBuf<64>;
@@ -34,16 +34,6 @@ fn queue_path(name: &RecordName) -> QueuePath {
     let mut p = QueuePath::from_bytes(QUEUE_DIR.to_bytes()).unwrap_or_default();
     let _ = p.push_path(name.as_bytes());
     p
-}
-
-/// Why a waiter has no record of its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NoPlace {
-    /// `gpuqueue/` or the record could not be made: not writable (EACCES,
-    /// EPERM, EROFS), full (ENOSPC) or over a quota (EDQUOT), and the like.
-    Create(Errno),
-    /// `gpuqueue` is there but is not a directory (a file, a link).
-    NotADirectory,
 }
 
 /// A waiter's own record, held locked for as long as it waits.
@@ -62,29 +52,31 @@ pub struct Place {
 }
 
 /// Opens `gpuqueue/`, making it (mode 1777) where it is missing
-/// ([`make_shared_dir`]).
-fn open_queue_dir(lock_dir: &OwnedFd) -> Result<OwnedFd, NoPlace> {
-    let open = || match rustix::fs::openat(lock_dir, QUEUE_DIR, DIR_FLAGS, Mode::empty()) {
-        Ok(dir) => Ok(Some(dir)),
-        Err(Errno::NOENT) => Ok(None),
-        Err(Errno::NOTDIR | Errno::LOOP) => Err(NoPlace::NotADirectory),
-        Err(e) => Err(NoPlace::Create(e)),
-    };
-    for _ in 0..4 {
-        if let Some(dir) = open()? {
-            repair_shared_mode(&dir);
-            return Ok(dir);
+/// ([`make_shared_dir`]). `NOTDIR`: it is there but not a directory (a
+/// file, a link).
+fn open_queue_dir(lock_dir: &OwnedFd) -> Result<OwnedFd, Errno> {
+    let mut made = 0;
+    loop {
+        match rustix::fs::openat(lock_dir, QUEUE_DIR, DIR_FLAGS, Mode::empty()) {
+            Ok(dir) => {
+                repair_shared_mode(&dir);
+                return Ok(dir);
+            }
+            // Removed again as soon as made (a cleaner): a few times.
+            Err(Errno::NOENT) if made < 4 => make_shared_dir(lock_dir, QUEUE_DIR)?,
+            Err(Errno::LOOP) => return Err(Errno::NOTDIR),
+            Err(e) => return Err(e),
         }
-        make_shared_dir(lock_dir, QUEUE_DIR).map_err(NoPlace::Create)?;
+        made += 1;
     }
-    open()?.ok_or(NoPlace::Create(Errno::NOENT))
 }
 
 impl Place {
     /// Makes the record `<ticket>.<pid>` saying `content`: written under a
     /// temporary name, locked, then renamed into place, so that no record
-    /// is ever seen unlocked or half written.
-    pub fn join(lock_dir: &OwnedFd, ticket: u64, content: Vec<u8>) -> Result<Place, NoPlace> {
+    /// is ever seen unlocked or half written. The error says why it could
+    /// not be made (`NOTDIR`: `gpuqueue` is not a directory).
+    pub fn join(lock_dir: &OwnedFd, ticket: u64, content: Vec<u8>) -> Result<Place, Errno> {
         let pid = rustix::process::getpid().as_raw_nonzero().get().unsigned_abs();
         let name = record_name(ticket, pid);
         let mut temporary = RecordName::from_bytes(b".").unwrap_or_default();
@@ -103,16 +95,22 @@ impl Place {
                     continue;
                 }
                 Err(Errno::NOENT) => continue,
-                Err(e) => return Err(NoPlace::Create(e)),
+                Err(e) => return Err(e),
             };
+            // A record is written in one call: a regular file's write is
+            // short only when its file system is full.
             let written = rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)
                 .and_then(|()| rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o644)))
-                .and_then(|()| write_all_at(&fd, &content))
+                .and_then(|()| match rustix::io::pwrite(&fd, &content, 0) {
+                    Ok(n) if n == content.len() => Ok(()),
+                    Ok(_) => Err(Errno::NOSPC),
+                    Err(e) => Err(e),
+                })
                 .and_then(|()| rustix::fs::renameat(&dir, temporary.as_cstr(), &dir, name.as_cstr()))
                 .and_then(|()| rustix::fs::fstat(&fd));
             match written {
                 Ok(st) => {
-                    let lock_dir = rustix::io::fcntl_dupfd_cloexec(lock_dir, 0).map_err(NoPlace::Create)?;
+                    let lock_dir = rustix::io::fcntl_dupfd_cloexec(lock_dir, 0)?;
                     crate::slots::wait::remove_on_exit(lock_dir.as_fd(), dir.as_fd(), name.as_bytes());
                     let id = (st.st_dev, st.st_ino);
                     return Ok(Place { lock_dir, dir, fd, name, id, counter: 0, content });
@@ -121,12 +119,12 @@ impl Place {
                     let _ = rustix::fs::unlinkat(&dir, temporary.as_cstr(), AtFlags::empty());
                     match e {
                         Errno::NOENT | Errno::WOULDBLOCK => last = e,
-                        e => return Err(NoPlace::Create(e)),
+                        e => return Err(e),
                     }
                 }
             }
         }
-        Err(NoPlace::Create(last))
+        Err(last)
     }
 
     /// Shows that this waiter runs: a new counter and time.
@@ -160,37 +158,26 @@ impl Place {
         self.content.get(HEADER..).unwrap_or_default()
     }
 
-    /// Makes the record again, with the same ticket; the old one's lock
-    /// goes with its descriptor, which wakes whoever slept on it.
-    pub fn remake(&mut self, lock_dir: &OwnedFd) -> Result<(), NoPlace> {
-        let content = self.content.clone();
-        self.rewrite(lock_dir, content)
-    }
-
-    /// Makes the record again with the same ticket, saying `content` (what
-    /// this waiter can take changed).
-    pub fn rewrite(&mut self, lock_dir: &OwnedFd, content: Vec<u8>) -> Result<(), NoPlace> {
+    /// Makes the record again with the same ticket, saying `content`
+    /// (removed from its path, or what this waiter can take changed); the
+    /// old one's lock goes with its descriptor, which wakes whoever slept
+    /// on it.
+    pub fn remake(&mut self, lock_dir: &OwnedFd, content: Vec<u8>) -> Result<(), Errno> {
         let ticket = ticket_of(self.name.as_bytes()).unwrap_or(0);
         // The old record's `Drop` removes nothing that is not its own: the
         // new one, under the same name, stays.
-        let new = Place::join(lock_dir, ticket, content)?;
-        *self = new;
+        *self = Place::join(lock_dir, ticket, content)?;
         crate::slots::wait::remove_on_exit(self.lock_dir.as_fd(), self.dir.as_fd(), self.name.as_bytes());
         self.beat();
         Ok(())
     }
-
-    /// Leaves the queue: removes the record, then lets its lock go (which
-    /// wakes whoever sleeps on it), and removes `gpuqueue/` when it is empty.
-    pub fn leave(self) {
-        drop(self);
-    }
 }
 
 impl Drop for Place {
-    /// Removes the record where it is still the one at its path (not when
-    /// another was put there, or it was made again), then its descriptor
-    /// closes, which lets its lock go.
+    /// Leaves the queue: removes the record where it is still the one at
+    /// its path (not when another was put there, or it was made again),
+    /// then its descriptor closes, which lets its lock go and wakes whoever
+    /// sleeps on it; `gpuqueue/` goes too when it is then empty.
     fn drop(&mut self) {
         crate::slots::wait::keep_on_exit();
         let ours = rustix::fs::statat(&self.dir, self.name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW)
@@ -204,27 +191,11 @@ impl Drop for Place {
     }
 }
 
-fn write_all_at(fd: &OwnedFd, mut bytes: &[u8]) -> Result<(), Errno> {
-    let mut at = 0;
-    while !bytes.is_empty() {
-        match rustix::io::pwrite(fd, bytes, at) {
-            Ok(0) => return Err(Errno::NOSPC),
-            Ok(n) => {
-                bytes = &bytes[n..];
-                at += n as u64;
-            }
-            Err(Errno::INTR) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 /// What the waiters ahead of a participant come to.
 #[derive(Debug, Default)]
 pub struct Ahead {
-    /// Per lock file of the pool (slot by slot, `slot * pool + gpu`):
-    /// wanted by an earlier waiter that counts. Empty when none counts.
+    /// Per lock file of the pool (`slot * pool + gpu`): wanted by an
+    /// earlier waiter that counts. Empty when none counts.
     pub blocked: Vec<bool>,
     /// The pool's length, the row of `blocked`.
     width: usize,
@@ -232,8 +203,8 @@ pub struct Ahead {
     /// the first that wants every lock file this one wants).
     pub count: usize,
     /// The record to sleep on: the latest counting one that wants every
-    /// lock file this one wants (`true`), else the latest counting one.
-    pub sleep_on: Option<(OwnedFd, bool)>,
+    /// lock file this one wants, else the latest counting one.
+    pub sleep_on: Option<OwnedFd>,
 }
 
 impl Ahead {
@@ -242,11 +213,9 @@ impl Ahead {
         !self.blocked.get(slot as usize * self.width + gpu).is_some_and(|&b| b)
     }
 
-    fn block(&mut self, gpu: usize, slot: u32, slots: u32) {
-        if self.blocked.is_empty() {
-            self.blocked = vec![false; self.width * slots as usize];
-        }
-        self.blocked[slot as usize * self.width + gpu] = true;
+    /// Whether any lock file of the pool at its `slots` slots is.
+    pub fn allows_any(&self, slots: u32) -> bool {
+        self.blocked.len() < slots as usize * self.width || self.blocked.contains(&false)
     }
 }
 
@@ -276,6 +245,7 @@ pub fn ahead(
     slots: u32,
     full: bool,
 ) -> Ahead {
+    let files = slots as usize * pool.ids.len();
     let mut out = Ahead { width: pool.ids.len(), ..Ahead::default() };
     let opened;
     let dir = match held {
@@ -289,7 +259,7 @@ pub fn ahead(
             Err(_) => {
                 // Cannot tell who waits: as if someone earlier wanted all.
                 out.count = 1;
-                (0..slots).for_each(|s| (0..pool.ids.len()).for_each(|g| out.block(g, s, slots)));
+                out.blocked = vec![true; files];
                 return out;
             }
         },
@@ -304,44 +274,43 @@ pub fn ahead(
     let now = since_boot();
     let own = mine.map(|m| m.id);
     let mut buf = vec![0u8; MAX_RECORD];
-    let names: Vec<&[u8]> = (0..pool.ids.len()).map(|g| pool.lock_name(g)).collect();
+    out.blocked = vec![false; files];
+    // The lock files one record wants.
+    let mut wants = vec![false; files];
+    let mut covered = false;
     for name in earlier {
-        let (fd, want) = match read_live(dir, &name, &mut buf, now, own) {
-            Live::Record(fd, n) => match Want::parse(&buf[..n]) {
-                Some(want) => (Some(fd), Some(want)),
-                None => continue,
-            },
-            Live::Unknown => (None, None),
+        let fd = match read_live(dir, &name, &mut buf, now, own) {
+            Live::Record(fd, n) => {
+                let Some(want) = Want::parse(&buf[..n]) else { continue };
+                wants.fill(false);
+                want.wanted(prefix, pool, slots, |i| wants[i] = true);
+                Some(fd)
+            }
+            Live::Unknown => {
+                wants.fill(true);
+                None
+            }
             Live::No => continue,
         };
-        if want.is_some_and(|w| w.prefix != prefix) {
-            continue;
-        }
-        let mut shared = false;
-        let mut covers = true;
-        for (gpu, name) in names.iter().enumerate() {
-            let listed = want.is_none_or(|w| w.lists(name));
-            for slot in 0..slots {
-                if listed && want.is_none_or(|w| w.wants_listed(name, slot)) {
-                    out.block(gpu, slot, slots);
-                    shared = true;
-                } else {
-                    covers = false;
-                }
-            }
-        }
-        if !shared {
+        let shared = wants.iter().filter(|&&w| w).count();
+        if shared == 0 {
             continue;
         }
         out.count += 1;
+        out.blocked.iter_mut().zip(&wants).for_each(|(b, &w)| *b |= w);
+        let covers = shared == files;
+        // One that could not be read is waited for, not slept on.
         let Some(fd) = fd else { continue };
-        let covered = out.sleep_on.as_ref().is_some_and(|(_, c)| *c);
         if out.sleep_on.is_none() || covers && !covered {
-            out.sleep_on = Some((fd, covers));
+            out.sleep_on = Some(fd);
+            covered = covers;
         }
         if covers && !full {
             break;
         }
+    }
+    if out.count == 0 {
+        out.blocked = Vec::new();
     }
     out
 }
@@ -436,63 +405,4 @@ fn read_live(
         }
     }
     Live::No
-}
-
-/// Whether the record open at `fd` shows a fresh beat now: a waiter asleep
-/// on an earlier one that wants everything it wants looks at nothing else.
-pub fn beats(fd: &OwnedFd) -> bool {
-    let mut header = [0u8; HEADER];
-    matches!(rustix::io::pread(fd, &mut header, 0), Ok(HEADER))
-        && beat_of(&header).is_some_and(|(_, at)| fresh(at, since_boot()))
-}
-
-/// A record as `--status` lists it.
-pub struct Listed {
-    pub name: RecordName,
-    /// `stat` of the record: its owner (who made it, by the kernel), and
-    /// its identity, to find the process that holds it.
-    pub st: rustix::fs::Stat,
-    /// When its waiter began to wait (`CLOCK_BOOTTIME` nanoseconds).
-    pub ticket: u64,
-    /// Its last beat, when it has a whole one.
-    pub beat: Option<u64>,
-    pub needed: u64,
-    /// The test, as the record says.
-    pub test: Vec<u8>,
-}
-
-/// The records of `gpuqueue/` whose lock is held (a waiter's), earliest
-/// first. A record whose lock is free (a dead waiter's) is not listed, nor
-/// left locked: the shared lock that shows it free is let go at once.
-pub fn list(lock_dir: &OwnedFd) -> Vec<Listed> {
-    let mut out = Vec::new();
-    let Ok(dir) = rustix::fs::openat(lock_dir, QUEUE_DIR, DIR_FLAGS, Mode::empty()) else { return out };
-    let mut names: Vec<RecordName> = Vec::new();
-    let _ = for_each_entry(&dir, |name, _| {
-        if ticket_of(name.to_bytes()).is_some() {
-            names.extend(RecordName::from_bytes(name.to_bytes()));
-        }
-        ControlFlow::<()>::Continue(())
-    });
-    let mut buf = vec![0u8; MAX_RECORD];
-    for name in names {
-        let Ok(fd) = rustix::fs::openat(&dir, name.as_cstr(), RECORD_FLAGS, Mode::empty()) else { continue };
-        let Ok(st) = rustix::fs::fstat(&fd) else { continue };
-        let locked = rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) == Err(Errno::WOULDBLOCK);
-        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || !locked {
-            continue;
-        }
-        let n = rustix::io::pread(&fd, &mut buf, 0).unwrap_or(0);
-        let Some(want) = Want::parse(&buf[..n]) else { continue };
-        out.push(Listed {
-            ticket: ticket_of(name.as_bytes()).unwrap_or(0),
-            beat: beat_of(&buf[..n]).map(|(_, at)| at),
-            needed: want.needed,
-            test: want.test.to_vec(),
-            name,
-            st,
-        });
-    }
-    crate::sys::sort::sort_by(&mut out, &mut |a, b| a.name.as_bytes() < b.name.as_bytes());
-    out
 }

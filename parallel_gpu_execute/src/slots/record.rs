@@ -10,19 +10,21 @@
 //!
 //! | bytes | what |
 //! |---|---|
-//! | 0-7 | `gpuq`, then the format's version (1) and three zeros |
+//! | 0-7 | `gpuq`, then the format's version (2) and three zeros |
 //! | 8-15 | the beat counter, little-endian |
 //! | 16-23 | the `CLOCK_BOOTTIME` nanoseconds of the last beat |
 //! | 24-31 | the counter XOR the time XOR [`CHECK`]: a beat read while it was written fails it |
-//! | 32- | `pid <pid>`, `prefix <lock-file prefix>`, `slots <slots per GPU>`, `needed <GPUs>`, `names <lock name> ...` (`names *`: every lock file of the prefix, for a pool too long to list), `test <the test>`, one per line; and `except <lock name>:<slot> ...` where there are lock files among them that this waiter cannot open |
+//! | 32- | `needed <GPUs>`, `files <lock file> ...`, `test <the test>`, one per line |
 //!
-//! A record names only what its waiter can take: GPUs it passes over
-//! (drained, or avoided as unhealthy) are left out of `names`, lock files
-//! it may not open are in `except`, and it is written again when that
-//! changes. A later waiter therefore never waits for a lock file that the
-//! one ahead of it will not take.
+//! `files` lists the lock files its waiter can take, and no other: GPUs it
+//! passes over (drained, or avoided as unhealthy) and lock files it may not
+//! open are left out, and the record is written again when that changes.
+//! A later waiter therefore never waits for a lock file that the one ahead
+//! of it will not take. A list longer than [`MAX_FILES`] is written
+//! `<prefix>*`: every lock file of the profile.
 
 use crate::prelude::*;
+use crate::slots::lockfile::{LockName, lock_file_name};
 use crate::slots::request::Pool;
 use core::ffi::CStr;
 use core::time::Duration;
@@ -37,13 +39,13 @@ pub const STALE_AFTER: Duration = Duration::from_secs(1);
 /// How often a waiter beats.
 pub const HEARTBEAT: Duration = Duration::from_millis(250);
 
-const MAGIC: [u8; 8] = *b"gpuq\x01\0\0\0";
+const MAGIC: [u8; 8] = *b"gpuq\x02\0\0\0";
 /// Mixed into the check.
 pub const CHECK: u64 = 0x9e37_79b9_7f4a_7c15;
 /// The beat's size: what is read to judge a waiter.
 pub const HEADER: usize = 32;
-/// The longest `names` line written; a longer pool is written `names *`.
-const MAX_NAMES: usize = 16 * 1024;
+/// The longest `files` line written; a longer one is written `<prefix>*`.
+pub const MAX_FILES: usize = 16 * 1024;
 /// The most of a record read: a longer one is not a record.
 pub const MAX_RECORD: usize = 20 * 1024;
 /// The test, as much of it as a record keeps.
@@ -113,141 +115,95 @@ pub fn fresh(at: u64, now: Duration) -> bool {
 /// What a waiter asks for, as its record says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Want<'a> {
-    pub pid: u64,
-    pub prefix: &'a [u8],
-    pub slots: u32,
     pub needed: u64,
-    /// The lock names of its pool, separated by spaces; `None`: every lock
-    /// file of the prefix.
-    pub names: Option<&'a [u8]>,
-    /// Lock files among them it cannot take, `<lock name>:<slot>`
-    /// separated by spaces (empty: none).
-    pub except: &'a [u8],
+    /// The lock files it can take, separated by spaces ([`files_line`]).
+    pub files: &'a [u8],
     pub test: &'a [u8],
 }
 
-impl Want<'_> {
-    /// Whether it wants the lock files of `name` (at its slots).
-    pub fn lists(&self, name: &[u8]) -> bool {
-        self.names.is_none_or(|names| names.split(|&b| b == b' ').any(|n| n == name))
-    }
-
-    /// Whether it wants the lock file of `name` at `slot` (the queue's
-    /// reader asks [`Want::lists`] once per GPU, then `wants_listed`).
-    #[cfg(test)]
-    pub fn wants(&self, name: &[u8], slot: u32) -> bool {
-        self.lists(name) && self.wants_listed(name, slot)
-    }
-
-    /// Whether it wants the lock file of `name` at `slot`, for a `name` it
-    /// [`lists`](Want::lists): `slot` within its slots, and not among its
-    /// exceptions.
-    pub fn wants_listed(&self, name: &[u8], slot: u32) -> bool {
-        slot < self.slots
-            && !self.except.split(|&b| b == b' ').any(|e| {
-                e.len() > name.len()
-                    && e.starts_with(name)
-                    && e[name.len()] == b':'
-                    && parse_u64(&e[name.len() + 1..]) == Some(u64::from(slot))
-            })
-    }
-
+impl<'a> Want<'a> {
     /// The record's content: the first beat and the text.
     pub fn content(&self, at: u64) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER + 96 + self.names.map_or(1, <[u8]>::len) + self.test.len());
+        let mut digits = [0u8; 20];
+        let needed = wrapper_common::numbers::format_u64(self.needed, &mut digits);
+        let test = &self.test[..self.test.len().min(MAX_TEST)];
+        let mut out = Vec::with_capacity(HEADER + 32 + self.files.len() + test.len());
         out.extend_from_slice(&MAGIC);
         out.extend_from_slice(&beat_bytes(0, at));
-        let number = |label: &[u8], n: u64, out: &mut Vec<u8>| {
-            let mut digits = [0u8; 20];
-            out.extend_from_slice(label);
-            out.extend_from_slice(wrapper_common::numbers::format_u64(n, &mut digits));
-            out.push(b'\n');
-        };
-        number(b"pid ", self.pid, &mut out);
-        out.extend_from_slice(b"prefix ");
-        out.extend_from_slice(self.prefix);
-        out.push(b'\n');
-        number(b"slots ", u64::from(self.slots), &mut out);
-        number(b"needed ", self.needed, &mut out);
-        out.extend_from_slice(b"names ");
-        out.extend_from_slice(self.names.unwrap_or(b"*"));
-        if !self.except.is_empty() {
-            out.extend_from_slice(b"\nexcept ");
-            out.extend_from_slice(self.except);
+        for part in [&b"needed "[..], needed, b"\nfiles ", self.files, b"\ntest "] {
+            out.extend_from_slice(part);
         }
-        out.extend_from_slice(b"\ntest ");
-        let test = &self.test[..self.test.len().min(MAX_TEST)];
         out.extend(test.iter().map(|&b| if b == b'\n' || b == 0 { b' ' } else { b }));
         out.push(b'\n');
         out
     }
-}
 
-impl<'a> Want<'a> {
     /// Reads a record's content (after its beat); `None` when it is not one.
     pub fn parse(record: &'a [u8]) -> Option<Want<'a>> {
-        let text = record.get(HEADER..)?;
-        let mut want = Want { pid: 0, prefix: b"", slots: 0, needed: 0, names: None, except: b"", test: b"" };
-        let mut seen = 0u8;
-        for line in text.split(|&b| b == b'\n') {
-            let (key, value) = match line.iter().position(|&b| b == b' ') {
-                Some(at) => (&line[..at], &line[at + 1..]),
-                None => continue,
-            };
-            let number = || parse_u64(value);
-            match key {
-                b"pid" => want.pid = number()?,
-                b"prefix" => want.prefix = value,
-                b"slots" => want.slots = u32::try_from(number()?).ok()?,
-                b"needed" => want.needed = number()?,
-                b"names" => want.names = (value != b"*").then_some(value),
-                b"test" => want.test = value,
-                b"except" => {
-                    want.except = value;
-                    continue;
-                }
-                _ => continue,
+        let (mut needed, mut files, mut test) = (None, None, None);
+        for line in record.get(HEADER..)?.split(|&b| b == b'\n') {
+            let Some(at) = line.iter().position(|&b| b == b' ') else { continue };
+            let value = &line[at + 1..];
+            match &line[..at] {
+                b"needed" => needed = Some(parse_u64(value)?),
+                b"files" => files = Some(value),
+                b"test" => test = Some(value),
+                _ => {}
             }
-            seen += 1;
         }
-        (seen >= 6 && !want.prefix.is_empty() && want.slots > 0).then_some(want)
+        Some(Want { needed: needed?, files: files?, test: test? })
+    }
+
+    /// Calls `mark` with the index (`slot * pool + gpu`) of each lock file
+    /// of `pool` at its first `slots` slots under `prefix` that it wants.
+    pub fn wanted(&self, prefix: &[u8], pool: &Pool, slots: u32, mut mark: impl FnMut(usize)) {
+        let width = pool.ids.len();
+        for file in self.files.split(|&b| b == b' ') {
+            if let Some(stem) = file.strip_suffix(b"*") {
+                (0..slots as usize * width)
+                    .filter(|&i| lock_file(prefix, pool, i).as_bytes().starts_with(stem))
+                    .for_each(&mut mark);
+            } else if let Some(i) = index_of(file, prefix, pool, slots) {
+                mark(i);
+            }
+        }
     }
 }
 
-/// The `names` of a pool's GPUs that `keep` keeps: their lock names with
-/// spaces between them; `None` when that would be longer than
-/// [`MAX_NAMES`].
-pub fn pool_names(pool: &Pool, keep: impl Fn(usize) -> bool) -> Option<Vec<u8>> {
-    let mut names = Vec::new();
-    for i in (0..pool.ids.len()).filter(|&i| keep(i)) {
-        if !names.is_empty() {
-            names.push(b' ');
-        }
-        names.extend_from_slice(pool.lock_name(i));
-        if names.len() > MAX_NAMES {
-            return None;
-        }
-    }
-    Some(names)
+/// The lock file of index `i` (`slot * pool + gpu`).
+fn lock_file(prefix: &[u8], pool: &Pool, i: usize) -> LockName {
+    let width = pool.ids.len().max(1);
+    lock_file_name(prefix, pool.lock_name(i % width), (i / width) as u32)
 }
 
-/// The `except` of lock files `(gpu, slot)` of a pool: `<lock name>:<slot>`
-/// with spaces between them, at most [`MAX_NAMES`] long (the rest are left
-/// out: their waiter is then merely waited for longer).
-pub fn except_names(pool: &Pool, files: impl Iterator<Item = (usize, u32)>) -> Vec<u8> {
+/// The index (`slot * pool + gpu`) of the lock file named `file`, when it
+/// is one of `pool`'s at its first `slots` slots under `prefix`.
+fn index_of(file: &[u8], prefix: &[u8], pool: &Pool, slots: u32) -> Option<usize> {
+    let rest = file.strip_prefix(prefix)?;
+    let cut = rest.iter().rposition(|&b| b == b'_')?;
+    let digits = &rest[cut + 1..];
+    // One spelling per slot: `_1`, never `_01`.
+    let slot = parse_u64(digits).filter(|&s| s < u64::from(slots) && (digits.len() == 1 || digits[0] != b'0'))?;
+    let gpu = (0..pool.ids.len()).find(|&g| pool.lock_name(g) == &rest[..cut])?;
+    Some(slot as usize * pool.ids.len() + gpu)
+}
+
+/// The `files` line: the lock files of `pool` at its first `slots` slots
+/// under `prefix` whose index `keep` keeps, with spaces between them;
+/// `<prefix>*` when that is longer than [`MAX_FILES`].
+pub fn files_line(prefix: &[u8], pool: &Pool, slots: u32, keep: impl Fn(usize) -> bool) -> Vec<u8> {
     let mut out = Vec::new();
-    for (gpu, slot) in files {
-        let mut digits = [0u8; 20];
-        let slot = wrapper_common::numbers::format_u64(u64::from(slot), &mut digits);
-        if out.len() + pool.lock_name(gpu).len() + slot.len() + 2 > MAX_NAMES {
-            break;
-        }
+    for i in (0..slots as usize * pool.ids.len()).filter(|&i| keep(i)) {
         if !out.is_empty() {
             out.push(b' ');
         }
-        out.extend_from_slice(pool.lock_name(gpu));
-        out.push(b':');
-        out.extend_from_slice(slot);
+        out.extend_from_slice(lock_file(prefix, pool, i).as_bytes());
+        if out.len() > MAX_FILES {
+            out.clear();
+            out.extend_from_slice(prefix);
+            out.push(b'*');
+            break;
+        }
     }
     out
 }
@@ -270,36 +226,56 @@ mod tests {
         }
     }
 
+    fn pool(ids: &[&'static [u8]]) -> Pool {
+        let ids = ids.iter().map(|&id| alloc::borrow::Cow::Borrowed(id)).collect();
+        Pool { ids, variable: None, ends_early: false, lock_names: None, physical: false }
+    }
+
+    fn wanted(want: &Want<'_>, prefix: &[u8], pool: &Pool, slots: u32) -> Vec<usize> {
+        let mut out = Vec::new();
+        want.wanted(prefix, pool, slots, |i| out.push(i));
+        out.sort_unstable();
+        out
+    }
+
     #[test]
     fn a_record_reads_back_and_a_torn_beat_fails_its_check() {
-        let want = Want {
-            pid: 1234,
-            prefix: b"gpulock",
-            slots: 2,
-            needed: 4,
-            names: Some(b"0 1 GPU-ab 3"),
-            except: b"",
-            test: b"./pkg/a_test\n--flag",
-        };
+        let want = Want { needed: 4, files: b"gpulock0_0 gpulock1_0 gpulockGPU-ab_1", test: b"./pkg/a_test\n--flag" };
         let mut content = want.content(5_000_000_000);
         assert_eq!(beat_of(&content), Some((0, 5_000_000_000)));
         let parsed = Want::parse(&content).unwrap();
         assert_eq!(parsed, Want { test: b"./pkg/a_test --flag", ..want });
-        assert!(parsed.lists(b"GPU-ab") && parsed.lists(b"3") && !parsed.lists(b"2") && !parsed.lists(b"GPU"));
         content[8..32].copy_from_slice(&beat_bytes(7, 9));
         assert_eq!(beat_of(&content), Some((7, 9)));
         content[8] ^= 1;
         assert_eq!(beat_of(&content), None, "a counter written but not its time");
-        let all = Want { names: None, ..want };
-        assert!(Want::parse(&all.content(0)).unwrap().lists(b"anything"));
-        // Lock files it cannot open are not wanted; the rest are.
-        let some = Want { except: b"1:0 GPU-ab:1", ..want };
-        let some_content = some.content(0);
-        let parsed_some = Want::parse(&some_content).unwrap();
-        assert_eq!(parsed_some.except, b"1:0 GPU-ab:1");
-        assert!(!parsed_some.wants(b"1", 0) && parsed_some.wants(b"1", 1) && !parsed_some.wants(b"GPU-ab", 1));
-        assert!(parsed_some.wants(b"0", 0) && !parsed_some.wants(b"0", 2) && !parsed_some.wants(b"2", 0));
         assert_eq!(Want::parse(b"short"), None);
+        let mut no_files = Want { files: b"", ..want }.content(0);
+        assert!(Want::parse(&no_files).is_some_and(|w| w.files.is_empty()));
+        no_files.truncate(HEADER + 9);
+        assert_eq!(Want::parse(&no_files), None, "a record without its files line is none");
+    }
+
+    #[test]
+    fn a_record_wants_the_files_it_lists_and_no_other() {
+        let mine = pool(&[b"1", b"GPU-ab", b"0"]);
+        // Indices are slot * 3 + gpu: gpulock0_0 is 2, gpulock1_0 is 0,
+        // gpulockGPU-ab_1 is 4.
+        let want = Want { needed: 1, files: b"gpulock0_0 gpulock1_0 gpulockGPU-ab_1", test: b"t" };
+        assert_eq!(wanted(&want, b"gpulock", &mine, 2), [0, 2, 4]);
+        assert_eq!(wanted(&want, b"gpulock", &mine, 1), [0, 2], "slot 1 is not among this one's");
+        assert_eq!(wanted(&want, b"jax_accelerator_lock_", &mine, 2), [0usize; 0], "another profile's");
+        let odd = Want { files: b"gpulock0_01 gpulock0_ gpulock_0 gpulock2_0 gpulockGPU-a_1 gpulock0", ..want };
+        assert_eq!(wanted(&odd, b"gpulock", &mine, 2), [0usize; 0], "no other spelling counts");
+        let all = Want { files: b"gpulock*", ..want };
+        assert_eq!(wanted(&all, b"gpulock", &mine, 2), [0, 1, 2, 3, 4, 5]);
+        // The writer's line reads back as what it kept.
+        let line = files_line(b"gpulock", &mine, 2, |i| i != 1 && i != 3);
+        assert_eq!(line, b"gpulock1_0 gpulock0_0 gpulockGPU-ab_1 gpulock0_1");
+        assert_eq!(wanted(&Want { files: &line, ..want }, b"gpulock", &mine, 2), [0, 2, 4, 5]);
+        let wide = pool(&[&b"GPU-0123456789abcdef0123456789abcdef"[..]]);
+        let long = files_line(b"gpulock", &wide, 1000, |_| true);
+        assert_eq!(long, b"gpulock*", "a list over MAX_FILES");
     }
 
     #[test]

@@ -16,15 +16,16 @@ use crate::prelude::*;
 use crate::slots::lockfile::{dir_still_there, join, keep_young, open_lock_dir};
 use crate::slots::locks::{Ask, Grant, Slots, private_lock_dir};
 use crate::slots::privacy;
-use crate::slots::queue::{self, Ahead, NoPlace, Place};
-use crate::slots::record::{HEADER, HEARTBEAT, QUEUE_DIR, Want, except_names, pool_names};
+use crate::slots::queue::{self, Ahead, Place};
+use crate::slots::record::{HEADER, HEARTBEAT, QUEUE_DIR, Want, files_line};
 use crate::slots::request::Pool;
 use crate::slots::telemetry::{Place as Standing, Telemetry};
-use crate::slots::wait::{self, RecordWake, SlotWatch, WaitingSignals};
+use crate::slots::wait::{self, SlotWatch, WaitingSignals};
 use crate::sys::clock::{Instant, host_since_boot as since_boot};
 use core::ffi::CStr;
 use core::time::Duration;
 use rustix::fd::OwnedFd;
+use rustix::io::Errno;
 use wrapper_common::diag;
 
 /// Takes a block of `ask.needed` GPUs from `pool` in the lock directory
@@ -87,7 +88,7 @@ pub struct Waiting<'a> {
     /// Its record, while it has one.
     place: Option<Place>,
     /// Why it has none, once said.
-    no_place: Option<NoPlace>,
+    no_place: Option<Errno>,
     /// The test, as its record says it: made once.
     described: core::cell::OnceCell<String>,
 }
@@ -127,10 +128,9 @@ impl<'a> Waiting<'a> {
         table: &mut Slots<'_>,
     ) -> Result<Option<Grant>, Error> {
         let (needed, slots, prefix) = (self.ask.needed, self.ask.slots, self.ask.profile.lock_prefix());
-        // A waiter that starts over in a new directory keeps its ticket.
-        if self.place.take().is_some() {
-            self.join(dir_fd, table);
-        }
+        // A waiter that starts over in a new directory keeps its ticket,
+        // and makes its record there at its first look.
+        self.place = None;
         let mut watch: Option<SlotWatch> = None;
         // Whether time passed since the directory was opened, in which it
         // may have been removed; and whether this is the look at the deadline.
@@ -141,7 +141,7 @@ impl<'a> Waiting<'a> {
             }
             self.keep_place(dir_fd, table);
             let held = self.place.as_ref().and_then(|p| p.queue_dir(dir_fd));
-            let ahead = queue::ahead(dir_fd, held, self.place.as_ref(), table_pool(table), prefix, slots, false);
+            let ahead = queue::ahead(dir_fd, held, self.place.as_ref(), table.pool(), prefix, slots, false);
             match table.scan(needed, &ahead) {
                 Ok(Some(grant)) => {
                     // After a wait the drains are read with the block's
@@ -178,7 +178,7 @@ impl<'a> Waiting<'a> {
                 self.signals.get_or_insert_with(WaitingSignals::install);
                 self.deadline = self.ask.wait.map(|w| Instant::now() + w);
                 self.ticket = Some(u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX));
-                self.join(dir_fd, table);
+                self.keep_place(dir_fd, table);
                 self.announce(dir_fd, table, &ahead);
                 // Time passed: a drain, or the directory's removal, may
                 // have come meanwhile.
@@ -189,21 +189,15 @@ impl<'a> Waiting<'a> {
             waited = true;
             let beat_due = Instant::now() + HEARTBEAT;
             let until = self.deadline.map_or(beat_due, |d| d.min(beat_due));
-            let left_to_it = (0..slots).any(|s| (0..table_pool(table).ids.len()).any(|g| ahead.allows(g, s)));
             match &ahead.sleep_on {
-                Some((record, covers)) if !left_to_it => {
-                    // A drain can change what it may take: looked at each beat.
-                    let avoid = self.ask.avoid;
-                    let mut drained = || table.out_of_service(needed, avoid).unwrap_or(true);
-                    let behind = Behind { record, covers: *covers, deadline: self.deadline };
-                    sleep_behind(signals, &mut self.place, dir_fd, &behind, until, &mut drained);
-                }
-                _ => match &mut watch {
+                // Nothing left to it: until the record ahead goes, or the beat.
+                Some(record) if !ahead.allows_any(slots) => wait::on_record(signals, record, until),
+                Some(_) | None => match &mut watch {
                     Some(w) => w.wait(until),
                     // Watch before the next look, so that a release between
                     // the look and the wait is not missed.
                     None => {
-                        let each = table_pool(table).ids.len() * slots as usize <= wait::MAX_FILE_WATCHES;
+                        let each = table.pool().ids.len() * slots as usize <= wait::MAX_FILE_WATCHES;
                         let names = each.then(|| table.lock_names());
                         let cached = table.cached();
                         watch = Some(SlotWatch::new(dir, prefix, names.as_deref(), cached));
@@ -217,83 +211,54 @@ impl<'a> Waiting<'a> {
     /// What its record says: the lock files it can take (not those of GPUs
     /// out of service, nor those it may not open), and the test.
     fn content(&self, table: &Slots<'_>) -> Vec<u8> {
-        let pool = table_pool(table);
-        let width = pool.ids.len();
-        let in_service = |gpu: usize| !table.out.get(gpu).is_some_and(|&o| o);
-        let names = pool_names(pool, in_service);
-        let unusable = table.warned.iter().map(|&i| (i % width.max(1), (i / width.max(1)) as u32));
-        let except = except_names(pool, unusable.filter(|&(gpu, _)| in_service(gpu)));
+        let (pool, prefix) = (table.pool(), self.ask.profile.lock_prefix());
+        let width = pool.ids.len().max(1);
+        let usable = |i: usize| !table.out.get(i % width).is_some_and(|&o| o) && !table.warned.contains(&i);
+        let files = files_line(prefix, pool, self.ask.slots, usable);
         let test = self.described.get_or_init(|| (self.test)());
-        let want = Want {
-            pid: u64::from(rustix::process::getpid().as_raw_nonzero().get().unsigned_abs()),
-            prefix: self.ask.profile.lock_prefix(),
-            slots: self.ask.slots,
-            needed: self.ask.needed as u64,
-            names: names.as_deref(),
-            except: &except,
-            test: test.as_bytes(),
-        };
+        let want = Want { needed: self.ask.needed as u64, files: &files, test: test.as_bytes() };
         want.content(u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX))
     }
 
-    /// Makes its record (with its ticket), or says once why it cannot:
-    /// then it waits without a place, and tries again at each wake.
-    fn join(&mut self, dir_fd: &OwnedFd, table: &Slots<'_>) {
+    /// At each wake of a waiter: makes its record (with its ticket) where
+    /// it has none, beats it, and makes it again where it was removed or
+    /// what it can take changed. Where it cannot, it waits without a
+    /// place, says why once, and tries again at the next wake.
+    fn keep_place(&mut self, dir_fd: &OwnedFd, table: &Slots<'_>) {
         let Some(ticket) = self.ticket else { return };
         let content = self.content(table);
-        match Place::join(dir_fd, ticket, content) {
-            Ok(place) => {
-                self.place = Some(place);
-                self.no_place = None;
-            }
-            Err(why) => self.say_no_place(table.dir(), why),
-        }
-    }
-
-    /// At each wake: beats, and makes the record again where it was
-    /// removed, or where what it can take changed; without one, tries to
-    /// make it.
-    fn keep_place(&mut self, dir_fd: &OwnedFd, table: &Slots<'_>) {
-        let content = self.place.as_ref().map(|_| self.content(table));
-        match (&mut self.place, content) {
-            (Some(place), Some(content)) => {
+        let made = match &mut self.place {
+            Some(place) => {
                 place.beat();
-                let changed = content.get(HEADER..) != Some(place.text());
-                let made = if changed {
-                    place.rewrite(dir_fd, content)
-                } else if !place.linked(dir_fd) {
-                    place.remake(dir_fd)
-                } else {
-                    Ok(())
-                };
-                if let Err(why) = made {
-                    self.place = None;
-                    self.say_no_place(table.dir(), why);
+                if content.get(HEADER..) == Some(place.text()) && place.linked(dir_fd) {
+                    return;
                 }
+                place.remake(dir_fd, content)
             }
-            _ if self.ticket.is_some() => self.join(dir_fd, table),
-            _ => {}
+            None => Place::join(dir_fd, ticket, content).map(|place| self.place = Some(place)),
+        };
+        match made {
+            Ok(()) => self.no_place = None,
+            Err(why) => {
+                self.place = None;
+                self.say_no_place(table.dir(), why);
+            }
         }
     }
 
-    /// One warning, the first time it finds no place (and again after it had one).
+    /// One warning, the first time it finds no place (and again after it
+    /// had one).
     #[cold]
-    fn say_no_place(&mut self, dir: &CStr, why: NoPlace) {
+    fn say_no_place(&mut self, dir: &CStr, why: Errno) {
         if self.no_place.replace(why).is_some() {
             return;
         }
         let queue = join(dir, QUEUE_DIR.to_bytes());
         let q = diag::Bytes(queue.as_bytes());
-        match why {
-            NoPlace::NotADirectory => diag::report(
-                crate::TOOL,
-                format_args!(
-                    "warning: {q} is not a directory: waiting without a place in the queue, so later tests may be served first; to repair, its owner or root runs: rm -f {q}"
-                ),
-            ),
-            NoPlace::Create(errno) => {
-                use rustix::io::Errno;
-                let (cause, repair) = match errno {
+        let (what, repair) = match why {
+            Errno::NOTDIR => (format!("{q} is not a directory"), format!("its owner or root runs: rm -f {q}")),
+            e => {
+                let (cause, repair) = match e {
                     Errno::NOSPC => ("the file system is full", "free space on its file system"),
                     Errno::DQUOT => ("a disk quota is reached", "raise this user's quota there"),
                     Errno::ROFS => ("its file system is read-only", "mount the lock directory read-write"),
@@ -303,30 +268,25 @@ impl<'a> Waiting<'a> {
                     Errno::ACCESS | Errno::PERM => ("this user may not add to it", ""),
                     _ => ("it cannot be written", ""),
                 };
-                if repair.is_empty() {
-                    diag::report(
-                        crate::TOOL,
-                        format_args!(
-                            "warning: cannot make a record in {q} ({cause}: {}): waiting without a place in the queue, so later tests may be served first; to repair, root runs: mkdir -p {q} && chmod 1777 {q}",
-                            diag::Os(errno)
-                        ),
-                    );
+                let repair = if repair.is_empty() {
+                    format!("root runs: mkdir -p {q} && chmod 1777 {q}")
                 } else {
-                    diag::report(
-                        crate::TOOL,
-                        format_args!(
-                            "warning: cannot make a record in {q} ({cause}: {}): waiting without a place in the queue, so later tests may be served first; to repair, {repair}",
-                            diag::Os(errno)
-                        ),
-                    );
-                }
+                    repair.into()
+                };
+                (format!("cannot make a record in {q} ({cause}: {})", diag::Os(e)), repair)
             }
-        }
+        };
+        diag::report(
+            crate::TOOL,
+            format_args!(
+                "warning: {what}: waiting without a place in the queue, so later tests may be served first; to repair, {repair}"
+            ),
+        );
     }
 
     /// The waiting line: what it waits for, the busy slots, its place.
     fn announce(&mut self, dir_fd: &OwnedFd, table: &Slots<'_>, ahead: &Ahead) {
-        let (pool, slots, prefix) = (table_pool(table), self.ask.slots, self.ask.profile.lock_prefix());
+        let (pool, slots, prefix) = (table.pool(), self.ask.slots, self.ask.profile.lock_prefix());
         let standing = match &self.place {
             Some(place) => {
                 match queue::ahead(dir_fd, place.queue_dir(dir_fd), Some(place), pool, prefix, slots, true).count {
@@ -347,62 +307,9 @@ impl<'a> Waiting<'a> {
     /// Leaves the queue (its record removed, which wakes the one behind)
     /// and restores the signals, before the test is exec'd.
     fn granted(&mut self, mut grant: Grant) -> Grant {
-        if let Some(place) = self.place.take() {
-            place.leave();
-        }
+        self.place = None;
         self.signals = None;
         grant.waited = self.telemetry.waited();
         grant
-    }
-}
-
-fn table_pool<'t>(table: &'t Slots<'_>) -> &'t Pool {
-    table.pool()
-}
-
-/// The record a waiter sleeps on: whether it wants everything this one
-/// wants, and this one's deadline.
-struct Behind<'r> {
-    record: &'r OwnedFd,
-    covers: bool,
-    deadline: Option<Instant>,
-}
-
-/// Sleeps on the record of the waiter ahead until it leaves or dies, until
-/// `until`. While that record wants everything this waiter wants
-/// (`covers`) and beats, nothing but a drain can change what this waiter
-/// may take: at each beat it beats too, looks whether `drained` says the
-/// GPUs out of service changed, and sleeps on, up to the deadline.
-fn sleep_behind(
-    signals: &mut WaitingSignals,
-    place: &mut Option<Place>,
-    dir_fd: &OwnedFd,
-    behind: &Behind<'_>,
-    mut until: Instant,
-    drained: &mut dyn FnMut() -> bool,
-) {
-    let Behind { record, covers, deadline } = *behind;
-    loop {
-        if wait::on_record(signals, record, until) == RecordWake::Released {
-            return;
-        }
-        let now = Instant::now();
-        if now < until || deadline.is_some_and(|d| now >= d) || !covers || !queue::beats(record) {
-            return;
-        }
-        match place {
-            Some(p) => {
-                p.beat();
-                if !p.linked(dir_fd) {
-                    return;
-                }
-            }
-            None => return,
-        }
-        if drained() {
-            return;
-        }
-        let beat_due = now + HEARTBEAT;
-        until = deadline.map_or(beat_due, |d| d.min(beat_due));
     }
 }

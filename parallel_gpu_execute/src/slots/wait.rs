@@ -280,30 +280,16 @@ impl SlotWatch {
     }
 }
 
-/// How a sleep on an earlier waiter's record ended.
-#[derive(Debug, PartialEq, Eq)]
-pub enum RecordWake {
-    /// Its lock was let go: that waiter left, or died.
-    Released,
-    /// `until` came (or another signal interrupted the sleep).
-    Timer,
-}
-
 /// Sleeps in a blocking shared `flock` on `record`, the record of an
 /// earlier waiter, which holds it exclusively while it waits, until that
-/// waiter lets it go or `until`. The shared lock, when taken, is let go at
-/// once.
-pub fn on_record(signals: &mut WaitingSignals, record: &OwnedFd, until: Instant) -> RecordWake {
+/// waiter lets it go (it left or died) or `until`. The shared lock, when
+/// taken, is let go at once.
+pub fn on_record(signals: &mut WaitingSignals, record: &OwnedFd, until: Instant) {
     signals.arm_timer(until);
-    let woke = match rustix::fs::flock(record, rustix::fs::FlockOperation::LockShared) {
-        Ok(()) => {
-            let _ = rustix::fs::flock(record, rustix::fs::FlockOperation::Unlock);
-            RecordWake::Released
-        }
-        Err(_) => RecordWake::Timer,
-    };
+    if rustix::fs::flock(record, rustix::fs::FlockOperation::LockShared).is_ok() {
+        let _ = rustix::fs::flock(record, rustix::fs::FlockOperation::Unlock);
+    }
     signals.disarm_timer();
-    woke
 }
 
 /// Out of line (as are the other waits): its event buffer would otherwise
