@@ -205,6 +205,8 @@ pub struct Ahead {
     /// The record to sleep on: the latest counting one that wants every
     /// lock file this one wants, else the latest counting one.
     pub sleep_on: Option<OwnedFd>,
+    /// Whether that one wants every lock file this one wants.
+    pub covered: bool,
 }
 
 impl Ahead {
@@ -277,7 +279,6 @@ pub fn ahead(
     out.blocked = vec![false; files];
     // The lock files one record wants.
     let mut wants = vec![false; files];
-    let mut covered = false;
     for name in earlier {
         let fd = match read_live(dir, &name, &mut buf, now, own) {
             Live::Record(fd, n) => {
@@ -301,9 +302,9 @@ pub fn ahead(
         let covers = shared == files;
         // One that could not be read is waited for, not slept on.
         let Some(fd) = fd else { continue };
-        if out.sleep_on.is_none() || covers && !covered {
+        if out.sleep_on.is_none() || covers && !out.covered {
             out.sleep_on = Some(fd);
-            covered = covers;
+            out.covered = covers;
         }
         if covers && !full {
             break;
@@ -405,4 +406,11 @@ fn read_live(
         }
     }
     Live::No
+}
+
+/// Whether the record open at `fd` shows a fresh beat now.
+pub fn beats(fd: &OwnedFd) -> bool {
+    let mut header = [0u8; HEADER];
+    matches!(rustix::io::pread(fd, &mut header, 0), Ok(HEADER))
+        && beat_of(&header).is_some_and(|(_, at)| fresh(at, since_boot()))
 }

@@ -135,13 +135,21 @@ impl<'a> Waiting<'a> {
         // Whether time passed since the directory was opened, in which it
         // may have been removed; and whether this is the look at the deadline.
         let (mut waited, mut last_look) = (false, false);
+        // The last look, where it still stands: it slept on a record that
+        // wants every lock file this one wants, and that record's waiter
+        // still waits and beats. Nothing but a drain or its own record can
+        // then change what this one may take, and the records are not read
+        // again (a line of waiters would each read the queue at each beat).
+        let mut stands: Option<Ahead> = None;
         loop {
             if waited && !dir_still_there(dir, dir_fd) {
                 return Ok(None);
             }
             self.keep_place(dir_fd, table);
-            let held = self.place.as_ref().and_then(|p| p.queue_dir(dir_fd));
-            let ahead = queue::ahead(dir_fd, held, self.place.as_ref(), table.pool(), prefix, slots, false);
+            let ahead = stands.take().unwrap_or_else(|| {
+                let held = self.place.as_ref().and_then(|p| p.queue_dir(dir_fd));
+                queue::ahead(dir_fd, held, self.place.as_ref(), table.pool(), prefix, slots, false)
+            });
             match table.scan(needed, &ahead) {
                 Ok(Some(grant)) => {
                     // After a wait the drains are read with the block's
@@ -191,7 +199,12 @@ impl<'a> Waiting<'a> {
             let until = self.deadline.map_or(beat_due, |d| d.min(beat_due));
             match &ahead.sleep_on {
                 // Nothing left to it: until the record ahead goes, or the beat.
-                Some(record) if !ahead.allows_any(slots) => wait::on_record(signals, record, until),
+                Some(record) if !ahead.allows_any(slots) => {
+                    wait::on_record(signals, record, until);
+                    if ahead.covered && Instant::now() >= until && queue::beats(record) {
+                        stands = Some(ahead);
+                    }
+                }
                 Some(_) | None => match &mut watch {
                     Some(w) => w.wait(until),
                     // Watch before the next look, so that a release between
