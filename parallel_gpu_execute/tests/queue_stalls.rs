@@ -384,3 +384,54 @@ fn a_queue_this_user_cannot_use_is_passed_by_with_the_repair() {
         out.assert_stderr_contains("waiting without a place in the queue");
     }
 }
+
+/// A uid that is neither root nor `nobody`.
+const OTHER: u32 = 4242;
+
+/// A waiter that could not make its record at first (another user's 0755
+/// `gpuqueue/`) counts every record it sees, a later waiter's included, and
+/// sleeps on it. Once it can make its record, it looks again with its own
+/// place: it is served first, and neither waits on the other for ever (a
+/// look kept from before its record was made would have each wait behind
+/// the other).
+#[test]
+fn a_waiter_that_gets_its_place_late_is_served_in_its_order() {
+    if !test_support::prerequisite(is_root(), "root", "a waiter without a place, then with one") {
+        return;
+    }
+    let f = shared_fixture("q-late-place");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let records = f.dir.join("records");
+    std::fs::create_dir_all(&records).unwrap();
+    std::fs::set_permissions(&records, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    std::fs::set_permissions(f.lock("0", 0), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let queue = f.lock_dir.join("gpuqueue");
+    // A third user's, so that root (the second waiter) adds to it but does
+    // not give it its mode back.
+    std::fs::create_dir(&queue).unwrap();
+    std::fs::set_permissions(&queue, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(&queue, Some(OTHER), Some(OTHER)).unwrap();
+    let mut first = waiter(&f, 1, &records, "first", &[]);
+    first.as_user(NOBODY, NOBODY);
+    let first = first.spawn();
+    std::thread::sleep(Duration::from_millis(700));
+    let second = queued(&f, &waiter(&f, 1, &records, "second", &[]));
+    // The first one now sleeps on the second one's record, which covers it.
+    std::thread::sleep(Duration::from_millis(800));
+    std::fs::set_permissions(&queue, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let pid = first.pid();
+    assert!(
+        wait_until(Duration::from_secs(3), || f.waiters().first() == Some(&pid)),
+        "the first waiter's record was not made, first in line, once it could be: {:?}",
+        f.waiters()
+    );
+    // Time for the second to see the first one's record and sleep on it.
+    std::thread::sleep(Duration::from_millis(800));
+    let released = Instant::now();
+    drop(held);
+    served_within(first, STALL_BOUND, released);
+    served_within(second, STALL_BOUND + Duration::from_secs(1), released);
+    assert!(start_of(&records, "first") < start_of(&records, "second"), "the later waiter was served first");
+}

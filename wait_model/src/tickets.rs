@@ -42,6 +42,11 @@ pub enum Sleep {
     Releases,
     /// The release of participant `j`'s record lock (a blocking `flock`).
     RecordOf(u8),
+    /// The same, where `j`'s record wants every lock file this one wants:
+    /// woken by its timer while `j` still holds its lock and beats, and its
+    /// own record as it was, its count stands and it sleeps on (design.md,
+    /// step 3.6).
+    Behind(u8),
 }
 
 /// A participant's record in `gpuqueue/`.
@@ -115,15 +120,19 @@ struct Counted {
     wanted: u16,
     /// The latest of them.
     latest: Option<usize>,
-    /// The latest of them that wants every lock file `me` may take.
+    /// The latest of them that wants every lock file `me` wants.
     covering: Option<usize>,
 }
 
-/// Wakes whoever sleeps on `me`'s record lock (it was released).
+/// Wakes whoever sleeps on `me`'s record lock (it was released): their
+/// `flock` returns, so no count of theirs stands.
 fn wake_on_record(sys: &mut Sys<Tickets>, me: usize) {
-    for (j, l) in sys.local.iter().enumerate().take(usize::from(sys.participants)) {
-        if l.sleep == Sleep::RecordOf(me as u8) && sys.who[j].phase == Phase::Active {
-            sys.who[j].awake = true;
+    let n = usize::from(sys.participants);
+    for (l, who) in sys.local.iter_mut().zip(sys.who.iter_mut()).take(n) {
+        let on_me = l.sleep == Sleep::RecordOf(me as u8) || l.sleep == Sleep::Behind(me as u8);
+        if on_me && who.phase == Phase::Active {
+            who.awake = true;
+            l.sleep = Sleep::Nothing;
         }
     }
 }
@@ -148,8 +157,9 @@ fn look(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, mine: Option<u8
         sys.local[me].sleep = Sleep::Nothing;
         return true;
     }
-    sys.local[me].sleep = match (allowed, before.covering.or(before.latest)) {
-        (0, Some(j)) => Sleep::RecordOf(j as u8),
+    sys.local[me].sleep = match (allowed, before.covering, before.latest) {
+        (0, Some(j), _) => Sleep::Behind(j as u8),
+        (0, None, Some(j)) => Sleep::RecordOf(j as u8),
         _ => Sleep::Releases,
     };
     false
@@ -204,6 +214,14 @@ impl Protocol for Tickets {
                     // with the old descriptor.
                     r.present = true;
                     wake_on_record(sys, me);
+                } else if let Sleep::Behind(j) = sys.local[me].sleep {
+                    // Its timer woke it (a release would have ended the
+                    // sleep): while the record ahead is held and beats,
+                    // its count stands.
+                    let ahead = &sys.shared.records[usize::from(j)];
+                    if ahead.owner_locks && ahead.beat_age <= STALE {
+                        return;
+                    }
                 }
                 look(sys, requests, me, Some(ticket));
             }

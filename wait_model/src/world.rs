@@ -122,9 +122,10 @@ impl Request {
             .filter(|b| b & self.unusable == 0)
     }
 
-    /// Whether `other`'s record names every lock file this one can take.
+    /// Whether `other`'s record names every lock file this one wants (its
+    /// pool at its slots, as the code's reader sees it).
     pub fn covered_by(&self, other: &Request) -> bool {
-        self.takes() & !other.advertised() == 0
+        self.wants() & !other.advertised() == 0
     }
 }
 

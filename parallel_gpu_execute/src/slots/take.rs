@@ -135,21 +135,25 @@ impl<'a> Waiting<'a> {
         // Whether time passed since the directory was opened, in which it
         // may have been removed; and whether this is the look at the deadline.
         let (mut waited, mut last_look) = (false, false);
-        // The last look, where it still stands: it slept on a record that
-        // wants every lock file this one wants, and that record's waiter
-        // still waits and beats. Nothing but a drain or its own record can
-        // then change what this one may take, and the records are not read
-        // again (a line of waiters would each read the queue at each beat).
+        // The last look, where it still stands: this waiter, in its
+        // record, slept on a record that wants every lock file it wants
+        // until its timer, and that record's waiter still waits and beats.
+        // Nothing but a drain or a change to its own record can then change
+        // what it may take, and the records are not read again (a line of
+        // waiters would each read the queue at each beat).
         let mut stands: Option<Ahead> = None;
         loop {
             if waited && !dir_still_there(dir, dir_fd) {
                 return Ok(None);
             }
-            self.keep_place(dir_fd, table);
-            let ahead = stands.take().unwrap_or_else(|| {
-                let held = self.place.as_ref().and_then(|p| p.queue_dir(dir_fd));
-                queue::ahead(dir_fd, held, self.place.as_ref(), table.pool(), prefix, slots, false)
-            });
+            let kept = self.keep_place(dir_fd, table);
+            let ahead = match stands.take() {
+                Some(ahead) if kept => ahead,
+                _ => {
+                    let held = self.place.as_ref().and_then(|p| p.queue_dir(dir_fd));
+                    queue::ahead(dir_fd, held, self.place.as_ref(), table.pool(), prefix, slots, false)
+                }
+            };
             match table.scan(needed, &ahead) {
                 Ok(Some(grant)) => {
                     // After a wait the drains are read with the block's
@@ -200,8 +204,8 @@ impl<'a> Waiting<'a> {
             match &ahead.sleep_on {
                 // Nothing left to it: until the record ahead goes, or the beat.
                 Some(record) if !ahead.allows_any(slots) => {
-                    wait::on_record(signals, record, until);
-                    if ahead.covered && Instant::now() >= until && queue::beats(record) {
+                    let released = wait::on_record(signals, record, until);
+                    if !released && ahead.covered && self.place.is_some() && queue::beats(record) {
                         stands = Some(ahead);
                     }
                 }
@@ -237,14 +241,15 @@ impl<'a> Waiting<'a> {
     /// it has none, beats it, and makes it again where it was removed or
     /// what it can take changed. Where it cannot, it waits without a
     /// place, says why once, and tries again at the next wake.
-    fn keep_place(&mut self, dir_fd: &OwnedFd, table: &Slots<'_>) {
-        let Some(ticket) = self.ticket else { return };
+    /// Whether it had its record, and kept it as it was.
+    fn keep_place(&mut self, dir_fd: &OwnedFd, table: &Slots<'_>) -> bool {
+        let Some(ticket) = self.ticket else { return false };
         let content = self.content(table);
         let made = match &mut self.place {
             Some(place) => {
                 place.beat();
                 if content.get(HEADER..) == Some(place.text()) && place.linked(dir_fd) {
-                    return;
+                    return true;
                 }
                 place.remake(dir_fd, content)
             }
@@ -257,6 +262,7 @@ impl<'a> Waiting<'a> {
                 self.say_no_place(table.dir(), why);
             }
         }
+        false
     }
 
     /// One warning, the first time it finds no place (and again after it

@@ -282,14 +282,16 @@ impl SlotWatch {
 
 /// Sleeps in a blocking shared `flock` on `record`, the record of an
 /// earlier waiter, which holds it exclusively while it waits, until that
-/// waiter lets it go (it left or died) or `until`. The shared lock, when
-/// taken, is let go at once.
-pub fn on_record(signals: &mut WaitingSignals, record: &OwnedFd, until: Instant) {
+/// waiter lets it go (it left or died: `true`) or `until` (or another
+/// signal). The shared lock, when taken, is let go at once.
+pub fn on_record(signals: &mut WaitingSignals, record: &OwnedFd, until: Instant) -> bool {
     signals.arm_timer(until);
-    if rustix::fs::flock(record, rustix::fs::FlockOperation::LockShared).is_ok() {
+    let released = rustix::fs::flock(record, rustix::fs::FlockOperation::LockShared).is_ok();
+    if released {
         let _ = rustix::fs::flock(record, rustix::fs::FlockOperation::Unlock);
     }
     signals.disarm_timer();
+    released
 }
 
 /// Out of line (as are the other waits): its event buffer would otherwise
