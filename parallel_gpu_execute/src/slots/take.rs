@@ -240,8 +240,8 @@ impl<'a> Waiting<'a> {
     /// At each wake of a waiter: makes its record (with its ticket) where
     /// it has none, beats it, and makes it again where it was removed or
     /// what it can take changed. Where it cannot, it waits without a
-    /// place, says why once, and tries again at the next wake.
-    /// Whether it had its record, and kept it as it was.
+    /// place, says why once, and tries again at the next wake. Returns
+    /// whether it had its record, and kept it as it was.
     fn keep_place(&mut self, dir_fd: &OwnedFd, table: &Slots<'_>) -> bool {
         let Some(ticket) = self.ticket else { return false };
         let content = self.content(table);
