@@ -99,7 +99,9 @@ impl Place {
             };
             let written = rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)
                 .and_then(|()| rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o644)))
-                .and_then(|()| write_all(&fd, &content))
+                // A new file: written from its start, however many calls
+                // that takes.
+                .and_then(|()| wrapper_common::diag::write_all(&fd, &content))
                 .and_then(|()| rustix::fs::renameat(&dir, temporary.as_cstr(), &dir, name.as_cstr()))
                 .and_then(|()| rustix::fs::fstat(&fd));
             match written {
@@ -183,21 +185,6 @@ impl Drop for Place {
             let _ = rustix::fs::unlinkat(&self.lock_dir, QUEUE_DIR, AtFlags::REMOVEDIR);
         }
     }
-}
-
-/// Writes `bytes` at the start of `fd`, however many calls it takes (a
-/// file server's write may be short, or interrupted).
-fn write_all(fd: &OwnedFd, bytes: &[u8]) -> Result<(), Errno> {
-    let mut at = 0;
-    while at < bytes.len() {
-        match rustix::io::pwrite(fd, &bytes[at..], at as u64) {
-            Ok(0) => return Err(Errno::NOSPC),
-            Ok(n) => at += n,
-            Err(Errno::INTR) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// What the waiters ahead of a participant come to.
