@@ -100,7 +100,7 @@ use crate::report::status_format::{self, QueueRecord, Report, Slot, Waiter};
 use crate::report::{gpus, openmetrics};
 use crate::settings::Settings;
 use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device, openers};
-use crate::slots::lockfile::lock_file_name;
+use crate::slots::lockfile::{lock_file_name, split_lock_file_name};
 use crate::slots::proclocks::{ProcessInfo, process, read_locks};
 use crate::slots::queue::{DIR_FLAGS, RECORD_FLAGS};
 use crate::slots::record::{QUEUE_DIR, RecordName, Want, beat_of, ticket_of};
@@ -124,12 +124,10 @@ pub const MAX_LISTED: usize = 4096;
 /// `<prefix><id>_<slot>` split into (profile, id, slot).
 pub fn parse_lock_name(name: &str) -> Option<(&'static str, &str, u32)> {
     for &(prefix, profile) in LOCK_PREFIXES {
-        let Some(rest) = name.strip_prefix(prefix) else { continue };
-        let (id, slot) = rest.rsplit_once('_')?;
-        if id.is_empty() || slot.is_empty() || !slot.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        return Some((profile, id, slot.parse().ok()?));
+        let Some((id, slot)) = split_lock_file_name(name.as_bytes(), prefix.as_bytes()) else { continue };
+        // Cut where ASCII bytes (the prefix, `_`) end and begin.
+        let id = name.get(prefix.len()..prefix.len() + id.len())?;
+        return Some((profile, id, core::str::from_utf8(slot).ok()?.parse().ok()?));
     }
     None
 }

@@ -43,6 +43,16 @@ pub fn lock_file_name(prefix: &[u8], id: &[u8], slot: u32) -> LockName {
     name
 }
 
+/// [`lock_file_name`] read back: the id and the slot's digits of `name`
+/// under `prefix` (`<prefix><id>_<digits>`, the id not empty; it may hold
+/// `_` itself).
+pub fn split_lock_file_name<'n>(name: &'n [u8], prefix: &[u8]) -> Option<(&'n [u8], &'n [u8])> {
+    let rest = name.strip_prefix(prefix)?;
+    let cut = rest.iter().rposition(|&b| b == b'_')?;
+    let (id, digits) = (&rest[..cut], &rest[cut + 1..]);
+    (!id.is_empty() && !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)).then_some((id, digits))
+}
+
 /// Opens the lock directory, creating it (and its parents) when missing.
 /// A link on the way that points nowhere (`/var/lock` to `../run/lock`
 /// with an empty `/run`) is named, with its repair.

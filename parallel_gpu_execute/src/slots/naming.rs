@@ -23,7 +23,7 @@
 //! refused (docs/differences.md).
 
 use crate::error::Error;
-use crate::slots::lockfile::{LockName, named};
+use crate::slots::lockfile::{LockName, named, split_lock_file_name};
 use crate::sys::dirs::for_each_entry;
 use core::ffi::CStr;
 use core::ops::ControlFlow;
@@ -39,11 +39,7 @@ fn marker(prefix: &[u8]) -> LockName {
 
 /// Whether `name` is a lock file named by index: `<prefix><digits>_<digits>`.
 fn index_named(name: &[u8], prefix: &[u8]) -> bool {
-    let Some(rest) = name.strip_prefix(prefix) else { return false };
-    let Some(cut) = rest.iter().position(|&b| b == b'_') else { return false };
-    let (gpu, slot) = (&rest[..cut], &rest[cut + 1..]);
-    let digits = |s: &[u8]| !s.is_empty() && s.iter().all(u8::is_ascii_digit);
-    digits(gpu) && digits(slot)
+    split_lock_file_name(name, prefix).is_some_and(|(id, _)| id.iter().all(u8::is_ascii_digit))
 }
 
 /// Index names: once the locks are taken, refuses when jobs with physical

@@ -24,7 +24,7 @@
 //! `<prefix>*`: every lock file of the profile.
 
 use crate::prelude::*;
-use crate::slots::lockfile::{LockName, lock_file_name};
+use crate::slots::lockfile::{LockName, lock_file_name, split_lock_file_name};
 use crate::slots::request::Pool;
 use core::ffi::CStr;
 use core::time::Duration;
@@ -179,12 +179,10 @@ fn lock_file(prefix: &[u8], pool: &Pool, i: usize) -> LockName {
 /// The index (`slot * pool + gpu`) of the lock file named `file`, when it
 /// is one of `pool`'s at its first `slots` slots under `prefix`.
 fn index_of(file: &[u8], prefix: &[u8], pool: &Pool, slots: u32) -> Option<usize> {
-    let rest = file.strip_prefix(prefix)?;
-    let cut = rest.iter().rposition(|&b| b == b'_')?;
-    let digits = &rest[cut + 1..];
+    let (id, digits) = split_lock_file_name(file, prefix)?;
     // One spelling per slot: `_1`, never `_01`.
     let slot = parse_u64(digits).filter(|&s| s < u64::from(slots) && (digits.len() == 1 || digits[0] != b'0'))?;
-    let gpu = (0..pool.ids.len()).find(|&g| pool.lock_name(g) == &rest[..cut])?;
+    let gpu = (0..pool.ids.len()).find(|&g| pool.lock_name(g) == id)?;
     Some(slot as usize * pool.ids.len() + gpu)
 }
 
