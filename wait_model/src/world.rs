@@ -60,14 +60,26 @@ pub struct Request {
     /// Lock files it cannot take (another user's, mode 0600; a GPU it
     /// avoids or finds drained): a mask.
     pub unusable: u16,
-    /// Its record names its whole pool, the files it cannot take included
-    /// (the code before the review that found it stalls others).
-    pub whole_pool_record: bool,
+    /// What its record names beyond what it can take (the code before
+    /// the reviews that found each stalls others).
+    pub record: Advertises,
+}
+
+/// What a record names.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Advertises {
+    /// The lock files of the blocks its waiter can take whole.
+    Blocks,
+    /// Every lock file it can open, those of blocks it cannot take whole
+    /// included.
+    Openable,
+    /// Its whole pool at its slots.
+    WholePool,
 }
 
 impl Request {
     pub const fn new(profile: u8, pool: u8, needed: u8, slots: u8) -> Request {
-        Request { profile, pool, needed, slots, wait: None, unusable: 0, whole_pool_record: false }
+        Request { profile, pool, needed, slots, wait: None, unusable: 0, record: Advertises::Blocks }
     }
 
     pub const fn waiting_at_most(self, ticks: u8) -> Request {
@@ -78,18 +90,22 @@ impl Request {
         Request { unusable: files, ..self }
     }
 
-    pub const fn recording_the_whole_pool(self) -> Request {
-        Request { whole_pool_record: true, ..self }
+    pub const fn recording(self, record: Advertises) -> Request {
+        Request { record, ..self }
     }
 
-    /// The lock files it can take: those it wants less those it cannot.
+    /// The lock files it can take: those of the blocks it can take whole.
     pub fn takes(&self) -> u16 {
-        self.wants() & !self.unusable
+        self.blocks().fold(0, |m, b| m | b)
     }
 
     /// The lock files its record names.
     pub fn advertised(&self) -> u16 {
-        if self.whole_pool_record { self.wants() } else { self.takes() }
+        match self.record {
+            Advertises::Blocks => self.takes(),
+            Advertises::Openable => self.wants() & !self.unusable,
+            Advertises::WholePool => self.wants(),
+        }
     }
 
     /// The pool's GPUs, in order.

@@ -13,7 +13,7 @@ use stateright::{Checker, HasDiscoveries, Model};
 use std::collections::BTreeSet;
 use wait_model::previous::{self, Previous};
 use wait_model::tickets::{self, Tickets};
-use wait_model::world::{Budget, Protocol, Request, file};
+use wait_model::world::{Advertises, Budget, Protocol, Request, file};
 use wait_model::{COST, LIVENESS, ORDER, Scenario};
 
 /// Lock-file names: XLA's and JAX's.
@@ -176,10 +176,33 @@ fn a_lock_file_one_waiter_cannot_take_holds_nobody_up() {
 /// a review found it: the later waiter waits while the file is free.
 #[test]
 fn a_record_naming_the_whole_pool_stalls_the_waiters_behind_it() {
-    let first = ask(XLA, BOTH, 1, 1).cannot_take(outside(&[(XLA, 0, 0)])).recording_the_whole_pool();
+    let first = ask(XLA, BOTH, 1, 1).cannot_take(outside(&[(XLA, 0, 0)])).recording(Advertises::WholePool);
     let requests = [first, ask(XLA, GPU0, 1, 1)];
     let held = outside(&[(XLA, 1, 0)]);
     breaks(Scenario::<Tickets>::new("whole-pool records", &requests, held, budget(0, 0, 0, 0, 0)), LIVENESS);
+}
+
+/// A 2-GPU waiter that cannot take one lock file at slot 0 (another
+/// user's) can take no block at that slot: its record names the lock files
+/// of its block at slot 1 alone, and a later 1-GPU waiter takes GPU 1 at
+/// slot 0 while the first waits.
+#[test]
+fn a_lock_file_of_a_block_one_waiter_cannot_take_holds_nobody_up() {
+    let first = ask(XLA, BOTH, 2, 2).cannot_take(outside(&[(XLA, 0, 0)]));
+    let requests = [first, ask(XLA, GPU1, 1, 1), ask(XLA, BOTH, 1, 2)];
+    let held = outside(&[(XLA, 0, 1)]);
+    holds(Scenario::<Tickets>::new("a block one cannot take", &requests, held, budget(1, 0, 0, 0, 0)));
+}
+
+/// The same with records that name every lock file their waiter can open,
+/// as the code did before a review found it: the later waiter waits while
+/// GPU 1's lock file at slot 0 is free, which the first can never take.
+#[test]
+fn a_record_naming_files_of_blocks_it_cannot_take_stalls_the_waiters_behind_it() {
+    let first = ask(XLA, BOTH, 2, 2).cannot_take(outside(&[(XLA, 0, 0)])).recording(Advertises::Openable);
+    let requests = [first, ask(XLA, GPU1, 1, 1)];
+    let held = outside(&[(XLA, 0, 1)]);
+    breaks(Scenario::<Tickets>::new("openable-file records", &requests, held, budget(0, 0, 0, 0, 0)), LIVENESS);
 }
 
 #[test]

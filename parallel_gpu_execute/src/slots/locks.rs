@@ -152,7 +152,13 @@ impl<'a> Slots<'a> {
         let (fd, id) = match kept {
             Some(held) => held,
             None => match open_lock_file(self.dir_fd, self.dir, &self.name(slot, gpu)) {
-                Ok(held) => held,
+                Ok(held) => {
+                    // Repaired since it was warned about: this user's again.
+                    if !self.warned.is_empty() {
+                        self.warned.retain(|&w| w != index);
+                    }
+                    held
+                }
                 Err(e @ Error::System { errno: Errno::ACCESS | Errno::PERM, .. }) => {
                     self.skip_unusable(index, e);
                     return Ok(Try::Unusable);
@@ -237,6 +243,23 @@ impl<'a> Slots<'a> {
     /// Whether `grant`'s block holds a GPU out of service at the last read.
     pub fn holds_out_of_service(&self, grant: &Grant) -> bool {
         !self.out.is_empty() && (grant.start..grant.start + grant.fds.len()).any(|g| self.out[g])
+    }
+
+    /// Which lock files (`slot * pool + gpu`) are in a block of `needed`
+    /// GPUs that this user can take whole: of GPUs in service, every lock
+    /// file one it may open. A waiter's record names these and no other.
+    pub fn takeable(&self, needed: usize) -> Vec<bool> {
+        let width = self.pool.ids.len();
+        let usable = |i: usize| !self.out.get(i % width).is_some_and(|&o| o) && !self.warned.contains(&i);
+        let mut takes = vec![false; width * self.slots as usize];
+        for slot in 0..self.slots as usize {
+            for start in (slot * width..).take((width + 1).saturating_sub(needed)) {
+                if (start..start + needed).all(usable) {
+                    takes[start..start + needed].fill(true);
+                }
+            }
+        }
+        takes
     }
 
     /// Releases the locks of a block from `start` at `slot`.

@@ -17,6 +17,7 @@ use crate::slots::record::{
 use crate::slots::request::Pool;
 use crate::sys::clock::host_since_boot as since_boot;
 use crate::sys::dirs::for_each_entry;
+use core::ffi::CStr;
 use core::ops::ControlFlow;
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
@@ -29,6 +30,18 @@ pub const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFla
 
 /// `gpuqueue/<name>`, relative to the lock directory.
 type QueuePath = CBuf<64>;
+
+/// `.<record name>.<unguessable number>.new`, a record while it is made.
+type TemporaryName = CBuf<72>;
+
+/// 64 bits that another user cannot guess (`getrandom(2)`); the boot
+/// clock's nanoseconds where the kernel has none to give.
+fn unguessable() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: getrandom writes at most `bytes.len()` bytes into `bytes`.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), libc::GRND_NONBLOCK) };
+    if n == 8 { u64::from_ne_bytes(bytes) } else { since_boot().as_nanos() as u64 }
+}
 
 fn queue_path(name: &RecordName) -> QueuePath {
     let mut p = QueuePath::from_bytes(QUEUE_DIR.to_bytes()).unwrap_or_default();
@@ -79,22 +92,25 @@ impl Place {
     pub fn join(lock_dir: &OwnedFd, ticket: u64, content: Vec<u8>) -> Result<Place, Errno> {
         let pid = rustix::process::getpid().as_raw_nonzero().get().unsigned_abs();
         let name = record_name(ticket, pid);
-        let mut temporary = RecordName::from_bytes(b".").unwrap_or_default();
-        let _ = temporary.push(name.as_bytes());
-        let _ = temporary.push(b".new");
         let mut last = Errno::NOENT;
         // `gpuqueue/` can be removed (by the last waiter leaving, or a
         // cleaner) between any two of these calls: then again.
         for _ in 0..8 {
+            // A name no other user can guess and take first: in a sticky
+            // directory this user could not remove their file.
+            let mut temporary = TemporaryName::from_bytes(b".").unwrap_or_default();
+            let _ = temporary.push(name.as_bytes());
+            let _ = temporary.push(b".");
+            let _ = temporary.push_u64(unguessable());
+            let _ = temporary.push(b".new");
             let dir = open_queue_dir(lock_dir)?;
             let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             let fd = match rustix::fs::openat(&dir, temporary.as_cstr(), flags, Mode::from_raw_mode(0o644)) {
                 Ok(fd) => fd,
-                Err(Errno::EXIST) => {
-                    let _ = rustix::fs::unlinkat(&dir, temporary.as_cstr(), AtFlags::empty());
+                Err(e @ (Errno::EXIST | Errno::NOENT)) => {
+                    last = e;
                     continue;
                 }
-                Err(Errno::NOENT) => continue,
                 Err(e) => return Err(e),
             };
             let written = rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)
@@ -269,14 +285,14 @@ pub fn ahead(
     // Latest first: the one to sleep on is found first, and reading stops
     // at one that wants everything this participant wants.
     crate::sys::sort::sort_by(&mut earlier, &mut |a, b| a.as_bytes() > b.as_bytes());
-    let now = since_boot();
     let own = mine.map(|m| m.id);
     let mut buf = vec![0u8; MAX_RECORD];
     out.blocked = vec![false; files];
     // The lock files one record wants.
     let mut wants = vec![false; files];
+    let mut removed = false;
     for name in earlier {
-        let fd = match read_live(dir, &name, &mut buf, now, own) {
+        let fd = match read_live(dir, &name, &mut buf, own) {
             Live::Record(fd, n) => {
                 let Some(want) = Want::parse(&buf[..n]) else { continue };
                 wants.fill(false);
@@ -288,6 +304,10 @@ pub fn ahead(
                 None
             }
             Live::No => continue,
+            Live::Dead => {
+                removed = true;
+                continue;
+            }
         };
         let shared = wants.iter().filter(|&&w| w).count();
         if shared == 0 {
@@ -308,6 +328,12 @@ pub fn ahead(
     }
     if out.count == 0 {
         out.blocked = Vec::new();
+        // Dead records removed, by a reader with none of its own: where
+        // they were the last (their waiters were killed with SIGKILL),
+        // `gpuqueue/` goes too, as their waiters would have removed it.
+        if removed && mine.is_none() {
+            let _ = rustix::fs::unlinkat(lock_dir, QUEUE_DIR, AtFlags::REMOVEDIR);
+        }
     }
     out
 }
@@ -320,29 +346,32 @@ pub fn ahead(
 #[inline(never)]
 fn earlier_records(dir: &OwnedFd, mine: Option<&Place>) -> Vec<RecordName> {
     let mut earlier: Vec<RecordName> = Vec::new();
-    let mut leftovers: Vec<RecordName> = Vec::new();
+    let mut leftovers: Vec<TemporaryName> = Vec::new();
     let _ = for_each_entry(dir, |name, _| {
         let name = name.to_bytes();
         if ticket_of(name).is_some() && mine.is_none_or(|m| name < m.name.as_bytes()) {
             earlier.extend(RecordName::from_bytes(name));
         } else if name.starts_with(b".") && name.ends_with(b".new") && name.len() > 5 {
-            leftovers.extend(RecordName::from_bytes(name));
+            leftovers.extend(TemporaryName::from_bytes(name));
         }
         ControlFlow::<()>::Continue(())
     });
     for name in &leftovers {
-        remove_if_unlocked(dir, name);
+        remove_if_unlocked(dir, name.as_cstr());
     }
     earlier
 }
 
 /// Removes the temporary record `name` when nobody holds its lock: its
 /// maker was killed before it renamed it into place.
-fn remove_if_unlocked(dir: &OwnedFd, name: &RecordName) {
-    let Ok(fd) = rustix::fs::openat(dir, name.as_cstr(), RECORD_FLAGS, Mode::empty()) else { return };
-    let regular = rustix::fs::fstat(&fd).is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
-    if regular && rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared).is_ok() {
-        let _ = rustix::fs::unlinkat(dir, name.as_cstr(), AtFlags::empty());
+fn remove_if_unlocked(dir: &OwnedFd, name: &CStr) {
+    let Ok(fd) = rustix::fs::openat(dir, name, RECORD_FLAGS, Mode::empty()) else { return };
+    let Ok(st) = rustix::fs::fstat(&fd) else { return };
+    if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+        && rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared).is_ok()
+        && still_at(dir, name, &st)
+    {
+        let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
     }
 }
 
@@ -354,54 +383,65 @@ enum Live {
     Unknown,
     /// No live record.
     No,
+    /// A dead record, removed.
+    Dead,
 }
 
 /// Opens the record `name` and reads it into `buf` when it is a regular
 /// file with no other name, not the reader's own (`own`), whose lock is
 /// held and whose beat is fresh. A record whose lock is free is removed:
 /// its waiter is dead.
-fn read_live(
-    dir: &OwnedFd,
-    name: &RecordName,
-    buf: &mut [u8],
-    now: core::time::Duration,
-    own: Option<(u64, u64)>,
-) -> Live {
-    let fd = match rustix::fs::openat(dir, name.as_cstr(), RECORD_FLAGS, Mode::empty()) {
-        Ok(fd) => fd,
-        Err(e) if not_a_record(e) => return Live::No,
-        Err(_) => return Live::Unknown,
-    };
-    let Ok(st) = rustix::fs::fstat(&fd) else { return Live::Unknown };
-    // A hard link to a record (its own included) is none: it would make
-    // its waiter wait behind itself.
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
-        || st.st_nlink != 1
-        || own == Some((st.st_dev, st.st_ino))
-    {
-        return Live::No;
-    }
-    // Too short to hold a beat: not a record, and not worth a lock (a
-    // record is renamed into place whole, so a waiter's never is).
-    if st.st_size < HEADER as i64 {
-        return Live::No;
-    }
-    match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
-        Ok(()) => {
-            let _ = rustix::fs::unlinkat(dir, name.as_cstr(), AtFlags::empty());
+fn read_live(dir: &OwnedFd, name: &RecordName, buf: &mut [u8], own: Option<(u64, u64)>) -> Live {
+    // A record found free may have been made again by its owner since it
+    // was opened (the new one is renamed over it before the old one's lock
+    // goes): then the new one is read. Made again each time: as if unread.
+    for _ in 0..3 {
+        let fd = match rustix::fs::openat(dir, name.as_cstr(), RECORD_FLAGS, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(e) if not_a_record(e) => return Live::No,
+            Err(_) => return Live::Unknown,
+        };
+        let Ok(st) = rustix::fs::fstat(&fd) else { return Live::Unknown };
+        // A hard link to a record (its own included) is none: it would make
+        // its waiter wait behind itself.
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
+            || st.st_nlink != 1
+            || own == Some((st.st_dev, st.st_ino))
+        {
             return Live::No;
         }
-        Err(Errno::WOULDBLOCK) => {}
-        Err(_) => return Live::Unknown,
-    }
-    // A beat read while it was written fails its check: read once more.
-    for _ in 0..2 {
-        let Ok(n) = rustix::io::pread(&fd, &mut *buf, 0) else { return Live::Unknown };
-        if let Some((_, at)) = beat_of(&buf[..n]) {
-            return if fresh(at, now) && n < buf.len() { Live::Record(fd, n) } else { Live::No };
+        // Too short to hold a beat: not a record, and not worth a lock (a
+        // record is renamed into place whole, so a waiter's never is).
+        if st.st_size < HEADER as i64 {
+            return Live::No;
         }
+        match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
+            Ok(()) if !still_at(dir, name.as_cstr(), &st) => continue,
+            Ok(()) => {
+                let _ = rustix::fs::unlinkat(dir, name.as_cstr(), AtFlags::empty());
+                return Live::Dead;
+            }
+            Err(Errno::WOULDBLOCK) => {}
+            Err(_) => return Live::Unknown,
+        }
+        // A beat read while it was written fails its check: read once more.
+        for _ in 0..2 {
+            let Ok(n) = rustix::io::pread(&fd, &mut *buf, 0) else { return Live::Unknown };
+            if let Some((_, at)) = beat_of(&buf[..n]) {
+                // Judged by the clock as it was read (a reader preempted or
+                // frozen in its look would take the beats after for stale).
+                return if fresh(at, since_boot()) && n < buf.len() { Live::Record(fd, n) } else { Live::No };
+            }
+        }
+        return Live::No;
     }
-    Live::No
+    Live::Unknown
+}
+
+/// Whether the file `st` is still the one at `name` in `dir`.
+fn still_at(dir: &OwnedFd, name: &CStr, st: &rustix::fs::Stat) -> bool {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|now| (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino))
 }
 
 /// Whether the record open at `fd` shows a fresh beat now.

@@ -16,12 +16,15 @@
 //! | 24-31 | the counter XOR the time XOR [`CHECK`]: a beat read while it was written fails it |
 //! | 32- | `needed <GPUs>`, `files <lock file> ...`, `test <the test>`, one per line |
 //!
-//! `files` lists the lock files its waiter can take, and no other: GPUs it
-//! passes over (drained, or avoided as unhealthy) and lock files it may not
-//! open are left out, and the record is written again when that changes.
-//! A later waiter therefore never waits for a lock file that the one ahead
-//! of it will not take. A list longer than [`MAX_FILES`] is written
-//! `<prefix>*`: every lock file of the profile.
+//! `files` lists the lock files its waiter can take, and no other: those
+//! of the blocks it can take whole, so GPUs it passes over (drained, or
+//! avoided as unhealthy), lock files it may not open, and the lock files of
+//! blocks that hold either are left out, and the record is written again
+//! when that changes. A later waiter therefore never waits for a lock file
+//! that the one ahead of it will not take. A GPU's run of slots is written
+//! `<prefix><id>_<first>-<last>`. A list longer than [`MAX_FILES`] (some
+//! 300 GPUs named by UUID) is written `<prefix>*`: every lock file of the
+//! profile.
 
 use crate::prelude::*;
 use crate::slots::lockfile::{LockName, lock_file_name, split_lock_file_name};
@@ -163,8 +166,8 @@ impl<'a> Want<'a> {
                 (0..slots as usize * width)
                     .filter(|&i| lock_file(prefix, pool, i).as_bytes().starts_with(stem))
                     .for_each(&mut mark);
-            } else if let Some(i) = index_of(file, prefix, pool, slots) {
-                mark(i);
+            } else if let Some((gpu, first, last)) = entry_of(file, prefix, pool) {
+                (first..=last.min(u64::from(slots).saturating_sub(1))).for_each(|s| mark(s as usize * width + gpu));
             }
         }
     }
@@ -176,31 +179,56 @@ fn lock_file(prefix: &[u8], pool: &Pool, i: usize) -> LockName {
     lock_file_name(prefix, pool.lock_name(i % width), (i / width) as u32)
 }
 
-/// The index (`slot * pool + gpu`) of the lock file named `file`, when it
-/// is one of `pool`'s at its first `slots` slots under `prefix`.
-fn index_of(file: &[u8], prefix: &[u8], pool: &Pool, slots: u32) -> Option<usize> {
-    let (id, digits) = split_lock_file_name(file, prefix)?;
+/// The GPU of `pool` and the slots (first, last) that the `files` entry
+/// `file` names under `prefix`: `<prefix><id>_<slot>`, or
+/// `<prefix><id>_<first>-<last>` for a run of slots.
+fn entry_of(file: &[u8], prefix: &[u8], pool: &Pool) -> Option<(usize, u64, u64)> {
     // One spelling per slot: `_1`, never `_01`.
-    let slot = parse_u64(digits).filter(|&s| s < u64::from(slots) && (digits.len() == 1 || digits[0] != b'0'))?;
+    let slot = |digits: &[u8]| parse_u64(digits).filter(|_| digits.len() == 1 || digits[0] != b'0');
+    let dash = file.iter().rposition(|&b| b == b'-').filter(|&d| file[d + 1..].iter().all(u8::is_ascii_digit));
+    let (single, last) = match dash {
+        Some(d) if !file[d + 1..].is_empty() => (&file[..d], Some(slot(&file[d + 1..])?)),
+        _ => (file, None),
+    };
+    let (id, digits) = split_lock_file_name(single, prefix)?;
+    let first = slot(digits)?;
     let gpu = (0..pool.ids.len()).find(|&g| pool.lock_name(g) == id)?;
-    Some(slot as usize * pool.ids.len() + gpu)
+    Some((gpu, first, last.unwrap_or(first)))
 }
 
 /// The `files` line: the lock files of `pool` at its first `slots` slots
-/// under `prefix` whose index `keep` keeps, with spaces between them;
+/// under `prefix` whose index `keep` keeps, GPU by GPU, a run of slots
+/// written `<prefix><id>_<first>-<last>`, with spaces between them;
 /// `<prefix>*` when that is longer than [`MAX_FILES`].
 pub fn files_line(prefix: &[u8], pool: &Pool, slots: u32, keep: impl Fn(usize) -> bool) -> Vec<u8> {
-    let mut out = Vec::new();
-    for i in (0..slots as usize * pool.ids.len()).filter(|&i| keep(i)) {
-        if !out.is_empty() {
-            out.push(b' ');
-        }
-        out.extend_from_slice(lock_file(prefix, pool, i).as_bytes());
-        if out.len() > MAX_FILES {
-            out.clear();
-            out.extend_from_slice(prefix);
-            out.push(b'*');
-            break;
+    let (mut out, width) = (Vec::new(), pool.ids.len());
+    for gpu in 0..width {
+        let mut slot = 0;
+        while slot < slots {
+            if !keep(slot as usize * width + gpu) {
+                slot += 1;
+                continue;
+            }
+            let first = slot;
+            while slot + 1 < slots && keep((slot + 1) as usize * width + gpu) {
+                slot += 1;
+            }
+            if !out.is_empty() {
+                out.push(b' ');
+            }
+            out.extend_from_slice(lock_file_name(prefix, pool.lock_name(gpu), first).as_bytes());
+            if slot > first {
+                let mut digits = [0u8; 20];
+                out.push(b'-');
+                out.extend_from_slice(wrapper_common::numbers::format_u64(u64::from(slot), &mut digits));
+            }
+            slot += 1;
+            if out.len() > MAX_FILES {
+                out.clear();
+                out.extend_from_slice(prefix);
+                out.push(b'*');
+                return out;
+            }
         }
     }
     out
@@ -267,13 +295,19 @@ mod tests {
         assert_eq!(wanted(&odd, b"gpulock", &mine, 2), [0usize; 0], "no other spelling counts");
         let all = Want { files: b"gpulock*", ..want };
         assert_eq!(wanted(&all, b"gpulock", &mine, 2), [0, 1, 2, 3, 4, 5]);
-        // The writer's line reads back as what it kept.
+        // The writer's line reads back as what it kept, a run of slots in one entry.
         let line = files_line(b"gpulock", &mine, 2, |i| i != 1 && i != 3);
-        assert_eq!(line, b"gpulock1_0 gpulock0_0 gpulockGPU-ab_1 gpulock0_1");
+        assert_eq!(line, b"gpulock1_0 gpulockGPU-ab_1 gpulock0_0-1");
         assert_eq!(wanted(&Want { files: &line, ..want }, b"gpulock", &mine, 2), [0, 2, 4, 5]);
-        let wide = pool(&[&b"GPU-0123456789abcdef0123456789abcdef"[..]]);
-        let long = files_line(b"gpulock", &wide, 1000, |_| true);
-        assert_eq!(long, b"gpulock*", "a list over MAX_FILES");
+        assert_eq!(wanted(&Want { files: &line, ..want }, b"gpulock", &mine, 1), [0, 2], "a run past its slots");
+        let runs = Want { files: b"gpulockGPU-ab_0-1 gpulock1_1-5 gpulock0_1-0 gpulock0_0-01 gpulock0_0-", ..want };
+        assert_eq!(wanted(&runs, b"gpulock", &mine, 2), [1, 3, 4], "runs, and no other spelling of one");
+        let wide = pool(&[&b"GPU-0123456789abcdef0123456789abcdef"[..], b"GPU-2"]);
+        let many = files_line(b"gpulock", &wide, 1000, |i| i != 5);
+        let many = String::from_utf8(many).unwrap();
+        assert_eq!(many, "gpulockGPU-0123456789abcdef0123456789abcdef_0-999 gpulockGPU-2_0-1 gpulockGPU-2_3-999");
+        let scattered = files_line(b"gpulock", &wide, 1000, |i| i % 4 == 0);
+        assert_eq!(scattered, b"gpulock*", "a list over MAX_FILES");
     }
 
     #[test]

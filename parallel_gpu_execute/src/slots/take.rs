@@ -225,13 +225,12 @@ impl<'a> Waiting<'a> {
         }
     }
 
-    /// What its record says: the lock files it can take (not those of GPUs
-    /// out of service, nor those it may not open), and the test.
+    /// What its record says: the lock files of the blocks it can take
+    /// (none of a GPU out of service, or a lock file it may not open), and
+    /// the test.
     fn content(&self, table: &Slots<'_>) -> Vec<u8> {
-        let (pool, prefix) = (table.pool(), self.ask.profile.lock_prefix());
-        let width = pool.ids.len().max(1);
-        let usable = |i: usize| !table.out.get(i % width).is_some_and(|&o| o) && !table.warned.contains(&i);
-        let files = files_line(prefix, pool, self.ask.slots, usable);
+        let takes = table.takeable(self.ask.needed);
+        let files = files_line(self.ask.profile.lock_prefix(), table.pool(), self.ask.slots, |i| takes[i]);
         let test = self.described.get_or_init(|| (self.test)());
         let want = Want { needed: self.ask.needed as u64, files: &files, test: test.as_bytes() };
         want.content(u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX))
@@ -239,8 +238,9 @@ impl<'a> Waiting<'a> {
 
     /// At each wake of a waiter: makes its record (with its ticket) where
     /// it has none, beats it, and makes it again where it was removed or
-    /// what it can take changed. Where it cannot, it waits without a
-    /// place, says why once, and tries again at the next wake. Returns
+    /// what it can take changed. Where it cannot, it keeps the record it
+    /// had, or else waits without a place and says why once, and tries
+    /// again at the next wake. Returns
     /// whether it had its record, and kept it as it was.
     fn keep_place(&mut self, dir_fd: &OwnedFd, table: &Slots<'_>) -> bool {
         let Some(ticket) = self.ticket else { return false };
@@ -257,10 +257,11 @@ impl<'a> Waiting<'a> {
         };
         match made {
             Ok(()) => self.no_place = None,
-            Err(why) => {
-                self.place = None;
-                self.say_no_place(table.dir(), why);
-            }
+            // A record that could not be made again stays as it was (it
+            // keeps this waiter's place where it is still there), and is
+            // made again at the next wake.
+            Err(why) if !self.place.as_ref().is_some_and(|p| p.linked(dir_fd)) => self.say_no_place(table.dir(), why),
+            Err(_) => {}
         }
         false
     }
@@ -285,6 +286,10 @@ impl<'a> Waiting<'a> {
                         ("no file descriptor is left", "raise the open-files limit (ulimit -n)")
                     }
                     Errno::ACCESS | Errno::PERM => ("this user may not add to it", ""),
+                    Errno::EXIST => (
+                        "the names it tried were taken",
+                        "its owner or root removes the files in it that are not records",
+                    ),
                     _ => ("it cannot be written", ""),
                 };
                 let repair = if repair.is_empty() {

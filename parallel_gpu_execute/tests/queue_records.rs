@@ -1,0 +1,220 @@
+//! What a waiter's record says, and who can take it away, each found by an
+//! adversarial review: a record names only the lock files of blocks its
+//! waiter can take whole, and a waiter with many slots names them in runs
+//! rather than as every lock file of the profile; a reader that opened a
+//! record just before its owner made it again reads the new one; another
+//! user cannot push a waiter out of the queue by taking the names it makes
+//! its record under; the last waiter killed with SIGKILL leaves no
+//! `gpuqueue/` behind.
+
+mod common;
+
+use common::{Fixture, NOBODY, Record, bin};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::Duration;
+use test_support::{Cmd, Running, hold_lock, wait_until};
+
+fn on(c: &mut Cmd, gpus: u32, slots: u32) -> &mut Cmd {
+    c.env("TF_GPU_COUNT", gpus.to_string()).env("TF_TESTS_PER_GPU", slots.to_string())
+}
+
+/// Starts `c` and returns once its process has a record in the queue.
+fn queued(f: &Fixture, c: &mut Cmd) -> Running {
+    c.timeout(Duration::from_secs(60)).own_process_group();
+    let r = c.spawn();
+    let pid = r.pid();
+    assert!(wait_until(Duration::from_secs(10), || f.waiters().contains(&pid)), "never queued\n{}", c.describe());
+    r
+}
+
+/// The records in `gpuqueue/`: (name, content).
+fn records(f: &Fixture) -> Vec<(String, String)> {
+    let Ok(dir) = std::fs::read_dir(f.lock_dir.join("gpuqueue")) else { return Vec::new() };
+    let mut out: Vec<(String, String)> = dir
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.starts_with('.'))
+        .map(|name| {
+            let content = std::fs::read(f.lock_dir.join("gpuqueue").join(&name)).unwrap_or_default();
+            (name, String::from_utf8_lossy(content.get(32..).unwrap_or_default()).into_owned())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The `files` line of the one record in the queue.
+fn files_line(f: &Fixture) -> String {
+    let all = records(f);
+    assert_eq!(all.len(), 1, "one record expected: {all:?}");
+    all[0].1.lines().find_map(|l| l.strip_prefix("files ")).unwrap_or_default().to_string()
+}
+
+fn root(what: &str) -> bool {
+    test_support::prerequisite(test_support::is_root(), "root", what)
+}
+
+/// GPU 1 drained: a 2-GPU waiter can only ever take the block {2,3}. Its
+/// record names those two lock files, so a later 1-GPU test takes GPU 0,
+/// free all along, at once instead of waiting behind it.
+#[test]
+fn a_waiter_never_waits_for_a_lock_file_of_a_block_the_one_ahead_cannot_take() {
+    let f = Fixture::new("records-blocks");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    on(&mut f.cmd(), 4, 1).args(["--drain=1", "--reason=test"]).run().assert_success();
+    let held = hold_lock(f.lock("2", 0));
+    let mut early = f.cmd();
+    on(&mut early, 4, 1).args(["./pkg/gpu_test", "--num_processes=2"]);
+    let early = queued(&f, &mut early);
+    assert_eq!(files_line(&f), "gpulock2_0 gpulock3_0", "{:?}", records(&f));
+    let out = on(&mut f.cmd(), 4, 1).args(["--wait=2", "./pkg/gpu_test"]).run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock0_0"], "GPU 0 was free all along\n{}", out.explain());
+    drop(held);
+    let out = early.wait();
+    assert_eq!(Record::of(out.assert_success()).locks(), ["gpulock2_0", "gpulock3_0"], "{}", out.explain());
+}
+
+/// A waiter with 1,024 slots on each of two GPUs names them as two runs
+/// (one line of a few dozen bytes, not 2,048 names or every lock file of
+/// the profile), so a waiter of a disjoint pool takes its free GPU at once.
+#[test]
+fn a_waiter_with_many_slots_holds_no_disjoint_pool_up() {
+    // 2,048 held lock files here, and as many kept open by the waiter.
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit with a valid struct.
+    let raised = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_max >= 8192 && {
+            limit.rlim_cur = limit.rlim_cur.max(8192);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0
+        }
+    };
+    if !test_support::prerequisite(raised, "8,192 open files", "2,048 held lock files") {
+        return;
+    }
+    let f = Fixture::new("records-runs");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held: Vec<_> = ["0", "1"].iter().flat_map(|g| (0..1024).map(|s| hold_lock(f.lock(g, s)))).collect();
+    let mut early = f.cmd();
+    on(&mut early, 3, 1024).env("CUDA_VISIBLE_DEVICES", "0,1").args(["--vendor=cuda", "./pkg/gpu_test"]);
+    let early = queued(&f, &mut early);
+    assert_eq!(files_line(&f), "gpulock0_0-1023 gpulock1_0-1023");
+    let mut later = f.cmd();
+    on(&mut later, 3, 1024).env("CUDA_VISIBLE_DEVICES", "2").args(["--vendor=cuda", "--wait=3", "./pkg/gpu_test"]);
+    let out = later.run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock2_0"], "{}", out.explain());
+    drop(held);
+    early.wait().assert_success();
+}
+
+/// A reader that opened a waiter's record just before its owner made it
+/// again (a drain changed what it can take) finds the old file's lock
+/// free. It reads the new record instead of taking its waiter for dead:
+/// it neither removes the record nor overtakes the 2-GPU waiter. strace
+/// holds each of the reader's `flock` calls for a second, as a preempted or
+/// frozen reader would be held.
+#[test]
+fn a_reader_that_meets_a_record_made_again_reads_the_new_one() {
+    let probe = std::process::Command::new("strace").args(["-qq", "-o", "/dev/null", "true"]).status();
+    let traces = matches!(probe, Ok(status) if status.success());
+    if !test_support::prerequisite(traces, "strace(1) able to trace here", "a reader held inside its look") {
+        return;
+    }
+    let f = Fixture::new("records-remade");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = [hold_lock(f.lock("1", 0)), hold_lock(f.lock("2", 0))];
+    let mut early = f.cmd();
+    on(&mut early, 3, 1).args(["./pkg/gpu_test", "--num_processes=2"]);
+    let early = queued(&f, &mut early);
+    let before = records(&f);
+    let mut reader = Cmd::new("strace");
+    reader.args(["-f", "-qq", "-o", "/dev/null", "-e", "inject=flock:delay_enter=1000000", bin()]);
+    f.runfiles.apply(&mut reader);
+    reader.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+    on(&mut reader, 3, 1).args(["--wait=0", "./pkg/gpu_test"]).timeout(Duration::from_secs(60));
+    let reading = reader.spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    on(&mut f.cmd(), 3, 1).args(["--drain=2", "--reason=test"]).run().assert_success();
+    let out = reading.wait();
+    out.assert_code(1);
+    let after = records(&f);
+    assert_eq!(after.len(), 1, "the waiter's record was removed\n{}", out.explain());
+    assert_eq!(after[0].0, before[0].0, "{}", out.explain());
+    assert!(after[0].1.contains("files gpulock0_0 gpulock1_0\n"), "not made again: {after:?}");
+    drop(held);
+    let out = early.wait();
+    assert_eq!(Record::of(out.assert_success()).locks(), ["gpulock0_0", "gpulock1_0"], "{}", out.explain());
+}
+
+/// `gpuqueue/` made by another user (1777, sticky: this one may not remove
+/// that user's files there), who also puts a file under the temporary name
+/// the waiter's record was made under before, and drains a GPU so that the
+/// waiter makes its record again: the waiter keeps its place, and a later
+/// test does not overtake it.
+#[test]
+fn another_user_cannot_push_a_waiter_out_of_the_queue() {
+    if !root("other users") {
+        return;
+    }
+    let f = common::shared_fixture("records-squat");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let held = [hold_lock(f.lock("1", 0)), hold_lock(f.lock("2", 0))];
+    test_support::write_file(f.lock("0", 0), "");
+    for g in ["0", "1", "2"] {
+        std::fs::set_permissions(f.lock(g, 0), std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    let queue = f.lock_dir.join("gpuqueue");
+    std::fs::create_dir(&queue).unwrap();
+    std::fs::set_permissions(&queue, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    std::os::unix::fs::chown(&queue, Some(12345), Some(12345)).unwrap();
+    let mut early = f.cmd();
+    on(&mut early, 3, 1).as_user(NOBODY, NOBODY).args(["./pkg/gpu_test", "--num_processes=2"]);
+    let early = queued(&f, &mut early);
+    let (name, _) = records(&f).remove(0);
+    let squatted: Vec<PathBuf> = [format!(".{name}.new"), format!(".{name}.0.new")]
+        .iter()
+        .map(|s| {
+            let path = queue.join(s);
+            test_support::write_file(&path, "");
+            std::os::unix::fs::chown(&path, Some(12345), Some(12345)).unwrap();
+            path
+        })
+        .collect();
+    on(&mut f.cmd(), 3, 1).args(["--drain=2", "--reason=test"]).run().assert_success();
+    // Its next beats make the record again, with GPU 2 left out.
+    let remade = wait_until(Duration::from_secs(5), || {
+        records(&f).iter().any(|(n, c)| *n == name && c.contains("files gpulock0_0 gpulock1_0\n"))
+    });
+    let later = on(&mut f.cmd(), 3, 1).as_user(NOBODY, NOBODY).args(["--wait=1", "./pkg/gpu_test"]).run();
+    later.assert_code(1);
+    assert!(remade, "record not made again: {:?}\n{}", records(&f), later.explain());
+    assert!(squatted.iter().all(|p| p.exists()), "another user's files were removed");
+    drop(held);
+    let out = early.wait();
+    assert_eq!(Record::of(out.assert_success()).locks(), ["gpulock0_0", "gpulock1_0"], "{}", out.explain());
+    assert!(!out.stderr.contains("without a place"), "{}", out.explain());
+}
+
+/// The last waiter killed with SIGKILL cannot remove its record nor
+/// `gpuqueue/`: the next look removes both, so later arrivals pay one
+/// failed `openat` again instead of a directory read.
+#[test]
+fn the_last_waiter_killed_leaves_no_queue_directory() {
+    let f = Fixture::new("records-killed");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).arg("./pkg/gpu_test");
+    let r = queued(&f, &mut c);
+    r.signal_group(libc::SIGKILL);
+    r.wait();
+    let queue = f.lock_dir.join("gpuqueue");
+    assert_eq!(records(&f).len(), 1, "the killed waiter's record");
+    drop(held);
+    let out = on(&mut f.cmd(), 1, 1).arg("./pkg/gpu_test").run();
+    Record::of(out.assert_success());
+    assert!(!queue.exists(), "gpuqueue/ left: {:?}\n{}", std::fs::read_dir(&queue).map(|d| d.count()), out.explain());
+}
