@@ -8,15 +8,11 @@
 
 mod common;
 
-use common::{Fixture, NOBODY, shared_fixture};
+use common::{Fixture, NOBODY, root, shared_fixture};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 use test_support::{Cmd, Output, Running, wait_until};
-
-fn root(what: &str) -> bool {
-    test_support::prerequisite(test_support::is_root(), "root", what)
-}
 
 /// Who looks.
 #[derive(Clone, Copy, Debug)]

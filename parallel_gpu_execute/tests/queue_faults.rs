@@ -9,32 +9,21 @@
 
 mod common;
 
-use common::{Fixture, NOBODY, Record, shared_fixture};
+use common::{Fixture, NOBODY, Record, on, root, shared_fixture};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use test_support::{Cmd, Running, hold_lock, wait_until, write_file};
 
-fn on(c: &mut Cmd, gpus: u32, slots: u32) -> &mut Cmd {
-    c.env("TF_GPU_COUNT", gpus.to_string()).env("TF_TESTS_PER_GPU", slots.to_string())
-}
-
-/// Starts `c` and returns once its process has a record in the queue.
+/// Starts `c`, in a process group of its own, and returns once it has a
+/// record in the queue.
 fn queued(f: &Fixture, c: &mut Cmd) -> Running {
-    c.timeout(Duration::from_secs(60)).own_process_group();
-    let r = c.spawn();
-    let pid = r.pid();
-    assert!(wait_until(Duration::from_secs(10), || f.waiters().contains(&pid)), "never queued\n{}", c.describe());
-    r
+    f.spawn_queued(c.timeout(Duration::from_secs(60)).own_process_group())
 }
 
 fn stop(r: Running) {
     r.signal_group(libc::SIGKILL);
     r.wait();
-}
-
-fn root(what: &str) -> bool {
-    test_support::prerequisite(test_support::is_root(), "root", what)
 }
 
 /// One GPU with two slots in a 1777 lock directory: slot 0's lock file is

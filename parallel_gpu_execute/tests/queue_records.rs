@@ -9,23 +9,16 @@
 
 mod common;
 
-use common::{Fixture, NOBODY, Record, bin};
+use common::{Fixture, NOBODY, Record, bin, on, root};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 use test_support::{Cmd, Running, hold_lock, wait_until};
 
-fn on(c: &mut Cmd, gpus: u32, slots: u32) -> &mut Cmd {
-    c.env("TF_GPU_COUNT", gpus.to_string()).env("TF_TESTS_PER_GPU", slots.to_string())
-}
-
-/// Starts `c` and returns once its process has a record in the queue.
+/// Starts `c`, in a process group of its own, and returns once it has a
+/// record in the queue.
 fn queued(f: &Fixture, c: &mut Cmd) -> Running {
-    c.timeout(Duration::from_secs(60)).own_process_group();
-    let r = c.spawn();
-    let pid = r.pid();
-    assert!(wait_until(Duration::from_secs(10), || f.waiters().contains(&pid)), "never queued\n{}", c.describe());
-    r
+    f.spawn_queued(c.timeout(Duration::from_secs(60)).own_process_group())
 }
 
 /// The records in `gpuqueue/`: (name, content).
@@ -49,10 +42,6 @@ fn files_line(f: &Fixture) -> String {
     let all = records(f);
     assert_eq!(all.len(), 1, "one record expected: {all:?}");
     all[0].1.lines().find_map(|l| l.strip_prefix("files ")).unwrap_or_default().to_string()
-}
-
-fn root(what: &str) -> bool {
-    test_support::prerequisite(test_support::is_root(), "root", what)
 }
 
 /// GPU 1 drained: a 2-GPU waiter can only ever take the block {2,3}. Its

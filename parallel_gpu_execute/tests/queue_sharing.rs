@@ -17,13 +17,9 @@ fn on(c: &mut Cmd, gpus: u32) -> &mut Cmd {
     c.env("TF_GPU_COUNT", gpus.to_string()).env("TF_TESTS_PER_GPU", "1").env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm")
 }
 
-/// Starts `c` and returns once process `pid` has a record in the queue.
+/// Starts `c` and returns once it has a record in the queue.
 fn queued(f: &Fixture, c: &mut Cmd) -> Running {
-    c.timeout(Duration::from_secs(60));
-    let r = c.spawn();
-    let pid = r.pid();
-    assert!(wait_until(Duration::from_secs(10), || f.waiters().contains(&pid)), "never queued\n{}", c.describe());
-    r
+    f.spawn_queued(c.timeout(Duration::from_secs(60)))
 }
 
 #[track_caller]

@@ -40,14 +40,7 @@ fn fixture(name: &str) -> (Fixture, PathBuf) {
 
 /// Starts a waiter and returns once it has its record in the queue.
 fn queued(f: &Fixture, c: &Cmd) -> Running {
-    let r = c.spawn();
-    let pid = r.pid();
-    assert!(
-        wait_until(Duration::from_secs(10), || f.waiters().contains(&pid)),
-        "the waiter never queued\n{}",
-        c.describe()
-    );
-    r
+    f.spawn_queued(c)
 }
 
 /// The start time the recording test wrote.

@@ -78,6 +78,16 @@ impl Fixture {
         test_support::queued_pids(&self.lock_dir)
     }
 
+    /// Starts `c` and returns once its process has a record in the queue.
+    #[track_caller]
+    pub fn spawn_queued(&self, c: &Cmd) -> test_support::Running {
+        let r = c.spawn();
+        let pid = r.pid();
+        let queued = test_support::wait_until(std::time::Duration::from_secs(10), || self.waiters().contains(&pid));
+        assert!(queued, "the waiter never queued\n{}", c.describe());
+        r
+    }
+
     /// Whether `n` waiters have a record within ten seconds.
     pub fn queued(&self, n: usize) -> bool {
         test_support::wait_until(std::time::Duration::from_secs(10), || self.waiters().len() >= n)
@@ -198,4 +208,14 @@ pub fn refused(out: &Output, place: &str) {
     assert_eq!(out.status.code(), Some(2), "{}", out.explain());
     assert_eq!(said_private(out, place), 1, "{}", out.explain());
     assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
+}
+
+/// `TF_GPU_COUNT=gpus TF_TESTS_PER_GPU=slots` for `c`.
+pub fn on(c: &mut Cmd, gpus: u32, slots: u32) -> &mut Cmd {
+    c.env("TF_GPU_COUNT", gpus.to_string()).env("TF_TESTS_PER_GPU", slots.to_string())
+}
+
+/// Whether this runs as root (else a one-line skip; a failure under CI).
+pub fn root(what: &str) -> bool {
+    test_support::prerequisite(test_support::is_root(), "root", what)
 }
