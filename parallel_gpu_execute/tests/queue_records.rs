@@ -65,6 +65,36 @@ fn a_waiter_never_waits_for_a_lock_file_of_a_block_the_one_ahead_cannot_take() {
     assert_eq!(Record::of(out.assert_success()).locks(), ["gpulock2_0", "gpulock3_0"], "{}", out.explain());
 }
 
+/// A 2-GPU waiter whose first GPU is busy never tries the second in its
+/// scans; that one's lock file is another user's, mode 0600. The waiter
+/// opens every lock file of its pool when it makes its record, so its
+/// record leaves the block out, and a later 1-GPU test that may open that
+/// file takes it at once.
+#[test]
+fn a_lock_file_behind_a_busy_one_that_the_waiter_may_not_open_holds_nobody_up() {
+    if !root("another user's 0600 lock file") {
+        return;
+    }
+    let f = common::shared_fixture("records-behind-busy");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    std::fs::set_permissions(f.lock("0", 0), std::fs::Permissions::from_mode(0o666)).unwrap();
+    test_support::write_file(f.lock("1", 0), "");
+    std::fs::set_permissions(f.lock("1", 0), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut early = f.cmd();
+    on(&mut early, 2, 1).as_user(NOBODY, NOBODY).args(["./pkg/gpu_test", "--num_processes=2"]);
+    let early = queued(&f, &mut early);
+    assert_eq!(files_line(&f), "", "{:?}", records(&f));
+    let out = on(&mut f.cmd(), 2, 1).args(["--wait=2", "./pkg/gpu_test"]).run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock1_0"], "{}", out.explain());
+    drop(held);
+    // Now free, GPU 0's lock file leaves it no block: no wait could end.
+    let out = early.wait();
+    out.assert_code(2).assert_stderr_contains("warning: cannot open lock file");
+}
+
 /// A waiter with 1,024 slots on each of two GPUs names them as two runs
 /// (one line of a few dozen bytes, not 2,048 names or every lock file of
 /// the profile), so a waiter of a disjoint pool takes its free GPU at once.

@@ -30,7 +30,7 @@ use crate::prelude::*;
 use crate::profile::Profile;
 use crate::slots::drain;
 use crate::slots::lockfile::{
-    FileId, LockName, PrivatePolicy, dir_still_there, lock_file_name, named, open_lock_file, try_flock,
+    FileId, LockName, PrivatePolicy, dir_still_there, lock_file_name, named, open_existing, open_lock_file, try_flock,
 };
 use crate::slots::privacy::Private;
 use crate::slots::queue::Ahead;
@@ -179,9 +179,15 @@ impl<'a> Slots<'a> {
     /// error is kept for when no slot is usable at all.
     #[cold]
     fn skip_unusable(&mut self, index: usize, error: Error) {
+        self.warn_unusable(index, &error);
+        self.unusable.get_or_insert(error);
+    }
+
+    #[cold]
+    fn warn_unusable(&mut self, index: usize, error: &Error) {
         if !self.warned.contains(&index) {
             self.warned.push(index);
-            if let Error::System { path: Some(path), errno, .. } = &error {
+            if let Error::System { path: Some(path), errno, .. } = error {
                 diag::report(
                     crate::TOOL,
                     format_args!(
@@ -192,7 +198,6 @@ impl<'a> Slots<'a> {
                 );
             }
         }
-        self.unusable.get_or_insert(error);
     }
 
     /// Releases a lock taken by `try_lock` that is not wanted after all.
@@ -245,16 +250,51 @@ impl<'a> Slots<'a> {
         !self.out.is_empty() && (grant.start..grant.start + grant.fds.len()).any(|g| self.out[g])
     }
 
+    /// Opens the lock files of the pool that are not open (a scan stops at
+    /// a block's first busy GPU), so that those this user may not open are
+    /// known, and kept out of its record, and those repaired since are
+    /// known too. Those opened are kept, where they fit the descriptor
+    /// budget; files not made yet are left to the scan that makes them.
+    pub fn open_all(&mut self) {
+        let width = self.pool.ids.len();
+        for index in 0..width * self.slots as usize {
+            match self.cache() {
+                Some(kept) if kept[index].is_none() => {}
+                // Held open already, or too many to keep: the scans tell.
+                _ => continue,
+            }
+            let name = self.name((index / width) as u32, index % width);
+            match open_existing(self.dir_fd, self.dir, &name) {
+                Ok(Some(held)) => {
+                    // One warned about and repaired since: this user's again.
+                    if !self.warned.is_empty() {
+                        self.warned.retain(|&w| w != index);
+                    }
+                    if let Some(kept) = self.cache() {
+                        kept[index] = Some(held);
+                    }
+                }
+                Err(e @ Error::System { errno: Errno::ACCESS | Errno::PERM, .. }) => self.warn_unusable(index, &e),
+                // Missing, or an error the scan that meets it says.
+                _ => {}
+            }
+        }
+    }
+
     /// Which lock files (`slot * pool + gpu`) are in a block of `needed`
     /// GPUs that this user can take whole: of GPUs in service, every lock
     /// file one it may open. A waiter's record names these and no other.
     pub fn takeable(&self, needed: usize) -> Vec<bool> {
         let width = self.pool.ids.len();
-        let usable = |i: usize| !self.out.get(i % width).is_some_and(|&o| o) && !self.warned.contains(&i);
-        let mut takes = vec![false; width * self.slots as usize];
+        let mut usable: Vec<bool> =
+            (0..width * self.slots as usize).map(|i| !self.out.get(i % width).is_some_and(|&o| o)).collect();
+        for &i in &self.warned {
+            usable[i] = false;
+        }
+        let mut takes = vec![false; usable.len()];
         for slot in 0..self.slots as usize {
             for start in (slot * width..).take((width + 1).saturating_sub(needed)) {
-                if (start..start + needed).all(usable) {
+                if usable[start..start + needed].iter().all(|&u| u) {
                     takes[start..start + needed].fill(true);
                 }
             }

@@ -417,9 +417,10 @@ fn read_live(dir: &OwnedFd, name: &RecordName, buf: &mut [u8], own: Option<(u64,
         }
         match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
             Ok(()) if !still_at(dir, name.as_cstr(), &st) => continue,
+            // Removed, or (another user's, in a sticky `gpuqueue/`) left.
             Ok(()) => {
-                let _ = rustix::fs::unlinkat(dir, name.as_cstr(), AtFlags::empty());
-                return Live::Dead;
+                let removed = rustix::fs::unlinkat(dir, name.as_cstr(), AtFlags::empty()).is_ok();
+                return if removed { Live::Dead } else { Live::No };
             }
             Err(Errno::WOULDBLOCK) => {}
             Err(_) => return Live::Unknown,

@@ -239,11 +239,12 @@ impl<'a> Waiting<'a> {
     /// At each wake of a waiter: makes its record (with its ticket) where
     /// it has none, beats it, and makes it again where it was removed or
     /// what it can take changed. Where it cannot, it keeps the record it
-    /// had, or else waits without a place and says why once, and tries
-    /// again at the next wake. Returns
+    /// had while that is still at its path, or else waits without a place
+    /// and says why once, and tries again at the next wake. Returns
     /// whether it had its record, and kept it as it was.
-    fn keep_place(&mut self, dir_fd: &OwnedFd, table: &Slots<'_>) -> bool {
+    fn keep_place(&mut self, dir_fd: &OwnedFd, table: &mut Slots<'_>) -> bool {
         let Some(ticket) = self.ticket else { return false };
+        table.open_all();
         let content = self.content(table);
         let made = match &mut self.place {
             Some(place) => {
@@ -257,11 +258,14 @@ impl<'a> Waiting<'a> {
         };
         match made {
             Ok(()) => self.no_place = None,
-            // A record that could not be made again stays as it was (it
-            // keeps this waiter's place where it is still there), and is
-            // made again at the next wake.
-            Err(why) if !self.place.as_ref().is_some_and(|p| p.linked(dir_fd)) => self.say_no_place(table.dir(), why),
-            Err(_) => {}
+            // A record still at its path that could not be made again
+            // (with what it can take now) keeps this waiter's place as it
+            // was, and is made again at the next wake.
+            Err(_) if self.place.as_ref().is_some_and(|p| p.linked(dir_fd)) => {}
+            Err(why) => {
+                self.place = None;
+                self.say_no_place(table.dir(), why);
+            }
         }
         false
     }
