@@ -293,7 +293,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     }
     let mut extra = Vec::new();
     for ((f, file), open) in found.iter().zip(&files).zip(&open) {
-        let l = lockers(file, open, &locks, &again, !report.host_namespace);
+        let l = lockers(file, open, &locks, &again, partial);
         let mut holders: Vec<ProcessInfo> = l.holders.iter().map(|&pid| process(pid)).collect();
         // Gone from /proc since the scan: it has exited, and holds nothing
         // any more (a lock the kernel lists that no process found accounts
@@ -341,7 +341,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     let (boot, wall) = (host_since_boot(), SystemTime::now());
     let mut queue_waiters = Vec::new();
     for (r, (file, open)) in queued.iter().zip(files.iter().zip(&open).skip(found.len())) {
-        let l = lockers(file, open, &locks, &again, !report.host_namespace);
+        let l = lockers(file, open, &locks, &again, partial);
         // The process that holds the record, or a hidden one: its lock is held.
         let process = l.holders.first().map_or_else(|| process(0), |&pid| process(pid));
         let ticket = Duration::from_nanos(r.ticket);

@@ -153,10 +153,7 @@ impl<'a> Slots<'a> {
             Some(held) => held,
             None => match open_lock_file(self.dir_fd, self.dir, &self.name(slot, gpu)) {
                 Ok(held) => {
-                    // Repaired since it was warned about: this user's again.
-                    if !self.warned.is_empty() {
-                        self.warned.retain(|&w| w != index);
-                    }
+                    self.opened(index);
                     held
                 }
                 Err(e @ Error::System { errno: Errno::ACCESS | Errno::PERM, .. }) => {
@@ -197,6 +194,14 @@ impl<'a> Slots<'a> {
                     ),
                 );
             }
+        }
+    }
+
+    /// Lock file `index` was opened: one warned about is repaired since,
+    /// this user's again.
+    fn opened(&mut self, index: usize) {
+        if !self.warned.is_empty() {
+            self.warned.retain(|&w| w != index);
         }
     }
 
@@ -266,10 +271,7 @@ impl<'a> Slots<'a> {
             let name = self.name((index / width) as u32, index % width);
             match open_existing(self.dir_fd, self.dir, &name) {
                 Ok(Some(held)) => {
-                    // One warned about and repaired since: this user's again.
-                    if !self.warned.is_empty() {
-                        self.warned.retain(|&w| w != index);
-                    }
+                    self.opened(index);
                     if let Some(kept) = self.cache() {
                         kept[index] = Some(held);
                     }
