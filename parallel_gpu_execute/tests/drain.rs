@@ -243,8 +243,7 @@ fn users_sharing_a_lock_directory_share_its_drain_state() {
         "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
     );
     // Root makes the directory as a host's /var/lock is: everyone writes.
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    f.make_lock_dir_shared();
     drain(&f, 2, "0", "root's reason");
     let as_nobody = || {
         let mut c = on(&f, 2);

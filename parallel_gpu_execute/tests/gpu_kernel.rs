@@ -222,8 +222,7 @@ fn a_process_waiting_for_a_slot_or_locking_a_stray_directory_holds_none() {
 fn no_false_alarm_for_another_users_holder_or_from_a_pid_namespace() {
     let f = kfd_host("kernel-unseen");
     common::make_shared(&f);
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    std::fs::set_permissions(&f.lock_dir, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    f.make_lock_dir_shared();
     let mut procs = Procs(Vec::new());
     let lock11 = f.lock("1", 1);
     let holder = procs.holder(&lock11);

@@ -64,8 +64,7 @@ fn says_held(f: &Fixture, who: Viewer, gpu: &str) {
 }
 
 fn shared_locks(f: &Fixture) {
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    f.make_lock_dir_shared();
 }
 
 fn stop(r: Running) {

@@ -30,8 +30,7 @@ fn stop(r: Running) {
 /// root's, mode 0600 (user nobody may not open it), slot 1's is held here.
 fn unusable_slot_and_held_slot(name: &str) -> (Fixture, test_support::HeldLock) {
     let f = shared_fixture(name);
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    f.make_lock_dir_shared();
     write_file(f.lock("0", 0), "");
     std::fs::set_permissions(f.lock("0", 0), std::fs::Permissions::from_mode(0o600)).unwrap();
     let held = hold_lock(f.lock("0", 1));
@@ -348,8 +347,7 @@ fn a_pid_of_another_namespace_does_not_collide_in_making_the_queue() {
         return;
     }
     let f = shared_fixture("faults-pidns");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    f.make_lock_dir_shared();
     // The first process of a new PID namespace is PID 1; so was the maker
     // killed half way in another container, as another user.
     for leftover in [".gpuqueue.1.new", ".gpuqueue.2.new"] {

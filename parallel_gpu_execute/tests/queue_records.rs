@@ -76,8 +76,7 @@ fn a_lock_file_behind_a_busy_one_that_the_waiter_may_not_open_holds_nobody_up() 
         return;
     }
     let f = common::shared_fixture("records-behind-busy");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    f.make_lock_dir_shared();
     let held = hold_lock(f.lock("0", 0));
     std::fs::set_permissions(f.lock("0", 0), std::fs::Permissions::from_mode(0o666)).unwrap();
     test_support::write_file(f.lock("1", 0), "");
@@ -178,8 +177,7 @@ fn another_user_cannot_push_a_waiter_out_of_the_queue() {
         return;
     }
     let f = common::shared_fixture("records-squat");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    f.make_lock_dir_shared();
     let held = [hold_lock(f.lock("1", 0)), hold_lock(f.lock("2", 0))];
     test_support::write_file(f.lock("0", 0), "");
     for g in ["0", "1", "2"] {

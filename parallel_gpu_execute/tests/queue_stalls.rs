@@ -345,8 +345,7 @@ fn a_queue_this_user_cannot_use_is_passed_by_with_the_repair() {
     ];
     for (what, make, why) in cases {
         let f = shared_fixture("q-unusable-queue");
-        std::fs::create_dir_all(&f.lock_dir).unwrap();
-        std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        f.make_lock_dir_shared();
         let queue = f.lock_dir.join("gpuqueue");
         make(&queue);
         let as_nobody = |c: &mut Cmd| {
@@ -393,8 +392,7 @@ fn a_waiter_that_gets_its_place_late_is_served_in_its_order() {
         return;
     }
     let f = shared_fixture("q-late-place");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    f.make_lock_dir_shared();
     let records = f.dir.join("records");
     std::fs::create_dir_all(&records).unwrap();
     std::fs::set_permissions(&records, std::fs::Permissions::from_mode(0o1777)).unwrap();

@@ -227,8 +227,7 @@ fn a_lock_file_this_user_may_not_open_is_skipped_with_a_warning() {
         return;
     }
     let f = Fixture::new("umask077");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    set_mode(&f.lock_dir, 0o1777);
+    f.make_lock_dir_shared();
     // Left by a job run as root under umask 077.
     let private = f.lock("0", 0);
     write_file(&private, "");

@@ -78,6 +78,13 @@ impl Fixture {
         test_support::queued_pids(&self.lock_dir)
     }
 
+    /// Makes the lock directory, mode 1777, as `/var/lock` is: every user
+    /// may take slots there.
+    pub fn make_lock_dir_shared(&self) {
+        std::fs::create_dir_all(&self.lock_dir).unwrap();
+        std::fs::set_permissions(&self.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    }
+
     /// Starts `c` and returns once its process has a record in the queue.
     #[track_caller]
     pub fn spawn_queued(&self, c: &Cmd) -> test_support::Running {
