@@ -209,7 +209,11 @@ fn a_removed_queue_keeps_its_order() {
     let multi = queued(&f, &waiter(&f, 2, &records, "multi", &["--num_processes=2"]));
     let early = queued(&f, &waiter(&f, 2, &records, "early", &[]));
     let before = f.waiters();
-    std::fs::remove_dir_all(f.lock_dir.join("gpuqueue")).unwrap();
+    // As `rm -rf` can, the removal may meet a record made again between
+    // emptying the directory and removing it ("Directory not empty"): the
+    // cleaner then runs it again.
+    let queue = f.lock_dir.join("gpuqueue");
+    assert!(wait_until(Duration::from_secs(2), || std::fs::remove_dir_all(&queue).is_ok()), "gpuqueue/ not removed");
     assert!(wait_until(Duration::from_secs(2), || f.waiters() == before), "the records were not made again in order");
     let late: Vec<Running> = (0..6)
         .map(|i| {
