@@ -319,13 +319,19 @@ fn the_queue_directory_is_made_whole_and_left_nowhere() {
     r.signal(libc::SIGTERM);
     assert_eq!(r.wait().status.code(), Some(143));
     assert!(!queue.exists(), "gpuqueue/ left after SIGTERM");
-    // A temporary record, unlocked: its maker died. The next look removes it.
+    // A temporary record written and unlocked: its maker died. The next
+    // look removes it. An empty one, just made, may be one whose maker is
+    // about to lock it: left alone.
     std::fs::create_dir_all(&queue).unwrap();
     let temporary = queue.join(".0000000000000001.77.new");
-    write_file(&temporary, "");
+    write_file(&temporary, "x".repeat(32));
+    let making = queue.join(".0000000000000002.78.new");
+    write_file(&making, "");
     let out = on(&mut f.cmd(), 1, 1).args(["--wait=0", "./pkg/gpu_test"]).run();
     out.assert_code(1);
     assert!(!temporary.exists(), "a dead waiter's temporary record stays");
+    assert!(making.exists(), "a temporary record just made was removed");
+    std::fs::remove_file(&making).unwrap();
     // A gpuqueue/ of this user's with another mode is given 1777.
     std::fs::set_permissions(&queue, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut c = f.cmd();

@@ -5,7 +5,9 @@
 //! record just before its owner made it again reads the new one; another
 //! user cannot push a waiter out of the queue by taking the names it makes
 //! its record under; the last waiter killed with SIGKILL leaves no
-//! `gpuqueue/` behind.
+//! `gpuqueue/` behind; a waiter that took a lock file replaced under its
+//! holder keeps its place; a look never removes the record a waiter is
+//! making; a lock file made after a waiter began to watch is watched.
 
 mod common;
 
@@ -135,9 +137,7 @@ fn a_waiter_with_many_slots_holds_no_disjoint_pool_up() {
 /// frozen reader would be held.
 #[test]
 fn a_reader_that_meets_a_record_made_again_reads_the_new_one() {
-    let probe = std::process::Command::new("strace").args(["-qq", "-o", "/dev/null", "true"]).status();
-    let traces = matches!(probe, Ok(status) if status.success());
-    if !test_support::prerequisite(traces, "strace(1) able to trace here", "a reader held inside its look") {
+    if !strace_runs("a reader held inside its look") {
         return;
     }
     let f = Fixture::new("records-remade");
@@ -147,11 +147,8 @@ fn a_reader_that_meets_a_record_made_again_reads_the_new_one() {
     on(&mut early, 3, 1).args(["./pkg/gpu_test", "--num_processes=2"]);
     let early = queued(&f, &mut early);
     let before = records(&f);
-    let mut reader = Cmd::new("strace");
-    reader.args(["-f", "-qq", "-o", "/dev/null", "-e", "inject=flock:delay_enter=1000000", bin()]);
-    f.runfiles.apply(&mut reader);
-    reader.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
-    on(&mut reader, 3, 1).args(["--wait=0", "./pkg/gpu_test"]).timeout(Duration::from_secs(60));
+    let mut reader = held_in(&f, "flock", 1_000_000);
+    on(&mut reader, 3, 1).args(["--wait=0", "./pkg/gpu_test"]);
     let reading = reader.spawn();
     std::thread::sleep(Duration::from_millis(300));
     on(&mut f.cmd(), 3, 1).args(["--drain=2", "--reason=test"]).run().assert_success();
@@ -234,4 +231,261 @@ fn the_last_waiter_killed_leaves_no_queue_directory() {
     let out = on(&mut f.cmd(), 1, 1).arg("./pkg/gpu_test").run();
     Record::of(out.assert_success());
     assert!(!queue.exists(), "gpuqueue/ left: {:?}\n{}", std::fs::read_dir(&queue).map(|d| d.count()), out.explain());
+}
+
+/// Whether strace can trace here (else a one-line skip; a failure under CI).
+fn strace_runs(what: &str) -> bool {
+    let probe = std::process::Command::new("strace").args(["-qq", "-o", "/dev/null", "true"]).status();
+    test_support::prerequisite(matches!(probe, Ok(s) if s.success()), "strace(1) able to trace here", what)
+}
+
+/// The wrapper under strace, which holds each of its calls of `call` for
+/// `us` microseconds, as `Fixture::cmd` runs it.
+fn held_in(f: &Fixture, call: &str, us: u32) -> Cmd {
+    let mut c = Cmd::new("strace");
+    c.args(["-f", "-qq", "-o", "/dev/null", "-e", &format!("inject={call}:delay_enter={us}"), bin()]);
+    f.runfiles.apply(&mut c);
+    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+    c.timeout(Duration::from_secs(60));
+    c
+}
+
+/// When the test that `RECORD_FILE` `path` recorded started (ns).
+fn started(path: &std::path::Path) -> u64 {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let r = test_support::parse_record(&text);
+    r.iter().find(|(k, _)| k == "start").and_then(|(_, v)| v.parse().ok()).unwrap_or(u64::MAX)
+}
+
+/// The lock file a test holds is moved away and made again. When that test
+/// ends, the waiter takes the old file, finds that it is no longer the one
+/// at its path, lets it go and takes the new one, keeping its place. It
+/// used to leave the queue and join again, and a later test took the slot
+/// in between: strace holds the waiter's `getrandom` (called only as it
+/// makes its record) for 0.4 s, as a preempted waiter would be held.
+#[test]
+fn a_waiter_that_took_a_replaced_lock_file_keeps_its_place() {
+    if !strace_runs("a waiter held as it joins again") {
+        return;
+    }
+    let f = Fixture::new("records-replaced");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let ran = f.dir.join("ran");
+    std::fs::create_dir_all(&ran).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let mut early = held_in(&f, "getrandom", 400_000);
+    on(&mut early, 1, 1).env("SLEEP", "0.5").env("RECORD_FILE", ran.join("early")).arg("./pkg/gpu_test");
+    let early = early.spawn();
+    assert!(f.queued(1), "the waiter never queued");
+    std::fs::rename(f.lock("0", 0), f.dir.join("old_lock")).unwrap();
+    test_support::write_file(f.lock("0", 0), "");
+    let mut later = f.cmd();
+    on(&mut later, 1, 1).env("RECORD_FILE", ran.join("later")).arg("./pkg/gpu_test").timeout(Duration::from_secs(60));
+    let later = later.spawn();
+    assert!(f.queued(2), "the later test never queued");
+    drop(held);
+    let (early, later) = (early.wait(), later.wait());
+    early.assert_success();
+    later.assert_success();
+    let (e, l) = (started(&ran.join("early")), started(&ran.join("later")));
+    assert!(e < l, "the later test ran first ({l} < {e})\n{}\n{}", early.explain(), later.explain());
+}
+
+/// A waiter held between making its record's temporary file and locking it
+/// (strace holds each of its `flock` calls for 0.4 s) while other tests
+/// look at the queue again and again: the looks leave the empty file
+/// alone, so the waiter gets its place instead of waiting without one.
+#[test]
+fn a_look_never_removes_the_record_a_waiter_is_making() {
+    if !strace_runs("a waiter held as it makes its record") {
+        return;
+    }
+    let f = Fixture::new("records-making");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let mut waiter = held_in(&f, "flock", 400_000);
+    on(&mut waiter, 1, 1).args(["--wait=30", "./pkg/gpu_test"]);
+    let waiter = waiter.spawn();
+    let mut looks = 0;
+    let queued = wait_until(Duration::from_secs(15), || {
+        on(&mut f.cmd(), 1, 1).args(["--wait=0", "./pkg/gpu_test"]).run().assert_code(1);
+        looks += 1;
+        !f.waiters().is_empty()
+    });
+    drop(held);
+    let out = waiter.wait();
+    assert!(queued, "no record after {looks} looks\n{}", out.explain());
+    Record::of(out.assert_success());
+    assert!(!out.stderr.contains("without a place"), "{}", out.explain());
+}
+
+/// The inotify watches of process `pid`: the inode numbers watched.
+fn watched_inodes(pid: i32) -> Vec<u64> {
+    let mut out = Vec::new();
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten() {
+        if std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy() == "anon_inode:inotify") {
+            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy()));
+            for word in info.unwrap_or_default().split_whitespace() {
+                out.extend(word.strip_prefix("ino:").and_then(|h| u64::from_str_radix(h, 16).ok()));
+            }
+        }
+    }
+    out
+}
+
+/// A 2-GPU waiter whose first GPU is busy never makes the second GPU's
+/// lock file. Made later (by the next test that takes it), the file is
+/// watched from then on, so its releases wake the waiter at once rather
+/// than at its next beat.
+#[test]
+fn a_lock_file_made_after_the_watch_began_is_watched() {
+    use std::os::unix::fs::MetadataExt;
+    let f = Fixture::new("records-made-later");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    on(&mut c, 2, 1).args(["./pkg/gpu_test", "--num_processes=2"]);
+    let waiter = queued(&f, &mut c);
+    let first = std::fs::metadata(f.lock("0", 0)).unwrap().ino();
+    let watching = wait_until(Duration::from_secs(5), || watched_inodes(waiter.pid()).contains(&first));
+    assert!(watching, "the busy lock file is not watched: {:?}", watched_inodes(waiter.pid()));
+    assert!(!f.lock("1", 0).exists(), "the second lock file was made by the waiter");
+    let second = hold_lock(f.lock("1", 0));
+    let ino = std::fs::metadata(f.lock("1", 0)).unwrap().ino();
+    let watched = wait_until(Duration::from_secs(5), || watched_inodes(waiter.pid()).contains(&ino));
+    let now = watched_inodes(waiter.pid());
+    drop((held, second));
+    let out = waiter.wait();
+    assert!(watched, "the lock file made later is not watched: {now:?} (it is {ino})\n{}", out.explain());
+    assert_eq!(Record::of(out.assert_success()).locks(), ["gpulock0_0", "gpulock1_0"], "{}", out.explain());
+}
+
+/// The lock directory on a btrfs that fills up while a 2-GPU waiter and a
+/// later 1-GPU one wait. btrfs copies a file on each write, so a full one
+/// refuses even the 24 bytes of a beat: the records went stale within a
+/// second, silently, and the 1-GPU test took the first GPU freed ahead of
+/// the 2-GPU one. A record is now overwritten in place (btrfs' `NOCOW`),
+/// so both keep their places, in order.
+#[test]
+fn a_full_btrfs_keeps_the_waiters_in_their_places() {
+    use test_support::mounts::Mounted;
+    let mut f = Fixture::new("records-btrfs-full");
+    let fs = match Mounted::btrfs_image(&f.dir.join("btrfs.img"), &f.dir.join("mnt")) {
+        Ok(fs) => fs,
+        Err(why) => {
+            test_support::prerequisite(false, &why, "beats on a full btrfs");
+            return;
+        }
+    };
+    f.lock_dir = fs.path().join("locks");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let ran = f.dir.join("ran");
+    std::fs::create_dir_all(&ran).unwrap();
+    let held = [hold_lock(f.lock("0", 0)), hold_lock(f.lock("1", 0))];
+    let mut early = f.cmd();
+    on(&mut early, 2, 1).env("RECORD_FILE", ran.join("early")).args(["./pkg/gpu_test", "--num_processes=2"]);
+    let early = queued(&f, &mut early);
+    let mut later = f.cmd();
+    on(&mut later, 2, 1).env("RECORD_FILE", ran.join("later")).arg("./pkg/gpu_test");
+    let later = queued(&f, &mut later);
+    let mut fill = std::fs::File::create(fs.path().join("fill")).unwrap();
+    let full = loop {
+        if let Err(e) = std::io::Write::write_all(&mut fill, &[7u8; 1 << 20]).and_then(|()| fill.sync_data()) {
+            break e;
+        }
+    };
+    assert_eq!(full.raw_os_error(), Some(libc::ENOSPC), "filling the file system: {full}");
+    // Stale by now, where the beats fail.
+    std::thread::sleep(Duration::from_millis(1500));
+    let [first, second] = held;
+    drop(first);
+    std::thread::sleep(Duration::from_millis(1000));
+    let overtaken = ran.join("later").exists();
+    drop(second);
+    let (early, later) = (early.wait(), later.wait());
+    drop(fill);
+    assert!(!overtaken, "the 1-GPU test took GPU 0 ahead of the 2-GPU one\n{}\n{}", early.explain(), later.explain());
+    early.assert_success();
+    later.assert_success();
+    let (e, l) = (started(&ran.join("early")), started(&ran.join("later")));
+    assert!(e < l, "the later test ran first ({l} < {e})\n{}\n{}", early.explain(), later.explain());
+    for out in [&early, &later] {
+        assert!(!out.stderr.contains("warning"), "{}", out.explain());
+    }
+}
+
+/// A btrfs snapshot taken of a full file system shares the record's blocks,
+/// so even an overwrite in place must copy them, and its beats fail. The
+/// waiter no longer loses its place unseen: it says so, once, with the
+/// cause and the repair, and still gets the slot when it frees.
+#[test]
+fn a_beat_that_cannot_be_written_is_said() {
+    use test_support::mounts::{Mounted, system};
+    let mut f = Fixture::new("records-btrfs-snapshot");
+    let fs = match Mounted::btrfs_image(&f.dir.join("btrfs.img"), &f.dir.join("mnt")) {
+        Ok(fs) => fs,
+        Err(why) => {
+            test_support::prerequisite(false, &why, "beats on a full btrfs under a snapshot");
+            return;
+        }
+    };
+    f.lock_dir = fs.path().join("sub/locks");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).arg("./pkg/gpu_test");
+    let waiter = queued(&f, &mut c);
+    let mut fill = std::fs::File::create(fs.path().join("fill")).unwrap();
+    while std::io::Write::write_all(&mut fill, &[7u8; 1 << 20]).and_then(|()| fill.sync_data()).is_ok() {}
+    let snapshot = fs.path().join("snap");
+    system(&["btrfs", "subvolume", "snapshot", fs.path().join("sub").to_str().unwrap(), snapshot.to_str().unwrap()])
+        .assert_success();
+    std::thread::sleep(Duration::from_millis(1000));
+    drop(held);
+    let out = waiter.wait();
+    drop(fill);
+    Record::of(out.assert_success());
+    let queue = f.lock_dir.join("gpuqueue");
+    let said = format!("warning: cannot renew its record in {} (the file system is full: ", queue.display());
+    let lines: Vec<&str> = out.stderr.lines().filter(|l| l.contains(&said)).collect();
+    assert_eq!(lines.len(), 1, "{}", out.explain());
+    assert!(lines[0].contains("waiting without a place in the queue"), "{}", out.explain());
+}
+
+/// Records count by the lock files the looking waiter can take. Two root
+/// waiters ahead, one on GPU 0 and one on GPU 1, whose lock file is root's,
+/// mode 0600: a later waiter of another user, on both GPUs, can take GPU 0
+/// alone, so only the first holds it up, and it is second in the queue,
+/// not third (it used to count, and sleep on, the record of GPU 1 too).
+#[test]
+fn a_record_that_wants_only_lock_files_a_waiter_cannot_take_does_not_count() {
+    if !root("another user's 0600 lock file") {
+        return;
+    }
+    let f = common::shared_fixture("records-cannot-take");
+    f.make_lock_dir_shared();
+    test_support::write_file(f.lock("0", 0), "");
+    std::fs::set_permissions(f.lock("0", 0), std::fs::Permissions::from_mode(0o666)).unwrap();
+    test_support::write_file(f.lock("1", 0), "");
+    std::fs::set_permissions(f.lock("1", 0), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let held = [hold_lock(f.lock("0", 0)), hold_lock(f.lock("1", 0))];
+    let mut zero = f.cmd();
+    on(&mut zero, 2, 1)
+        .env("ROCR_VISIBLE_DEVICES", "0")
+        .env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm")
+        .arg("./pkg/gpu_test");
+    let zero = queued(&f, &mut zero);
+    let mut one = f.cmd();
+    on(&mut one, 2, 1)
+        .env("ROCR_VISIBLE_DEVICES", "1")
+        .env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm")
+        .arg("./pkg/gpu_test");
+    let one = queued(&f, &mut one);
+    let out = on(&mut f.cmd(), 2, 1).as_user(NOBODY, NOBODY).args(["--wait=1", "./pkg/gpu_test"]).run();
+    out.assert_code(1);
+    let line = out.stderr.lines().find(|l| l.contains("waiting for 1 GPU(s)")).unwrap_or_default();
+    assert!(line.ends_with("second in the queue"), "{line}\n{}", out.explain());
+    drop(held);
+    Record::of(zero.wait().assert_success());
+    Record::of(one.wait().assert_success());
 }

@@ -42,7 +42,7 @@ pub enum Sleep {
     Releases,
     /// The release of participant `j`'s record lock (a blocking `flock`).
     RecordOf(u8),
-    /// The same, where `j`'s record wants every lock file this one wants:
+    /// The same, where `j`'s record wants every lock file this one can take:
     /// woken by its timer while `j` still holds its lock and beats, and its
     /// own record as it was, its count stands and it sleeps on (design.md,
     /// step 3.6).
@@ -120,7 +120,7 @@ struct Counted {
     wanted: u16,
     /// The latest of them.
     latest: Option<usize>,
-    /// The latest of them that wants every lock file `me` wants.
+    /// The latest of them that wants every lock file `me` can take.
     covering: Option<usize>,
 }
 

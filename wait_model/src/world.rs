@@ -138,10 +138,10 @@ impl Request {
             .filter(|b| b & self.unusable == 0)
     }
 
-    /// Whether `other`'s record names every lock file this one wants (its
-    /// pool at its slots, as the code's reader sees it).
+    /// Whether `other`'s record names every lock file this one can take
+    /// (then nothing but that record's end can leave it one).
     pub fn covered_by(&self, other: &Request) -> bool {
-        self.wants() & !other.advertised() == 0
+        self.takes() & !other.advertised() == 0
     }
 }
 

@@ -15,7 +15,7 @@ use crate::slots::record::{
     HEADER, MAX_RECORD, QUEUE_DIR, RecordName, Want, beat_bytes, beat_of, fresh, record_name, ticket_of,
 };
 use crate::slots::request::Pool;
-use crate::sys::clock::host_since_boot as since_boot;
+use crate::sys::clock::{SystemTime, UNIX_EPOCH, host_since_boot as since_boot};
 use crate::sys::dirs::for_each_entry;
 use core::ffi::CStr;
 use core::ops::ControlFlow;
@@ -62,6 +62,15 @@ pub struct Place {
     counter: u64,
     /// What it says, to make it again.
     content: Vec<u8>,
+}
+
+/// Has a record's beats overwrite it in place where its file system would
+/// otherwise copy it on each write (btrfs: `NOCOW`, set while it is
+/// empty): a full btrfs refuses the copy, and so the beat.
+fn overwrite_in_place(fd: &OwnedFd) {
+    if let Ok(flags) = rustix::fs::ioctl_getflags(fd) {
+        let _ = rustix::fs::ioctl_setflags(fd, flags | rustix::fs::IFlags::NOCOW);
+    }
 }
 
 /// Opens `gpuqueue/`, making it (mode 1777) where it is missing
@@ -115,6 +124,7 @@ impl Place {
             };
             let written = rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)
                 .and_then(|()| rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o644)))
+                .inspect(|()| overwrite_in_place(&fd))
                 // A new file: written from its start, however many calls
                 // that takes.
                 .and_then(|()| wrapper_common::diag::write_all(&fd, &content))
@@ -139,11 +149,12 @@ impl Place {
         Err(last)
     }
 
-    /// Shows that this waiter runs: a new counter and time.
-    pub fn beat(&mut self) {
+    /// Shows that this waiter runs: a new counter and time. The error
+    /// says why it could not (a full file system, a quota).
+    pub fn beat(&mut self) -> Result<(), Errno> {
         self.counter = self.counter.wrapping_add(1);
         let at = u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX);
-        let _ = rustix::io::pwrite(&self.fd, &beat_bytes(self.counter, at), 8);
+        rustix::io::pwrite(&self.fd, &beat_bytes(self.counter, at), 8).map(drop)
     }
 
     /// Whether the record is still at its path, and there alone (one
@@ -180,8 +191,7 @@ impl Place {
         // new one, under the same name, stays.
         *self = Place::join(lock_dir, ticket, content)?;
         crate::slots::wait::remove_on_exit(self.lock_dir.as_fd(), self.dir.as_fd(), self.name.as_bytes());
-        self.beat();
-        Ok(())
+        self.beat()
     }
 }
 
@@ -212,13 +222,15 @@ pub struct Ahead {
     /// The pool's length, the row of `blocked`.
     width: usize,
     /// How many earlier waiters count (all of them with `full`; else up to
-    /// the first that wants every lock file this one wants).
+    /// the first that wants every lock file this one can take).
     pub count: usize,
     /// The record to sleep on: the latest counting one that wants every
-    /// lock file this one wants, else the latest counting one.
+    /// lock file this one can take, else the latest counting one.
     pub sleep_on: Option<OwnedFd>,
-    /// Whether that one wants every lock file this one wants.
+    /// Whether that one wants every lock file this one can take.
     pub covered: bool,
+    /// Whether some lock file this one can take is left to it.
+    pub leaves_some: bool,
 }
 
 impl Ahead {
@@ -227,9 +239,9 @@ impl Ahead {
         !self.blocked.get(slot as usize * self.width + gpu).is_some_and(|&b| b)
     }
 
-    /// Whether any lock file of the pool at its `slots` slots is.
-    pub fn allows_any(&self, slots: u32) -> bool {
-        self.blocked.len() < slots as usize * self.width || self.blocked.contains(&false)
+    /// Whether any lock file it can take is.
+    pub fn allows_any(&self) -> bool {
+        self.blocked.is_empty() || self.leaves_some
     }
 }
 
@@ -244,22 +256,23 @@ fn not_a_record(e: Errno) -> bool {
 
 /// Reads the records of `gpuqueue/` earlier than `mine` (every one, for a
 /// participant without a record), latest first, and counts those that are
-/// locked, fresh and want some of the lock files of `prefix` and `pool` at
-/// `slots` slots. Records whose lock is free are removed, as are temporary
-/// records left by a waiter killed while it made one. Stops at the first
-/// that wants every one of them, unless `full`. Where `gpuqueue/` does not
-/// exist: one failed `openat`. `held`: `gpuqueue/` as the caller holds it
-/// open ([`Place::queue_dir`]).
+/// locked, fresh and want some of the lock files of `prefix` and `pool`
+/// that `takes` says the participant can take (by index, `slot * pool +
+/// gpu`, over its slots; asked only where there are records). Records
+/// whose lock is free are removed, as are temporary records left by a
+/// waiter killed while it made one. Stops at the first that wants every
+/// one of them, unless `full`. Where `gpuqueue/` does not exist: one
+/// failed `openat`. `held`: `gpuqueue/` as the caller holds it open
+/// ([`Place::queue_dir`]).
 pub fn ahead(
     lock_dir: &OwnedFd,
     held: Option<&OwnedFd>,
     mine: Option<&Place>,
     pool: &Pool,
     prefix: &[u8],
-    slots: u32,
+    takes: &dyn Fn() -> Vec<bool>,
     full: bool,
 ) -> Ahead {
-    let files = slots as usize * pool.ids.len();
     let mut out = Ahead { width: pool.ids.len(), ..Ahead::default() };
     let opened;
     let dir = match held {
@@ -273,7 +286,7 @@ pub fn ahead(
             Err(_) => {
                 // Cannot tell who waits: as if someone earlier wanted all.
                 out.count = 1;
-                out.blocked = vec![true; files];
+                out.blocked = vec![true; takes().len()];
                 return out;
             }
         },
@@ -287,6 +300,9 @@ pub fn ahead(
     crate::sys::sort::sort_by(&mut earlier, &mut |a, b| a.as_bytes() > b.as_bytes());
     let own = mine.map(|m| m.id);
     let mut buf = vec![0u8; MAX_RECORD];
+    let takes = takes();
+    let (files, reach) = (takes.len(), takes.iter().filter(|&&t| t).count());
+    let slots = (files / out.width.max(1)) as u32;
     out.blocked = vec![false; files];
     // The lock files one record wants.
     let mut wants = vec![false; files];
@@ -296,11 +312,11 @@ pub fn ahead(
             Live::Record(fd, n) => {
                 let Some(want) = Want::parse(&buf[..n]) else { continue };
                 wants.fill(false);
-                want.wanted(prefix, pool, slots, |i| wants[i] = true);
+                want.wanted(prefix, pool, slots, |i| wants[i] = takes[i]);
                 Some(fd)
             }
             Live::Unknown => {
-                wants.fill(true);
+                wants.copy_from_slice(&takes);
                 None
             }
             Live::No => continue,
@@ -315,7 +331,7 @@ pub fn ahead(
         }
         out.count += 1;
         out.blocked.iter_mut().zip(&wants).for_each(|(b, &w)| *b |= w);
-        let covers = shared == files;
+        let covers = shared == reach;
         // One that could not be read is waited for, not slept on.
         let Some(fd) = fd else { continue };
         if out.sleep_on.is_none() || covers && !out.covered {
@@ -326,6 +342,7 @@ pub fn ahead(
             break;
         }
     }
+    out.leaves_some = takes.iter().zip(&out.blocked).any(|(&t, &b)| t && !b);
     if out.count == 0 {
         out.blocked = Vec::new();
         // Dead records removed, by a reader with none of its own: where
@@ -363,11 +380,17 @@ fn earlier_records(dir: &OwnedFd, mine: Option<&Place>) -> Vec<RecordName> {
 }
 
 /// Removes the temporary record `name` when nobody holds its lock: its
-/// maker was killed before it renamed it into place.
+/// maker was killed before it renamed it into place. Its maker locks it
+/// before it writes it, so one still empty may be one made a moment ago
+/// and not locked yet: left alone for a minute (by its change time), and
+/// not locked meanwhile, which would fail its maker's lock.
 fn remove_if_unlocked(dir: &OwnedFd, name: &CStr) {
     let Ok(fd) = rustix::fs::openat(dir, name, RECORD_FLAGS, Mode::empty()) else { return };
     let Ok(st) = rustix::fs::fstat(&fd) else { return };
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let age = now.saturating_sub(u64::try_from(st.st_ctime).unwrap_or(u64::MAX));
     if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+        && (st.st_size >= HEADER as i64 || age > 60)
         && rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared).is_ok()
         && still_at(dir, name, &st)
     {

@@ -136,7 +136,7 @@ impl<'a> Waiting<'a> {
         // may have been removed; and whether this is the look at the deadline.
         let (mut waited, mut last_look) = (false, false);
         // The last look, where it still stands: this waiter, in its
-        // record, slept on a record that wants every lock file it wants
+        // record, slept on a record that wants every lock file it can take
         // until its timer, and that record's waiter still waits and beats.
         // Nothing but a drain or a change to its own record can then change
         // what it may take, and the records are not read again (a line of
@@ -151,7 +151,8 @@ impl<'a> Waiting<'a> {
                 Some(ahead) if kept => ahead,
                 _ => {
                     let held = self.place.as_ref().and_then(|p| p.queue_dir(dir_fd));
-                    queue::ahead(dir_fd, held, self.place.as_ref(), table.pool(), prefix, slots, false)
+                    let takes = || table.takeable(needed);
+                    queue::ahead(dir_fd, held, self.place.as_ref(), table.pool(), prefix, &takes, false)
                 }
             };
             match table.scan(needed, &ahead) {
@@ -165,7 +166,15 @@ impl<'a> Waiting<'a> {
                         continue;
                     }
                     if !table.still_linked(&grant) {
-                        return Ok(None);
+                        // A lock file replaced under its holder: its stale
+                        // descriptor goes (the next scan opens the file at
+                        // the path) and the record stays, with its place.
+                        // The directory itself replaced: start over there.
+                        drop(grant);
+                        if !dir_still_there(dir, dir_fd) {
+                            return Ok(None);
+                        }
+                        continue;
                     }
                     let grant = self.granted(grant);
                     if let Some(w) = watch {
@@ -203,7 +212,7 @@ impl<'a> Waiting<'a> {
             let until = self.deadline.map_or(beat_due, |d| d.min(beat_due));
             match &ahead.sleep_on {
                 // Nothing left to it: until the record ahead goes, or the beat.
-                Some(record) if !ahead.allows_any(slots) => {
+                Some(record) if !ahead.allows_any() => {
                     let released = wait::on_record(signals, record, until);
                     if !released && ahead.covered && self.place.is_some() && queue::beats(record) {
                         stands = Some(ahead);
@@ -217,7 +226,7 @@ impl<'a> Waiting<'a> {
                         let each = table.pool().ids.len() * slots as usize <= wait::MAX_FILE_WATCHES;
                         let names = each.then(|| table.lock_names());
                         let cached = table.cached();
-                        watch = Some(SlotWatch::new(dir, prefix, names.as_deref(), cached));
+                        watch = Some(SlotWatch::new(dir, prefix, names, cached));
                     }
                 },
             }
@@ -248,9 +257,16 @@ impl<'a> Waiting<'a> {
         let content = self.content(table);
         let made = match &mut self.place {
             Some(place) => {
-                place.beat();
+                let beat = place.beat();
                 if content.get(HEADER..) == Some(place.text()) && place.linked(dir_fd) {
-                    return true;
+                    // A beat not written: its record counts for nobody
+                    // from a second on, as if it had none.
+                    let Err(why) = beat else {
+                        self.no_place = None;
+                        return true;
+                    };
+                    self.say_no_place(table.dir(), why, "renew its record");
+                    return false;
                 }
                 place.remake(dir_fd, content)
             }
@@ -264,7 +280,7 @@ impl<'a> Waiting<'a> {
             Err(_) if self.place.as_ref().is_some_and(|p| p.linked(dir_fd)) => {}
             Err(why) => {
                 self.place = None;
-                self.say_no_place(table.dir(), why);
+                self.say_no_place(table.dir(), why, "make a record");
             }
         }
         false
@@ -273,7 +289,7 @@ impl<'a> Waiting<'a> {
     /// One warning, the first time it finds no place (and again after it
     /// had one).
     #[cold]
-    fn say_no_place(&mut self, dir: &CStr, why: Errno) {
+    fn say_no_place(&mut self, dir: &CStr, why: Errno, cannot: &str) {
         if self.no_place.replace(why).is_some() {
             return;
         }
@@ -290,6 +306,10 @@ impl<'a> Waiting<'a> {
                         ("no file descriptor is left", "raise the open-files limit (ulimit -n)")
                     }
                     Errno::ACCESS | Errno::PERM => ("this user may not add to it", ""),
+                    Errno::NOENT | Errno::WOULDBLOCK => (
+                        "what it made there was removed or locked by another process, eight times",
+                        "stop whatever removes or locks files in it while tests wait",
+                    ),
                     Errno::EXIST => (
                         "the names it tried were taken",
                         "its owner or root removes the files in it that are not records",
@@ -301,7 +321,7 @@ impl<'a> Waiting<'a> {
                 } else {
                     repair.into()
                 };
-                (format!("cannot make a record in {q} ({cause}: {})", diag::Os(e)), repair)
+                (format!("cannot {cannot} in {q} ({cause}: {})", diag::Os(e)), repair)
             }
         };
         diag::report(
@@ -317,7 +337,8 @@ impl<'a> Waiting<'a> {
         let (pool, slots, prefix) = (table.pool(), self.ask.slots, self.ask.profile.lock_prefix());
         let standing = match &self.place {
             Some(place) => {
-                match queue::ahead(dir_fd, place.queue_dir(dir_fd), Some(place), pool, prefix, slots, true).count {
+                let takes = || table.takeable(self.ask.needed);
+                match queue::ahead(dir_fd, place.queue_dir(dir_fd), Some(place), pool, prefix, &takes, true).count {
                     0 => Standing::First,
                     n => Standing::Behind(n),
                 }

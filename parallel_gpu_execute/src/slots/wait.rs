@@ -20,8 +20,10 @@
 //! dispositions as they were, timer cancelled (interval timers survive
 //! `execve`).
 
+use crate::prelude::*;
 use crate::slots::lockfile::LockName;
 use crate::sys::clock::Instant;
+use alloc::ffi::CString;
 use core::ffi::{CStr, c_int};
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicI32, AtomicU8, Ordering};
@@ -188,22 +190,32 @@ pub const MAX_FILE_WATCHES: usize = 1024;
 
 /// Watches the lock files of a pool for releases.
 pub enum SlotWatch {
-    /// The instance; the lock directory's watch; and the lock files'
-    /// prefix. The lock files are watched one by one where they can be, so
-    /// that nothing else closed in the directory (another program's files in
-    /// `/var/lock` or `/tmp`, each waiter's look at `gpuqueue/`) wakes the
-    /// waiter; the directory is watched for removals and for its own.
-    Inotify(OwnedFd, i32, &'static [u8]),
+    Inotify(Watch),
     /// inotify unavailable (or not safe to use): rescan periodically.
     Polling,
+}
+
+/// The lock files are watched one by one where they can be, so that
+/// nothing else closed in the directory (another program's files in
+/// `/var/lock` or `/tmp`, each waiter's look at `gpuqueue/`) wakes the
+/// waiter; the directory is watched for removals and for its own, and for
+/// lock files made (or put in place) after the watch began.
+pub struct Watch {
+    fd: OwnedFd,
+    /// The lock directory's watch.
+    dir: i32,
+    prefix: &'static [u8],
+    lock_dir: CString,
+    /// The lock files watched one by one; empty: the directory's closes.
+    names: Vec<LockName>,
 }
 
 impl SlotWatch {
     /// Done with: the inotify instance is closed without its last close's
     /// wait before the exec that follows (`sys::child::close_after_exec`).
     pub fn done(self) {
-        if let SlotWatch::Inotify(fd, _, _) = self {
-            crate::sys::child::close_after_exec(fd);
+        if let SlotWatch::Inotify(w) = self {
+            crate::sys::child::close_after_exec(w.fd);
         }
     }
 
@@ -211,26 +223,18 @@ impl SlotWatch {
     /// [`MAX_FILE_WATCHES`], the directory's closes instead). `use_inotify` is false when the caller
     /// closes lock files while waiting, which would wake it up itself.
     #[inline(never)]
-    pub fn new(lock_dir: &CStr, prefix: &'static [u8], names: Option<&[LockName]>, use_inotify: bool) -> SlotWatch {
+    pub fn new(lock_dir: &CStr, prefix: &'static [u8], names: Option<Vec<LockName>>, use_inotify: bool) -> SlotWatch {
         if !use_inotify {
             return SlotWatch::Polling;
         }
         let Ok(fd) = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK) else {
             return SlotWatch::Polling;
         };
-        let closes = inotify::WatchFlags::CLOSE_WRITE | inotify::WatchFlags::CLOSE_NOWRITE;
-        // A lock file not made yet has no watch: a release there is seen
-        // at the next beat.
-        let each = names.is_some_and(|names| {
-            names.iter().all(|name| {
-                let d = lock_dir.to_bytes();
-                let added =
-                    wrapper_common::with_joined(&[d, wrapper_common::separator(d), name.as_bytes()], None, |p| {
-                        inotify::add_watch(&fd, p, closes)
-                    });
-                matches!(added, Some(Ok(_) | Err(Errno::NOENT)))
-            })
-        });
+        let mut w = Watch { fd, dir: -1, prefix, lock_dir: lock_dir.into(), names: names.unwrap_or_default() };
+        // A lock file not made yet is watched once it is (`CREATE`).
+        if !w.names.iter().all(|name| w.add(name.as_bytes())) {
+            w.names = Vec::new();
+        }
         // DELETE and MOVED_FROM: lock files removed (as `rm -rf` of the
         // directory does first) wake the waiter, which then checks that the
         // directory itself is still there.
@@ -239,11 +243,13 @@ impl SlotWatch {
             | inotify::WatchFlags::DELETE_SELF
             | inotify::WatchFlags::MOVE_SELF
             | inotify::WatchFlags::ONLYDIR;
-        if !each {
-            mask |= closes;
-        }
-        match inotify::add_watch(&fd, lock_dir, mask) {
-            Ok(dir) => SlotWatch::Inotify(fd, dir, prefix),
+        mask |= if w.names.is_empty() {
+            inotify::WatchFlags::CLOSE_WRITE | inotify::WatchFlags::CLOSE_NOWRITE
+        } else {
+            inotify::WatchFlags::CREATE | inotify::WatchFlags::MOVED_TO
+        };
+        match inotify::add_watch(&w.fd, lock_dir, mask) {
+            Ok(dir) => SlotWatch::Inotify(Watch { dir, ..w }),
             Err(_) => SlotWatch::Polling,
         }
     }
@@ -261,22 +267,84 @@ impl SlotWatch {
             timeout = timeout.min(POLL_INTERVAL);
         }
         match self {
-            SlotWatch::Inotify(fd, dir, prefix) => {
+            SlotWatch::Inotify(w) => {
                 let until = now + timeout;
                 loop {
                     let left = until.saturating_duration_since(Instant::now());
                     let ts = rustix::event::Timespec { tv_sec: left.as_secs() as _, tv_nsec: left.subsec_nanos() as _ };
-                    let mut fds = [PollFd::new(&*fd, PollFlags::IN)];
+                    let mut fds = [PollFd::new(&w.fd, PollFlags::IN)];
                     // Only a directory closed (the drain records' and the
                     // queue's, which this waiter reads at each wake): wait
                     // on, or it would wake itself without end.
-                    if !matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) || drain(fd, *dir, prefix) {
+                    if !matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) || w.drain() {
                         break;
                     }
                 }
             }
             SlotWatch::Polling => crate::sys::clock::sleep(timeout),
         }
+    }
+}
+
+impl Watch {
+    /// Watches the lock file `name` for closes (one missing is not yet).
+    fn add(&self, name: &[u8]) -> bool {
+        let d = self.lock_dir.to_bytes();
+        let added = wrapper_common::with_joined(&[d, wrapper_common::separator(d), name], None, |p| {
+            inotify::add_watch(&self.fd, p, inotify::WatchFlags::CLOSE_WRITE | inotify::WatchFlags::CLOSE_NOWRITE)
+        });
+        matches!(added, Some(Ok(_) | Err(Errno::NOENT)))
+    }
+
+    /// Out of line (as are the other waits): its event buffer would
+    /// otherwise sit in the frame of the slot search, a page of stack the
+    /// free-slot path would touch.
+    ///
+    /// Reads every pending event, so that the next poll blocks until a new
+    /// one; whether any may mean a released slot or a directory gone: a
+    /// lock file closed or removed (one watched by itself, or in the
+    /// directory a name with the prefix), one of its lock files made or put
+    /// in place (then watched), `gpuqueue/` or `gpudrain/` removed, the
+    /// directory itself removed or moved, or events lost. Other files'
+    /// events, and subdirectories closed (each look of a waiter closes
+    /// `gpuqueue/`), are not.
+    #[inline(never)]
+    fn drain(&mut self) -> bool {
+        let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+        let mut reader = inotify::Reader::new(&self.fd, &mut buf);
+        let mut release = false;
+        let mut made: Vec<LockName> = Vec::new();
+        loop {
+            match reader.next() {
+                Ok(event) => {
+                    // Each event has one event bit (a close, a deletion, the
+                    // directory's own removal, ...) and maybe `ISDIR`.
+                    let e = event.events();
+                    let closed = e.intersects(ReadFlags::CLOSE_WRITE | ReadFlags::CLOSE_NOWRITE);
+                    let name = event.file_name().map_or(&b""[..], |n| n.to_bytes());
+                    let ours = || self.names.iter().find(|n| n.as_bytes() == name);
+                    release |= match () {
+                        // A lock file's own watch, or events lost.
+                        _ if event.wd() != self.dir => true,
+                        _ if name.is_empty() => true,
+                        _ if e.contains(ReadFlags::ISDIR) => !closed && (name == b"gpuqueue" || name == b"gpudrain"),
+                        _ if e.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) => {
+                            made.extend(ours().cloned());
+                            ours().is_some()
+                        }
+                        _ => name.starts_with(self.prefix),
+                    };
+                }
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => break,
+                // Unreadable events: rescan, to be safe.
+                Err(_) => return true,
+            }
+        }
+        for name in &made {
+            self.add(name.as_bytes());
+        }
+        release
     }
 }
 
@@ -292,44 +360,4 @@ pub fn on_record(signals: &mut WaitingSignals, record: &OwnedFd, until: Instant)
     }
     signals.disarm_timer();
     released
-}
-
-/// Out of line (as are the other waits): its event buffer would otherwise
-/// sit in the frame of the slot search, a page of stack the free-slot path
-/// would touch.
-///
-/// Reads every pending event, so that the next poll blocks until a new
-/// one; whether any may mean a released slot or a directory gone: a lock
-/// file closed or removed (one watched by itself, or in the directory a
-/// name with `prefix`), `gpuqueue/` or `gpudrain/` removed, the directory
-/// itself removed or moved, or events lost. Other files' events, and
-/// subdirectories closed (each look of a waiter closes `gpuqueue/`), are
-/// not.
-#[inline(never)]
-fn drain(fd: &OwnedFd, dir: i32, prefix: &[u8]) -> bool {
-    let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
-    let mut reader = inotify::Reader::new(fd, &mut buf);
-    let mut release = false;
-    loop {
-        match reader.next() {
-            Ok(event) => {
-                // Each event has one event bit (a close, a deletion, the
-                // directory's own removal, ...) and maybe `ISDIR`.
-                let e = event.events();
-                let closed = e.intersects(ReadFlags::CLOSE_WRITE | ReadFlags::CLOSE_NOWRITE);
-                let name = event.file_name().map_or(&b""[..], |n| n.to_bytes());
-                release |= match () {
-                    // A lock file's own watch, or events lost.
-                    _ if event.wd() != dir => true,
-                    _ if name.is_empty() => true,
-                    _ if e.contains(ReadFlags::ISDIR) => !closed && (name == b"gpuqueue" || name == b"gpudrain"),
-                    _ => name.starts_with(prefix),
-                };
-            }
-            Err(Errno::INTR) => {}
-            Err(Errno::AGAIN) => return release,
-            // Unreadable events: rescan, to be safe.
-            Err(_) => return true,
-        }
-    }
 }
