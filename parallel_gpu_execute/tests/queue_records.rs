@@ -360,6 +360,36 @@ fn a_lock_file_made_after_the_watch_began_is_watched() {
     assert_eq!(Record::of(out.assert_success()).locks(), ["gpulock0_0", "gpulock1_0"], "{}", out.explain());
 }
 
+/// A fixture whose lock directory is `lock_dir` in a new btrfs (with a
+/// subvolume `sub`); `None` (a one-line skip, a failure under CI) where one
+/// cannot be mounted here.
+fn on_btrfs(label: &str, lock_dir: &str, what: &str) -> Option<(Fixture, test_support::mounts::Mounted)> {
+    let mut f = Fixture::new(label);
+    match test_support::mounts::Mounted::btrfs_image(&f.dir.join("btrfs.img"), &f.dir.join("mnt")) {
+        Ok(fs) => {
+            f.lock_dir = fs.path().join(lock_dir);
+            std::fs::create_dir_all(&f.lock_dir).unwrap();
+            Some((f, fs))
+        }
+        Err(why) => {
+            test_support::prerequisite(false, &why, what);
+            None
+        }
+    }
+}
+
+/// Fills the file system `fs` up (kept full while the file is open).
+fn fill_up(fs: &test_support::mounts::Mounted) -> std::fs::File {
+    let mut fill = std::fs::File::create(fs.path().join("fill")).unwrap();
+    let full = loop {
+        if let Err(e) = std::io::Write::write_all(&mut fill, &[7u8; 1 << 20]).and_then(|()| fill.sync_data()) {
+            break e;
+        }
+    };
+    assert_eq!(full.raw_os_error(), Some(libc::ENOSPC), "filling the file system: {full}");
+    fill
+}
+
 /// The lock directory on a btrfs that fills up while a 2-GPU waiter and a
 /// later 1-GPU one wait. btrfs copies a file on each write, so a full one
 /// refuses even the 24 bytes of a beat: the records went stale within a
@@ -368,17 +398,7 @@ fn a_lock_file_made_after_the_watch_began_is_watched() {
 /// so both keep their places, in order.
 #[test]
 fn a_full_btrfs_keeps_the_waiters_in_their_places() {
-    use test_support::mounts::Mounted;
-    let mut f = Fixture::new("records-btrfs-full");
-    let fs = match Mounted::btrfs_image(&f.dir.join("btrfs.img"), &f.dir.join("mnt")) {
-        Ok(fs) => fs,
-        Err(why) => {
-            test_support::prerequisite(false, &why, "beats on a full btrfs");
-            return;
-        }
-    };
-    f.lock_dir = fs.path().join("locks");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let Some((f, fs)) = on_btrfs("records-btrfs-full", "locks", "beats on a full btrfs") else { return };
     let ran = f.dir.join("ran");
     std::fs::create_dir_all(&ran).unwrap();
     let held = [hold_lock(f.lock("0", 0)), hold_lock(f.lock("1", 0))];
@@ -388,13 +408,7 @@ fn a_full_btrfs_keeps_the_waiters_in_their_places() {
     let mut later = f.cmd();
     on(&mut later, 2, 1).env("RECORD_FILE", ran.join("later")).arg("./pkg/gpu_test");
     let later = queued(&f, &mut later);
-    let mut fill = std::fs::File::create(fs.path().join("fill")).unwrap();
-    let full = loop {
-        if let Err(e) = std::io::Write::write_all(&mut fill, &[7u8; 1 << 20]).and_then(|()| fill.sync_data()) {
-            break e;
-        }
-    };
-    assert_eq!(full.raw_os_error(), Some(libc::ENOSPC), "filling the file system: {full}");
+    let fill = fill_up(&fs);
     // Stale by now, where the beats fail.
     std::thread::sleep(Duration::from_millis(1500));
     let [first, second] = held;
@@ -420,26 +434,22 @@ fn a_full_btrfs_keeps_the_waiters_in_their_places() {
 /// cause and the repair, and still gets the slot when it frees.
 #[test]
 fn a_beat_that_cannot_be_written_is_said() {
-    use test_support::mounts::{Mounted, system};
-    let mut f = Fixture::new("records-btrfs-snapshot");
-    let fs = match Mounted::btrfs_image(&f.dir.join("btrfs.img"), &f.dir.join("mnt")) {
-        Ok(fs) => fs,
-        Err(why) => {
-            test_support::prerequisite(false, &why, "beats on a full btrfs under a snapshot");
-            return;
-        }
-    };
-    f.lock_dir = fs.path().join("sub/locks");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let what = "beats on a full btrfs under a snapshot";
+    let Some((f, fs)) = on_btrfs("records-btrfs-snapshot", "sub/locks", what) else { return };
     let held = hold_lock(f.lock("0", 0));
     let mut c = f.cmd();
     on(&mut c, 1, 1).arg("./pkg/gpu_test");
     let waiter = queued(&f, &mut c);
-    let mut fill = std::fs::File::create(fs.path().join("fill")).unwrap();
-    while std::io::Write::write_all(&mut fill, &[7u8; 1 << 20]).and_then(|()| fill.sync_data()).is_ok() {}
+    let fill = fill_up(&fs);
     let snapshot = fs.path().join("snap");
-    system(&["btrfs", "subvolume", "snapshot", fs.path().join("sub").to_str().unwrap(), snapshot.to_str().unwrap()])
-        .assert_success();
+    test_support::mounts::system(&[
+        "btrfs",
+        "subvolume",
+        "snapshot",
+        fs.path().join("sub").to_str().unwrap(),
+        snapshot.to_str().unwrap(),
+    ])
+    .assert_success();
     std::thread::sleep(Duration::from_millis(1000));
     drop(held);
     let out = waiter.wait();
