@@ -154,7 +154,11 @@ impl Place {
     pub fn beat(&mut self) -> Result<(), Errno> {
         self.counter = self.counter.wrapping_add(1);
         let at = u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX);
-        rustix::io::pwrite(&self.fd, &beat_bytes(self.counter, at), 8).map(drop)
+        match rustix::io::pwrite(&self.fd, &beat_bytes(self.counter, at), 8)? {
+            24 => Ok(()),
+            // Part of it: no room for the rest.
+            _ => Err(Errno::NOSPC),
+        }
     }
 
     /// Whether the record is still at its path, and there alone (one
@@ -217,12 +221,13 @@ impl Drop for Place {
 #[derive(Debug, Default)]
 pub struct Ahead {
     /// Per lock file of the pool (`slot * pool + gpu`): wanted by an
-    /// earlier waiter that counts. Empty when none counts.
+    /// earlier waiter that runs (whether it counts or wants only lock files
+    /// this one cannot take). Empty when none is.
     pub blocked: Vec<bool>,
     /// The pool's length, the row of `blocked`.
     width: usize,
     /// How many earlier waiters count (all of them with `full`; else up to
-    /// the first that wants every lock file this one can take).
+    /// the first that wants every lock file this one wants).
     pub count: usize,
     /// The record to sleep on: the latest counting one that wants every
     /// lock file this one can take, else the latest counting one.
@@ -312,11 +317,11 @@ pub fn ahead(
             Live::Record(fd, n) => {
                 let Some(want) = Want::parse(&buf[..n]) else { continue };
                 wants.fill(false);
-                want.wanted(prefix, pool, slots, |i| wants[i] = takes[i]);
+                want.wanted(prefix, pool, slots, |i| wants[i] = true);
                 Some(fd)
             }
             Live::Unknown => {
-                wants.copy_from_slice(&takes);
+                wants.fill(true);
                 None
             }
             Live::No => continue,
@@ -325,26 +330,32 @@ pub fn ahead(
                 continue;
             }
         };
-        let shared = wants.iter().filter(|&&w| w).count();
-        if shared == 0 {
-            continue;
-        }
-        out.count += 1;
+        // Every lock file it wants is left to it, also those this one
+        // cannot take (a scan tries a block's files until one fails, and
+        // would hold them a moment); it counts, and may be slept on, only
+        // where it wants one this one can take.
         out.blocked.iter_mut().zip(&wants).for_each(|(b, &w)| *b |= w);
-        let covers = shared == reach;
-        // One that could not be read is waited for, not slept on.
-        let Some(fd) = fd else { continue };
-        if out.sleep_on.is_none() || covers && !out.covered {
-            out.sleep_on = Some(fd);
-            out.covered = covers;
+        let shared = wants.iter().zip(&takes).filter(|&(&w, &t)| w && t).count();
+        if shared > 0 {
+            out.count += 1;
+            let covers = shared == reach;
+            // One that could not be read is waited for, not slept on.
+            if let Some(fd) = fd.filter(|_| out.sleep_on.is_none() || covers && !out.covered) {
+                out.sleep_on = Some(fd);
+                out.covered = covers;
+            }
         }
-        if covers && !full {
+        // Past one that wants every lock file this one wants, nothing
+        // earlier changes what it may try.
+        if !full && !wants.contains(&false) {
             break;
         }
     }
     out.leaves_some = takes.iter().zip(&out.blocked).any(|(&t, &b)| t && !b);
-    if out.count == 0 {
+    if !out.blocked.contains(&true) {
         out.blocked = Vec::new();
+    }
+    if out.count == 0 {
         // Dead records removed, by a reader with none of its own: where
         // they were the last (their waiters were killed with SIGKILL),
         // `gpuqueue/` goes too, as their waiters would have removed it.

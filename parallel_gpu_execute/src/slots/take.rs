@@ -261,10 +261,7 @@ impl<'a> Waiting<'a> {
                 if content.get(HEADER..) == Some(place.text()) && place.linked(dir_fd) {
                     // A beat not written: its record counts for nobody
                     // from a second on, as if it had none.
-                    let Err(why) = beat else {
-                        self.no_place = None;
-                        return true;
-                    };
+                    let Err(why) = beat else { return true };
                     self.say_no_place(table.dir(), why, "renew its record");
                     return false;
                 }

@@ -291,7 +291,9 @@ impl Watch {
     fn add(&self, name: &[u8]) -> bool {
         let d = self.lock_dir.to_bytes();
         let added = wrapper_common::with_joined(&[d, wrapper_common::separator(d), name], None, |p| {
-            inotify::add_watch(&self.fd, p, inotify::WatchFlags::CLOSE_WRITE | inotify::WatchFlags::CLOSE_NOWRITE)
+            // Not through a link put at its name: lock files are none.
+            let closes = inotify::WatchFlags::CLOSE_WRITE | inotify::WatchFlags::CLOSE_NOWRITE;
+            inotify::add_watch(&self.fd, p, closes | inotify::WatchFlags::DONT_FOLLOW)
         });
         matches!(added, Some(Ok(_) | Err(Errno::NOENT)))
     }
@@ -327,11 +329,14 @@ impl Watch {
                         // A lock file's own watch, or events lost.
                         _ if event.wd() != self.dir => true,
                         _ if name.is_empty() => true,
-                        _ if e.contains(ReadFlags::ISDIR) => !closed && (name == b"gpuqueue" || name == b"gpudrain"),
+                        // One of its lock files made, or put in place
+                        // (no other file, nor a directory): looked at
+                        // again, and watched from now on.
                         _ if e.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) => {
                             made.extend(ours().cloned());
                             ours().is_some()
                         }
+                        _ if e.contains(ReadFlags::ISDIR) => !closed && (name == b"gpuqueue" || name == b"gpudrain"),
                         _ => name.starts_with(self.prefix),
                     };
                 }
