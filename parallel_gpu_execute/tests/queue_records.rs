@@ -501,14 +501,14 @@ fn a_record_that_wants_only_lock_files_a_waiter_cannot_take_does_not_count() {
 }
 
 /// A 2-GPU waiter of another user cannot take GPUs 0 and 1 together (GPU
-/// 1's lock file is root's, mode 0600), and an earlier waiter wants GPU 0.
-/// The earlier one does not count for it (it wants nothing it can take),
-/// yet its scans never try GPU 0's lock file, even in passing: a scan
-/// tries a block's lock files in turn and would hold the first ones a
-/// moment, which the earlier waiter, looking then, takes for busy (strace
-/// lists every `flock` it makes).
+/// 1's lock file is root's, mode 0600). Once it knows that, its scans pass
+/// the block over whole: they never try GPU 0's lock file again, not even
+/// in passing (a scan tries a block's lock files in turn and would hold
+/// the first ones a moment, which a test looking then takes for busy).
+/// With an earlier waiter on GPU 0 it never tries it at all: its first
+/// scan leaves it to that one. strace lists every `flock` it makes.
 #[test]
-fn a_waiter_never_tries_a_lock_file_an_earlier_waiter_wants() {
+fn a_waiter_never_tries_a_lock_file_of_a_block_it_cannot_take() {
     if !root("another user's 0600 lock file") || !strace_runs("the flocks a waiter makes") {
         return;
     }
@@ -519,26 +519,35 @@ fn a_waiter_never_tries_a_lock_file_an_earlier_waiter_wants() {
         let mode = if g == "1" { 0o600 } else { 0o666 };
         std::fs::set_permissions(f.lock(g, 0), std::fs::Permissions::from_mode(mode)).unwrap();
     }
+    let trace = f.dir.join("flocks");
+    // The 2-GPU waiter's `flock`s of GPU 0's lock file, in 1.5 s of waiting.
+    let tries_of_gpu_0 = || {
+        test_support::write_file(&trace, "");
+        std::fs::set_permissions(&trace, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let mut c = Cmd::new("strace");
+        c.args(["-f", "-qq", "-y", "-e", "trace=flock", "-o"]).arg(&trace).arg(bin());
+        f.runfiles.apply(&mut c);
+        c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+        on(&mut c, 4, 1).as_user(NOBODY, NOBODY).args(["--wait=1.5", "./pkg/gpu_test", "--num_processes=2"]);
+        let out = c.timeout(Duration::from_secs(60)).run();
+        out.assert_code(1);
+        let flocks = std::fs::read_to_string(&trace).unwrap_or_default();
+        let scans = flocks.lines().filter(|l| l.contains("gpulock2_0>")).count();
+        assert!(scans > 2, "the trace shows {scans} scans:\n{flocks}\n{}", out.explain());
+        let tried: Vec<String> = flocks.lines().filter(|l| l.contains("gpulock0_0>")).map(str::to_string).collect();
+        (tried, out)
+    };
     let held = [hold_lock(f.lock("0", 0)), hold_lock(f.lock("2", 0)), hold_lock(f.lock("3", 0))];
+    // Alone: its first scan finds GPU 0 busy, and learns of GPU 1's file.
+    let (tried, out) = tries_of_gpu_0();
+    assert_eq!(tried.len(), 1, "GPU 0's lock file tried again:\n{}\n{}", tried.join("\n"), out.explain());
     let mut early = f.cmd();
     on(&mut early, 4, 1)
         .env("ROCR_VISIBLE_DEVICES", "0")
         .env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm")
         .arg("./pkg/gpu_test");
     let early = queued(&f, &mut early);
-    let trace = f.dir.join("flocks");
-    test_support::write_file(&trace, "");
-    std::fs::set_permissions(&trace, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let mut c = Cmd::new("strace");
-    c.args(["-f", "-qq", "-y", "-e", "trace=flock", "-o"]).arg(&trace).arg(bin());
-    f.runfiles.apply(&mut c);
-    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
-    on(&mut c, 4, 1).as_user(NOBODY, NOBODY).args(["--wait=1.5", "./pkg/gpu_test", "--num_processes=2"]);
-    let out = c.timeout(Duration::from_secs(60)).run();
-    out.assert_code(1);
-    let flocks = std::fs::read_to_string(&trace).unwrap_or_default();
-    assert!(flocks.contains("gpulock2_0>"), "the trace shows no scan:\n{flocks}\n{}", out.explain());
-    let tried: Vec<&str> = flocks.lines().filter(|l| l.contains("gpulock0_0>")).collect();
+    let (tried, out) = tries_of_gpu_0();
     assert!(tried.is_empty(), "it tried GPU 0's lock file:\n{}\n{}", tried.join("\n"), out.explain());
     drop(held);
     Record::of(early.wait().assert_success());

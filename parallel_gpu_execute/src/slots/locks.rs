@@ -312,22 +312,35 @@ impl<'a> Slots<'a> {
     }
 
     /// One pass over every block at every slot, in the classic order, but
-    /// those with a lock file that an earlier waiter wants (`ahead`). When
-    /// no block is free and none is held by anyone or left to an earlier
-    /// waiter (every one has a lock file this user may not open), the first
-    /// such file's error.
+    /// those with a lock file that an earlier waiter wants (`ahead`), or
+    /// that an earlier pass found this user may not open. When no block is
+    /// free and none is held by anyone or left to an earlier waiter (every
+    /// one has a lock file this user may not open), the first such file's
+    /// error.
     pub fn scan(&mut self, needed: usize, ahead: &Ahead) -> Result<Option<Grant>, Error> {
         let pool_len = self.pool.ids.len();
         let mut held_elsewhere = false;
+        // The first lock file passed over as one this user may not open.
+        let mut passed_unusable = None;
         for slot in 0..self.slots {
             let mut start = 0;
             while start + needed <= pool_len {
-                let passed = |g: usize| self.out.get(g).is_some_and(|&o| o) || !ahead.allows(g, slot);
+                // Out of service, left to an earlier waiter, or known to be
+                // one this user may not open: a block with such a file is
+                // passed over whole, so that none of its lock files is held
+                // a moment in vain (a waiter looking then would take it for
+                // busy, and no close tells it when it is let go).
+                let unusable =
+                    |g: usize| !self.warned.is_empty() && self.warned.contains(&(slot as usize * pool_len + g));
+                let passed = |g: usize| self.out.get(g).is_some_and(|&o| o) || !ahead.allows(g, slot) || unusable(g);
                 if let Some(k) = (start..start + needed).rev().find(|&g| passed(g)) {
                     // Left to an earlier waiter: as good as held, so that
                     // a lock file this user may not open elsewhere is no
                     // reason to give up.
                     held_elsewhere |= (start..start + needed).any(|g| !ahead.allows(g, slot));
+                    if passed_unusable.is_none() {
+                        passed_unusable = (start..start + needed).find(|&g| unusable(g)).map(|g| (slot, g));
+                    }
                     start = k + 1;
                     continue;
                 }
@@ -357,6 +370,22 @@ impl<'a> Slots<'a> {
         }
         match self.unusable.take() {
             Some(e) if !held_elsewhere => Err(e),
+            None if !held_elsewhere => match passed_unusable {
+                // Passed over, never tried in this pass: the error as it
+                // stands now (or the file, repaired, at the next pass).
+                Some((slot, gpu)) => match open_lock_file(self.dir_fd, self.dir, &self.name(slot, gpu)) {
+                    Ok(held) => {
+                        let index = slot as usize * pool_len + gpu;
+                        self.opened(index);
+                        if let Some(kept) = self.cache() {
+                            kept[index] = Some(held);
+                        }
+                        Ok(None)
+                    }
+                    Err(e) => Err(e),
+                },
+                None => Ok(None),
+            },
             _ => Ok(None),
         }
     }

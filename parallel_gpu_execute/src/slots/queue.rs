@@ -220,14 +220,14 @@ impl Drop for Place {
 /// What the waiters ahead of a participant come to.
 #[derive(Debug, Default)]
 pub struct Ahead {
-    /// Per lock file of the pool (`slot * pool + gpu`): wanted by an
-    /// earlier waiter that runs (whether it counts or wants only lock files
-    /// this one cannot take). Empty when none is.
+    /// Per lock file of the pool (`slot * pool + gpu`) that this one can
+    /// take: wanted by an earlier waiter that counts. Empty when none
+    /// counts.
     pub blocked: Vec<bool>,
     /// The pool's length, the row of `blocked`.
     width: usize,
     /// How many earlier waiters count (all of them with `full`; else up to
-    /// the first that wants every lock file this one wants).
+    /// the first that wants every lock file this one can take).
     pub count: usize,
     /// The record to sleep on: the latest counting one that wants every
     /// lock file this one can take, else the latest counting one.
@@ -301,7 +301,7 @@ pub fn ahead(
         return out;
     }
     // Latest first: the one to sleep on is found first, and reading stops
-    // at one that wants everything this participant wants.
+    // at one that wants everything this participant can take.
     crate::sys::sort::sort_by(&mut earlier, &mut |a, b| a.as_bytes() > b.as_bytes());
     let own = mine.map(|m| m.id);
     let mut buf = vec![0u8; MAX_RECORD];
@@ -330,32 +330,28 @@ pub fn ahead(
                 continue;
             }
         };
-        // Every lock file it wants is left to it, also those this one
-        // cannot take (a scan tries a block's files until one fails, and
-        // would hold them a moment); it counts, and may be slept on, only
-        // where it wants one this one can take.
-        out.blocked.iter_mut().zip(&wants).for_each(|(b, &w)| *b |= w);
-        let shared = wants.iter().zip(&takes).filter(|&(&w, &t)| w && t).count();
-        if shared > 0 {
-            out.count += 1;
-            let covers = shared == reach;
-            // One that could not be read is waited for, not slept on.
-            if let Some(fd) = fd.filter(|_| out.sleep_on.is_none() || covers && !out.covered) {
-                out.sleep_on = Some(fd);
-                out.covered = covers;
-            }
+        // By the lock files this one can take, the only ones its scans try.
+        wants.iter_mut().zip(&takes).for_each(|(w, &t)| *w &= t);
+        let shared = wants.iter().filter(|&&w| w).count();
+        if shared == 0 {
+            continue;
         }
-        // Past one that wants every lock file this one wants, nothing
-        // earlier changes what it may try.
-        if !full && !wants.contains(&false) {
+        out.count += 1;
+        out.blocked.iter_mut().zip(&wants).for_each(|(b, &w)| *b |= w);
+        let covers = shared == reach;
+        // One that could not be read is waited for, not slept on.
+        if let Some(fd) = fd.filter(|_| out.sleep_on.is_none() || covers && !out.covered) {
+            out.sleep_on = Some(fd);
+            out.covered = covers;
+        }
+        // Nothing earlier changes what it may take.
+        if covers && !full {
             break;
         }
     }
     out.leaves_some = takes.iter().zip(&out.blocked).any(|(&t, &b)| t && !b);
-    if !out.blocked.contains(&true) {
-        out.blocked = Vec::new();
-    }
     if out.count == 0 {
+        out.blocked = Vec::new();
         // Dead records removed, by a reader with none of its own: where
         // they were the last (their waiters were killed with SIGKILL),
         // `gpuqueue/` goes too, as their waiters would have removed it.
