@@ -5,7 +5,9 @@
 //! keeps its place; other programs' files in the lock directory do not
 //! wake waiters; no process is left behind under an init that does not
 //! reap; a lock directory path near PATH_MAX works; a drain ends a wait
-//! behind another waiter; `gpuqueue/` is made whole and left nowhere.
+//! behind another waiter; `gpuqueue/` is made whole and left nowhere; a
+//! FIFO at a lock path the waiter passes over does not make it spin; the
+//! caller's own alarm still ends a waiting wrapper.
 
 mod common;
 
@@ -402,4 +404,58 @@ fn a_full_queue_file_system_is_named_with_its_own_repair() {
     assert!(out.stderr.contains("to repair, free space on its file system"), "{}", out.explain());
     assert!(!out.stderr.contains("chmod 1777"), "{}", out.explain());
     drop(held);
+}
+
+/// Another user's FIFO at the lock path of a drained GPU (a 1777 lock
+/// directory lets anyone make one): the waiter, passing that GPU over,
+/// neither opens it at each wake (its close would wake the waiter again,
+/// without end: a core spent) nor fails.
+#[test]
+fn a_fifo_at_a_lock_path_passed_over_does_not_make_a_waiter_spin() {
+    let f = Fixture::new("faults-fifo");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    on(&mut f.cmd(), 2, 1).args(["--drain=1", "--reason=test"]).run().assert_success();
+    let fifo = f.lock("1", 0);
+    let made = std::process::Command::new("mkfifo").arg("-m666").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", fifo.display());
+    let held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    on(&mut c, 2, 1).arg("./pkg/gpu_test");
+    let waiter = queued(&f, &mut c);
+    let before = test_support::cpu_time(waiter.pid());
+    std::thread::sleep(Duration::from_secs(1));
+    let spent = test_support::cpu_time(waiter.pid()) - before;
+    drop(held);
+    let out = waiter.wait();
+    Record::of(out.assert_success());
+    assert!(spent < Duration::from_millis(200), "{spent:?} of CPU in a second of waiting\n{}", out.explain());
+}
+
+/// A caller that times its command with its own alarm (`alarm`,
+/// `setitimer`: the timer survives `execve`, as in `perl -e 'alarm 1; exec
+/// ...'`) has it end a wrapper that waits, as it would end the classic
+/// script, with the record removed first; the wait used to take the timer
+/// for its own and the alarm never came.
+#[test]
+fn the_callers_alarm_ends_a_waiting_wrapper() {
+    if !test_support::prerequisite(test_support::have_program("perl"), "perl", "an alarm set before exec") {
+        return;
+    }
+    let f = Fixture::new("faults-alarm");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let mut c = Cmd::new("perl");
+    c.args(["-e", "alarm 1; exec @ARGV or die", common::bin(), "./pkg/gpu_test"]);
+    f.runfiles.apply(&mut c);
+    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+    on(&mut c, 1, 1).timeout(Duration::from_secs(20));
+    let started = Instant::now();
+    let out = c.run();
+    let took = started.elapsed();
+    drop(held);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGALRM), "{}", out.explain());
+    assert!(took < Duration::from_secs(5), "the alarm came after {took:?}\n{}", out.explain());
+    let left = std::fs::read_dir(f.lock_dir.join("gpuqueue")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "a record left behind\n{}", out.explain());
 }

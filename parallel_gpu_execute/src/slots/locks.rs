@@ -38,7 +38,7 @@ use crate::slots::request::Pool;
 use core::ffi::CStr;
 use core::time::Duration;
 use rustix::fd::OwnedFd;
-use rustix::fs::{AtFlags, FlockOperation};
+use rustix::fs::{AtFlags, FileType, FlockOperation};
 use rustix::io::Errno;
 use wrapper_common::{diag, separator, with_joined};
 
@@ -259,7 +259,8 @@ impl<'a> Slots<'a> {
     /// a block's first busy GPU), so that those this user may not open are
     /// known, and kept out of its record, and those repaired since are
     /// known too. Those opened are kept, where they fit the descriptor
-    /// budget; files not made yet are left to the scan that makes them.
+    /// budget; files not made yet, and anything but a regular file, are left
+    /// to the scan that meets them.
     pub fn open_all(&mut self) {
         let width = self.pool.ids.len();
         for index in 0..width * self.slots as usize {
@@ -269,6 +270,14 @@ impl<'a> Slots<'a> {
                 _ => continue,
             }
             let name = self.name((index / width) as u32, index % width);
+            // Only a regular file: anything else (a FIFO, a link, one not
+            // made yet) would be closed again at once, and the close would
+            // wake this waiter without end; the scan that meets it says
+            // what it is.
+            match rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {}
+                _ => continue,
+            }
             match open_existing(self.dir_fd, self.dir, &name) {
                 Ok(Some(held)) => {
                     self.opened(index);

@@ -81,14 +81,17 @@ pub struct Waiting<'a> {
     ask: &'a Ask<'a>,
     test: &'a dyn Fn() -> String,
     deadline: Option<Instant>,
+    /// Its record, while it has one (dropped before the signals are
+    /// restored, so that SIGTERM meanwhile still removes it).
+    place: Option<Place>,
     signals: Option<WaitingSignals>,
     telemetry: Telemetry,
     /// Its place in the queue: when it began to wait (`CLOCK_BOOTTIME` ns).
     ticket: Option<u64>,
-    /// Its record, while it has one.
-    place: Option<Place>,
     /// Why it has none, once said.
     no_place: Option<Errno>,
+    /// Whether a beat it could not write was said (once a wait).
+    said_renew: bool,
     /// The test, as its record says it: made once.
     described: core::cell::OnceCell<String>,
 }
@@ -101,11 +104,12 @@ impl<'a> Waiting<'a> {
             // Set at the first look that finds no block: the free-slot
             // path reads no clock.
             deadline: None,
+            place: None,
             signals: None,
             telemetry: Telemetry::default(),
             ticket: None,
-            place: None,
             no_place: None,
+            said_renew: false,
             described: core::cell::OnceCell::new(),
         }
     }
@@ -207,9 +211,10 @@ impl<'a> Waiting<'a> {
                 continue;
             }
             let signals = self.signals.get_or_insert_with(WaitingSignals::install);
+            let alarm = signals.alarm_due();
             waited = true;
             let beat_due = Instant::now() + HEARTBEAT;
-            let until = self.deadline.map_or(beat_due, |d| d.min(beat_due));
+            let until = [self.deadline, alarm].into_iter().flatten().fold(beat_due, Instant::min);
             match &ahead.sleep_on {
                 // Nothing left to it: until the record ahead goes, or the beat.
                 Some(record) if !ahead.allows_any() => {
@@ -229,6 +234,13 @@ impl<'a> Waiting<'a> {
                         watch = Some(SlotWatch::new(dir, prefix, names, cached));
                     }
                 },
+            }
+            if alarm.is_some_and(|at| Instant::now() >= at) {
+                // The caller's own alarm: it ends the wrapper, its record
+                // removed first, as it would have without the wait.
+                self.place = None;
+                self.signals = None;
+                wait::alarm_now();
             }
             last_look = self.deadline.is_some_and(|d| Instant::now() >= d);
         }
@@ -260,9 +272,16 @@ impl<'a> Waiting<'a> {
                 let beat = place.beat();
                 if content.get(HEADER..) == Some(place.text()) && place.linked(dir_fd) {
                     // A beat not written: its record counts for nobody
-                    // from a second on, as if it had none.
-                    let Err(why) = beat else { return true };
-                    self.say_no_place(table.dir(), why, "renew its record");
+                    // from a second on, as if it had none. Said once a
+                    // wait (a file system near full may refuse every other
+                    // one); its place is its again at the next beat written.
+                    let Err(why) = beat else {
+                        self.no_place = None;
+                        return true;
+                    };
+                    if !core::mem::replace(&mut self.said_renew, true) {
+                        self.warn_no_place(table.dir(), why, "renew its record");
+                    }
                     return false;
                 }
                 place.remake(dir_fd, content)
@@ -277,19 +296,20 @@ impl<'a> Waiting<'a> {
             Err(_) if self.place.as_ref().is_some_and(|p| p.linked(dir_fd)) => {}
             Err(why) => {
                 self.place = None;
-                self.say_no_place(table.dir(), why, "make a record");
+                if self.no_place.replace(why).is_none() {
+                    self.warn_no_place(table.dir(), why, "make a record");
+                }
             }
         }
         false
     }
 
-    /// One warning, the first time it finds no place (and again after it
-    /// had one).
+    /// The warning that it waits without a place: what it cannot do
+    /// (`cannot`), why, and the repair. Said the first time it finds no
+    /// place (and again after it had one), and for beats it cannot write,
+    /// once a wait.
     #[cold]
-    fn say_no_place(&mut self, dir: &CStr, why: Errno, cannot: &str) {
-        if self.no_place.replace(why).is_some() {
-            return;
-        }
+    fn warn_no_place(&self, dir: &CStr, why: Errno, cannot: &str) {
         let queue = join(dir, QUEUE_DIR.to_bytes());
         let q = diag::Bytes(queue.as_bytes());
         let (what, repair) = match why {

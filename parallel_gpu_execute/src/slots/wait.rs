@@ -94,6 +94,10 @@ pub struct WaitingSignals {
     /// The signal mask inherited, restored before the test runs.
     mask: libc::sigset_t,
     timer_armed: bool,
+    /// The interval timer inherited (`alarm`, `setitimer`; it survives
+    /// `execve`) and when it was due to fire: put back, with what is left
+    /// of it, when the wait ends.
+    inherited: Option<(libc::itimerval, Instant)>,
 }
 
 fn set_handler(sig: c_int, handler: extern "C" fn(c_int)) -> libc::sigaction {
@@ -144,7 +148,28 @@ impl WaitingSignals {
             libc::sigprocmask(libc::SIG_UNBLOCK, &alarm, &mut old);
             old
         };
-        WaitingSignals { saved, mask, timer_armed: false }
+        // SAFETY: getitimer writes one itimerval into `timer`.
+        let timer = unsafe {
+            let mut timer: libc::itimerval = core::mem::zeroed();
+            libc::getitimer(libc::ITIMER_REAL, &mut timer);
+            timer
+        };
+        let value = timer.it_value;
+        let inherited = (value.tv_sec > 0 || value.tv_usec > 0).then(|| {
+            let left = Duration::new(value.tv_sec as u64, (value.tv_usec as u32).saturating_mul(1000));
+            (timer, Instant::now() + left)
+        });
+        WaitingSignals { saved, mask, timer_armed: false, inherited }
+    }
+
+    /// When the inherited timer ends this process (SIGALRM's action is the
+    /// default, to terminate, and it is not blocked): the wait, which uses
+    /// that timer itself, must end it then, as it would have ended.
+    pub fn alarm_due(&self) -> Option<Instant> {
+        let (_, at) = self.inherited?;
+        // SAFETY: sigismember reads the mask sigprocmask reported.
+        let blocked = unsafe { libc::sigismember(&self.mask, libc::SIGALRM) } == 1;
+        (self.saved[2].1.sa_sigaction == libc::SIG_DFL && !blocked).then_some(at)
     }
 
     /// Arms SIGALRM at `deadline`, then every 20 ms until disarmed.
@@ -181,7 +206,27 @@ impl Drop for WaitingSignals {
             // SAFETY: restoring a disposition that sigaction itself reported.
             unsafe { libc::sigaction(*sig, old, core::ptr::null_mut()) };
         }
+        if let Some((timer, at)) = self.inherited {
+            // What is left of it; one due already fires at once.
+            let left = at.saturating_duration_since(Instant::now()).max(Duration::from_micros(1));
+            let value = libc::itimerval {
+                it_interval: timer.it_interval,
+                it_value: libc::timeval { tv_sec: left.as_secs() as _, tv_usec: left.subsec_micros() as _ },
+            };
+            // SAFETY: setitimer with a valid itimerval and a NULL old value.
+            unsafe { libc::setitimer(libc::ITIMER_REAL, &value, core::ptr::null_mut()) };
+        }
     }
+}
+
+/// Ends this process as its inherited timer's SIGALRM does, once the
+/// waiting signals are dropped (the default action restored, unblocked).
+pub fn alarm_now() -> ! {
+    // SAFETY: raise delivers SIGALRM to this thread; its default action
+    // terminates the process, so it does not return.
+    unsafe { libc::raise(libc::SIGALRM) };
+    // SAFETY: _exit is always safe to call; reached only if it did not.
+    unsafe { libc::_exit(128 + libc::SIGALRM) }
 }
 
 /// Most lock files watched one by one; a pool with more is watched through
