@@ -23,7 +23,8 @@ pub fn parse_u64(bytes: &[u8]) -> Option<u64> {
 }
 
 /// Parses a number of seconds, `S` or `S.F` (up to millisecond precision;
-/// further digits are checked but ignored), into milliseconds.
+/// further digits are checked but ignored, but that a time above zero is
+/// never read as zero: `0.0009` is 1 ms), into milliseconds.
 pub fn parse_seconds_as_millis(bytes: &[u8]) -> Option<u64> {
     let (whole, frac) = match bytes.iter().position(|&b| b == b'.') {
         Some(dot) => (&bytes[..dot], Some(&bytes[dot + 1..])),
@@ -39,6 +40,9 @@ pub fn parse_seconds_as_millis(bytes: &[u8]) -> Option<u64> {
             // Checked: `18446744073709551.999` is past u64::MAX milliseconds.
             millis = millis.checked_add(u64::from(d - b'0') * scale)?;
             scale /= 10;
+        }
+        if millis == 0 && frac.iter().any(|&d| d != b'0') {
+            millis = 1;
         }
     }
     Some(millis)
@@ -80,6 +84,8 @@ mod tests {
         assert_eq!(parse_seconds_as_millis(b"1.5"), Some(1500));
         assert_eq!(parse_seconds_as_millis(b"0.25"), Some(250));
         assert_eq!(parse_seconds_as_millis(b"2.0009"), Some(2000));
+        assert_eq!(parse_seconds_as_millis(b"0.0009"), Some(1), "above zero is never zero");
+        assert_eq!(parse_seconds_as_millis(b"0.0000"), Some(0));
         for bad in [&b""[..], b".5", b"1.", b"1.x", b"-1", b"1,5", b"99999999999999999999"] {
             assert_eq!(parse_seconds_as_millis(bad), None, "{bad:?}");
         }
