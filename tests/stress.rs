@@ -222,6 +222,9 @@ fn load_with_stops(
 
     let mut stopped = Vec::new();
     let stops = stop.map(|pause| {
+        // Made first: the time between reading the waiters and stopping
+        // them is one in which some are served.
+        let freezer = test_support::Freezer::new("stress");
         // Waiters, from their records, earliest first.
         let ours: Vec<i32> = started.iter().map(|s| s.3.pid()).collect();
         let mut waiting = Vec::new();
@@ -233,7 +236,6 @@ fn load_with_stops(
         assert!(formed, "no queue formed (waiters {waiting:?})");
         let faults = test_support::QueueFaults::start(&lock_dir);
         stopped = waiting.iter().copied().step_by(2).take(8).collect();
-        let freezer = test_support::Freezer::new("stress");
         let freezer = match freezer {
             Ok(f) => Some(f),
             Err(why) => {
@@ -254,6 +256,12 @@ fn load_with_stops(
         if let Some(f) = &freezer {
             f.freeze();
         }
+        // Those served between the look and the stop (their record goes
+        // before their test starts) were not stopped as waiters; every one
+        // is let go below.
+        let signalled = stopped.clone();
+        let still = test_support::queued_pids(&lock_dir);
+        stopped.retain(|p| still.contains(p));
         std::thread::sleep(pause / 2);
         faults.remove_queue();
         std::thread::sleep(pause / 2);
@@ -262,7 +270,7 @@ fn load_with_stops(
         if let Some(f) = &freezer {
             f.thaw();
         }
-        for &pid in &stopped {
+        for &pid in &signalled {
             // SAFETY: as above.
             unsafe { libc::kill(pid, libc::SIGCONT) };
         }

@@ -307,3 +307,31 @@ fn my_uid() -> String {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     status.lines().find_map(|l| l.strip_prefix("Uid:")).unwrap().split_whitespace().next().unwrap().to_string()
 }
+
+/// Another user puts files under the temporary names a drain would write
+/// in a 1777 lock directory (sticky: the drain's user cannot remove them).
+/// The drain of a user who is not root, as PID 1 of a PID namespace (so
+/// its PID, which its temporary name held, is known), still succeeds: the
+/// name carries 64 random bits.
+#[test]
+fn another_user_cannot_keep_a_gpu_from_being_drained() {
+    if !common::root("other users, a PID namespace") {
+        return;
+    }
+    let f = shared_fixture("drain-squat");
+    f.make_lock_dir_shared();
+    for pid in 1..=3 {
+        let squat = f.lock_dir.join(format!("gpudrain.{pid}.tmp"));
+        test_support::write_file(&squat, "");
+        std::os::unix::fs::chown(&squat, Some(12345), Some(12345)).unwrap();
+    }
+    let mut c = Cmd::new("unshare");
+    c.args(["--pid", "--fork", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]);
+    c.arg(common::bin()).args(["--drain=0", "--reason=test"]);
+    f.runfiles.apply(&mut c);
+    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+    c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").env("PATH", test_support::mounts::SBIN_PATH);
+    let out = c.run();
+    out.assert_success().assert_stdout_contains("drained GPU 0 in");
+    assert!(f.lock_dir.join("gpudrain").join("0").exists(), "{}", out.explain());
+}

@@ -1,6 +1,7 @@
 //! What other users, odd files, odd clocks and odd inits do to the wait
 //! queue, each found by an adversarial review: a waiter that cannot take a
-//! lock file never holds it up for others; junk and hard links in
+//! lock file never holds it up for others; junk and hard links in (and
+//! out of)
 //! `gpuqueue/` neither stall nor overtake; a waiter in a time namespace
 //! keeps its place; other programs' files in the lock directory do not
 //! wake waiters; no process is left behind under an init that does not
@@ -137,6 +138,58 @@ fn junk_and_hard_links_in_the_queue_neither_stall_nor_reorder() {
     let (a, b) = (first.wait(), second.wait());
     let (a, b) = (Record::of(a.assert_success()), Record::of(b.assert_success()));
     assert!(a.get("start") < b.get("start"), "the second was served first");
+}
+
+/// Hard links to a 2-GPU waiter's record made outside `gpuqueue/`, again
+/// and again (another user can, where `fs.protected_hardlinks` is off):
+/// the record still counts, so a later 1-GPU test does not take the GPU
+/// freed first. It used to count for nobody while it had a second name,
+/// and its waiter, making it again each beat, was linked again at once.
+#[test]
+fn hard_links_to_a_record_elsewhere_change_nothing() {
+    let f = Fixture::new("faults-links-elsewhere");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let queue = f.lock_dir.join("gpuqueue");
+    let elsewhere = f.dir.join("links");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let held = [hold_lock(f.lock("0", 0)), hold_lock(f.lock("1", 0))];
+    let mut first = f.cmd();
+    on(&mut first, 2, 1).env("SLEEP", "0.3").args(["./pkg/gpu_test", "--num_processes=2"]);
+    let first = queued(&f, &mut first);
+    let stop_linking = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let linker = {
+        let (queue, elsewhere, stop) = (queue.clone(), elsewhere.clone(), stop_linking.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for e in std::fs::read_dir(&queue).into_iter().flatten().flatten() {
+                    n += 1;
+                    let _ = std::fs::hard_link(e.path(), elsewhere.join(n.to_string()));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            n
+        })
+    };
+    let ran = f.dir.join("second_ran");
+    let mut second = f.cmd();
+    on(&mut second, 2, 1).env("RECORD_FILE", &ran).arg("./pkg/gpu_test");
+    let second = queued(&f, &mut second);
+    let [gpu0, gpu1] = held;
+    drop(gpu0);
+    std::thread::sleep(Duration::from_millis(1000));
+    let second_ran = ran.exists();
+    drop(gpu1);
+    stop_linking.store(true, std::sync::atomic::Ordering::Relaxed);
+    let links = linker.join().unwrap();
+    let (a, b) = (first.wait(), second.wait());
+    assert!(links > 100, "only {links} links made");
+    assert!(!second_ran, "the later 1-GPU test took GPU 0 ahead of the 2-GPU waiter\n{}", b.explain());
+    let a = Record::of(a.assert_success());
+    b.assert_success();
+    let b = test_support::parse_record(&std::fs::read_to_string(&ran).unwrap_or_default());
+    let b_start = test_support::record_value(&b, "start");
+    assert!(a.get("start") < b_start, "the later test was served first");
 }
 
 /// A waiter in a time namespace whose boot clock is 100000 s ahead writes

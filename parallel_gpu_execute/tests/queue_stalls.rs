@@ -246,7 +246,7 @@ fn plant_record(f: &Fixture, name: &str, beat_ns: u64) -> PathBuf {
     for word in [7u64, beat_ns, check] {
         content.extend_from_slice(&word.to_le_bytes());
     }
-    content.extend_from_slice(b"needed 1\nfiles gpulock0_0\ntest planted\n");
+    content.extend_from_slice(format!("name {name}\nneeded 1\nfiles gpulock0_0\ntest planted\n").as_bytes());
     let path = queue.join(name);
     write_file(&path, content);
     path

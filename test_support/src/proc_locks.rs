@@ -60,7 +60,13 @@ impl QueueFaults {
         let _ = std::fs::write(queue.join("notes.txt"), "not a record\n");
         let others = [lock_dir.to_path_buf(), queue]
             .iter()
-            .map(|d| std::process::Command::new("flock").arg("-s").arg(d).args(["sleep", "600"]).spawn())
+            // `--no-fork`: the lock is held by the process killed on drop,
+            // not by a child left behind (holding the caller's output open).
+            .map(|d| {
+                let mut c = std::process::Command::new("flock");
+                c.args(["-s", "--no-fork"]).arg(d).args(["sleep", "600"]);
+                c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn()
+            })
             .map(|c| c.expect("flock(1)"))
             .collect();
         QueueFaults { lock_dir: lock_dir.to_path_buf(), others }

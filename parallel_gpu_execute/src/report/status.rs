@@ -428,7 +428,8 @@ fn queued(lock_dir: &rustix::fd::OwnedFd) -> Vec<Queued> {
             continue;
         }
         let n = rustix::io::pread(&fd, &mut buf, 0).unwrap_or(0);
-        let Some(want) = Want::parse(&buf[..n]) else { continue };
+        // Under the name it says only: a hard link under another is none.
+        let Some(want) = Want::parse(&buf[..n]).filter(|w| w.name == name.as_bytes()) else { continue };
         out.push(Queued {
             ticket: ticket_of(name.as_bytes()).unwrap_or(0),
             beat: beat_of(&buf[..n]).map(|(_, at)| at),

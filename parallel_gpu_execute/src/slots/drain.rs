@@ -255,10 +255,13 @@ fn not_yours(drain_fd: &OwnedFd, gpu: &[u8], action: &str, errno: Errno) -> Erro
     ))
 }
 
-/// This process's temporary name in the lock directory.
+/// A temporary name in the lock directory, `gpudrain.<pid>.<64 random
+/// bits>.tmp`: in a sticky lock directory another user could take a name
+/// it can guess first, and this one could not remove it.
 fn tmp_name() -> LockName {
     let mut name = LockName::new();
-    let _ = name.push(format!("gpudrain.{}.tmp", rustix::process::getpid().as_raw_nonzero()).as_bytes());
+    let pid = rustix::process::getpid().as_raw_nonzero();
+    let _ = name.push(format!("gpudrain.{pid}.{}.tmp", crate::sys::random::unguessable()).as_bytes());
     name
 }
 

@@ -17,6 +17,7 @@ use crate::slots::record::{
 use crate::slots::request::Pool;
 use crate::sys::clock::{SystemTime, UNIX_EPOCH, host_since_boot as since_boot};
 use crate::sys::dirs::for_each_entry;
+use crate::sys::random::unguessable;
 use core::ffi::CStr;
 use core::ops::ControlFlow;
 use rustix::fd::{AsFd, OwnedFd};
@@ -33,15 +34,6 @@ type QueuePath = CBuf<64>;
 
 /// `.<record name>.<unguessable number>.new`, a record while it is made.
 type TemporaryName = CBuf<72>;
-
-/// 64 bits that another user cannot guess (`getrandom(2)`); the boot
-/// clock's nanoseconds where the kernel has none to give.
-fn unguessable() -> u64 {
-    let mut bytes = [0u8; 8];
-    // SAFETY: getrandom writes at most `bytes.len()` bytes into `bytes`.
-    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), libc::GRND_NONBLOCK) };
-    if n == 8 { u64::from_ne_bytes(bytes) } else { since_boot().as_nanos() as u64 }
-}
 
 fn queue_path(name: &RecordName) -> QueuePath {
     let mut p = QueuePath::from_bytes(QUEUE_DIR.to_bytes()).unwrap_or_default();
@@ -161,14 +153,14 @@ impl Place {
         }
     }
 
-    /// Whether the record is still at its path, and there alone (one
-    /// `statat`): not when it or `gpuqueue/` was removed, something was put
-    /// in its place, or it has another name too (a hard link, which readers
-    /// pass over).
+    /// Whether the record is still at its path (one `statat`): not when it
+    /// or `gpuqueue/` was removed, or something was put in its place. A
+    /// hard link to it, anywhere, changes nothing: readers go by the name
+    /// the record says.
     pub fn linked(&self, lock_dir: &OwnedFd) -> bool {
         let path = queue_path(&self.name);
         rustix::fs::statat(lock_dir, path.as_cstr(), AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| (st.st_dev, st.st_ino) == self.id && st.st_nlink == 1)
+            .is_ok_and(|st| (st.st_dev, st.st_ino) == self.id)
     }
 
     /// `gpuqueue/` as this waiter holds it open, when it is still the one at
@@ -315,7 +307,9 @@ pub fn ahead(
     for name in earlier {
         let fd = match read_live(dir, &name, &mut buf, own) {
             Live::Record(fd, n) => {
-                let Some(want) = Want::parse(&buf[..n]) else { continue };
+                // Under the name it says, or none (a hard link elsewhere
+                // in `gpuqueue/` would put its waiter earlier).
+                let Some(want) = Want::parse(&buf[..n]).filter(|w| w.name == name.as_bytes()) else { continue };
                 wants.fill(false);
                 want.wanted(prefix, pool, slots, |i| wants[i] = true);
                 Some(fd)
@@ -418,7 +412,7 @@ enum Live {
 }
 
 /// Opens the record `name` and reads it into `buf` when it is a regular
-/// file with no other name, not the reader's own (`own`), whose lock is
+/// file, not the reader's own (`own`), whose lock is
 /// held and whose beat is fresh. A record whose lock is free is removed:
 /// its waiter is dead.
 fn read_live(dir: &OwnedFd, name: &RecordName, buf: &mut [u8], own: Option<(u64, u64)>) -> Live {
@@ -432,12 +426,10 @@ fn read_live(dir: &OwnedFd, name: &RecordName, buf: &mut [u8], own: Option<(u64,
             Err(_) => return Live::Unknown,
         };
         let Ok(st) = rustix::fs::fstat(&fd) else { return Live::Unknown };
-        // A hard link to a record (its own included) is none: it would make
-        // its waiter wait behind itself.
-        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
-            || st.st_nlink != 1
-            || own == Some((st.st_dev, st.st_ino))
-        {
+        // Its own record (a hard link to it under an earlier name) is none:
+        // it would wait behind itself. Other links are passed over by the
+        // name their record says.
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || own == Some((st.st_dev, st.st_ino)) {
             return Live::No;
         }
         // Too short to hold a beat: not a record, and not worth a lock (a

@@ -14,7 +14,12 @@
 //! | 8-15 | the beat counter, little-endian |
 //! | 16-23 | the `CLOCK_BOOTTIME` nanoseconds of the last beat |
 //! | 24-31 | the counter XOR the time XOR [`CHECK`]: a beat read while it was written fails it |
-//! | 32- | `needed <GPUs>`, `files <lock file> ...`, `test <the test>`, one per line |
+//! | 32- | `name <its name>`, `needed <GPUs>`, `files <lock file> ...`, `test <the test>`, one per line |
+//!
+//! A record counts only under the name it says: a hard link to it under
+//! another name in `gpuqueue/` is none (it would put its waiter earlier),
+//! and one anywhere else (another user's, where `fs.protected_hardlinks`
+//! is off) changes nothing.
 //!
 //! `files` lists the lock files its waiter can take, and no other: those
 //! of the blocks it can take whole, so GPUs it passes over (drained, or
@@ -118,6 +123,8 @@ pub fn fresh(at: u64, now: Duration) -> bool {
 /// What a waiter asks for, as its record says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Want<'a> {
+    /// The record's name, `<ticket>.<pid>`.
+    pub name: &'a [u8],
     pub needed: u64,
     /// The lock files it can take, separated by spaces ([`files_line`]).
     pub files: &'a [u8],
@@ -130,10 +137,10 @@ impl<'a> Want<'a> {
         let mut digits = [0u8; 20];
         let needed = wrapper_common::numbers::format_u64(self.needed, &mut digits);
         let test = &self.test[..self.test.len().min(MAX_TEST)];
-        let mut out = Vec::with_capacity(HEADER + 32 + self.files.len() + test.len());
+        let mut out = Vec::with_capacity(HEADER + 64 + self.files.len() + test.len());
         out.extend_from_slice(&MAGIC);
         out.extend_from_slice(&beat_bytes(0, at));
-        for part in [&b"needed "[..], needed, b"\nfiles ", self.files, b"\ntest "] {
+        for part in [&b"name "[..], self.name, b"\nneeded ", needed, b"\nfiles ", self.files, b"\ntest "] {
             out.extend_from_slice(part);
         }
         out.extend(test.iter().map(|&b| if b == b'\n' || b == 0 { b' ' } else { b }));
@@ -143,18 +150,19 @@ impl<'a> Want<'a> {
 
     /// Reads a record's content (after its beat); `None` when it is not one.
     pub fn parse(record: &'a [u8]) -> Option<Want<'a>> {
-        let (mut needed, mut files, mut test) = (None, None, None);
+        let (mut name, mut needed, mut files, mut test) = (None, None, None, None);
         for line in record.get(HEADER..)?.split(|&b| b == b'\n') {
             let Some(at) = line.iter().position(|&b| b == b' ') else { continue };
             let value = &line[at + 1..];
             match &line[..at] {
+                b"name" => name = Some(value),
                 b"needed" => needed = Some(parse_u64(value)?),
                 b"files" => files = Some(value),
                 b"test" => test = Some(value),
                 _ => {}
             }
         }
-        Some(Want { needed: needed?, files: files?, test: test? })
+        Some(Want { name: name?, needed: needed?, files: files?, test: test? })
     }
 
     /// Calls `mark` with the index (`slot * pool + gpu`) of each lock file
@@ -266,7 +274,8 @@ mod tests {
 
     #[test]
     fn a_record_reads_back_and_a_torn_beat_fails_its_check() {
-        let want = Want { needed: 4, files: b"gpulock0_0 gpulock1_0 gpulockGPU-ab_1", test: b"./pkg/a_test\n--flag" };
+        let files = b"gpulock0_0 gpulock1_0 gpulockGPU-ab_1";
+        let want = Want { name: b"0000000000000abc.42", needed: 4, files, test: b"./pkg/a_test\n--flag" };
         let mut content = want.content(5_000_000_000);
         assert_eq!(beat_of(&content), Some((0, 5_000_000_000)));
         let parsed = Want::parse(&content).unwrap();
@@ -278,8 +287,12 @@ mod tests {
         assert_eq!(Want::parse(b"short"), None);
         let mut no_files = Want { files: b"", ..want }.content(0);
         assert!(Want::parse(&no_files).is_some_and(|w| w.files.is_empty()));
-        no_files.truncate(HEADER + 9);
+        let files_at = no_files.windows(6).position(|w| w == b"files ").unwrap();
+        no_files.truncate(files_at);
         assert_eq!(Want::parse(&no_files), None, "a record without its files line is none");
+        let unnamed = &want.content(0)[..HEADER];
+        let rest = &want.content(0)[HEADER + b"name 0000000000000abc.42\n".len()..];
+        assert_eq!(Want::parse(&[unnamed, rest].concat()), None, "a record without its name is none");
     }
 
     #[test]
@@ -287,7 +300,12 @@ mod tests {
         let mine = pool(&[b"1", b"GPU-ab", b"0"]);
         // Indices are slot * 3 + gpu: gpulock0_0 is 2, gpulock1_0 is 0,
         // gpulockGPU-ab_1 is 4.
-        let want = Want { needed: 1, files: b"gpulock0_0 gpulock1_0 gpulockGPU-ab_1", test: b"t" };
+        let want = Want {
+            name: b"0000000000000001.1",
+            needed: 1,
+            files: b"gpulock0_0 gpulock1_0 gpulockGPU-ab_1",
+            test: b"t",
+        };
         assert_eq!(wanted(&want, b"gpulock", &mine, 2), [0, 2, 4]);
         assert_eq!(wanted(&want, b"gpulock", &mine, 1), [0, 2], "slot 1 is not among this one's");
         assert_eq!(wanted(&want, b"jax_accelerator_lock_", &mine, 2), [0usize; 0], "another profile's");

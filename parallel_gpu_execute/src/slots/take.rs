@@ -17,7 +17,7 @@ use crate::slots::lockfile::{dir_still_there, join, keep_young, open_lock_dir};
 use crate::slots::locks::{Ask, Grant, Slots, private_lock_dir};
 use crate::slots::privacy;
 use crate::slots::queue::{self, Ahead, Place};
-use crate::slots::record::{HEADER, HEARTBEAT, QUEUE_DIR, Want, files_line};
+use crate::slots::record::{HEADER, HEARTBEAT, QUEUE_DIR, Want, files_line, record_name};
 use crate::slots::request::Pool;
 use crate::slots::telemetry::{Place as Standing, Telemetry};
 use crate::slots::wait::{self, SlotWatch, WaitingSignals};
@@ -253,7 +253,9 @@ impl<'a> Waiting<'a> {
         let takes = table.takeable(self.ask.needed);
         let files = files_line(self.ask.profile.lock_prefix(), table.pool(), self.ask.slots, |i| takes[i]);
         let test = self.described.get_or_init(|| (self.test)());
-        let want = Want { needed: self.ask.needed as u64, files: &files, test: test.as_bytes() };
+        let pid = rustix::process::getpid().as_raw_nonzero().get().unsigned_abs();
+        let name = record_name(self.ticket.unwrap_or_default(), pid);
+        let want = Want { name: name.as_bytes(), needed: self.ask.needed as u64, files: &files, test: test.as_bytes() };
         want.content(u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX))
     }
 
