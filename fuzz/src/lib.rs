@@ -79,7 +79,8 @@ pub fn ref_parse_u64(bytes: &[u8]) -> Option<u64> {
 }
 
 /// Reference: `S` or `S.F` seconds to milliseconds (digits after the third
-/// decimal checked but ignored), `None` when it does not fit a `u64`.
+/// decimal checked but ignored, but that a time above zero is at least
+/// 1 ms), `None` when it does not fit a `u64`.
 pub fn ref_seconds_as_millis(bytes: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(bytes).ok()?;
     let (whole, frac) = match text.split_once('.') {
@@ -94,6 +95,10 @@ pub fn ref_seconds_as_millis(bytes: &[u8]) -> Option<u64> {
         }
         let first3: String = frac.chars().chain("000".chars()).take(3).collect();
         millis += first3.parse::<u128>().ok()?;
+        // A time above zero is never zero: at least a millisecond.
+        if millis == 0 && frac.bytes().any(|b| b != b'0') {
+            millis = 1;
+        }
     }
     u64::try_from(millis).ok()
 }
