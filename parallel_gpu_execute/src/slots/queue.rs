@@ -11,9 +11,7 @@
 
 use crate::prelude::*;
 use crate::slots::lockfile::{make_shared_dir, repair_shared_mode};
-use crate::slots::record::{
-    HEADER, MAX_RECORD, QUEUE_DIR, RecordName, Want, beat_bytes, beat_of, fresh, record_name, ticket_of,
-};
+use crate::slots::record::{HEADER, MAX_RECORD, QUEUE_DIR, RecordName, Want, beat_bytes, beat_of, fresh, ticket_of};
 use crate::slots::request::Pool;
 use crate::sys::clock::{SystemTime, UNIX_EPOCH, host_since_boot as since_boot};
 use crate::sys::dirs::for_each_entry;
@@ -86,13 +84,12 @@ fn open_queue_dir(lock_dir: &OwnedFd) -> Result<OwnedFd, Errno> {
 }
 
 impl Place {
-    /// Makes the record `<ticket>.<pid>` saying `content`: written under a
-    /// temporary name, locked, then renamed into place, so that no record
-    /// is ever seen unlocked or half written. The error says why it could
-    /// not be made (`NOTDIR`: `gpuqueue` is not a directory).
-    pub fn join(lock_dir: &OwnedFd, ticket: u64, content: Vec<u8>) -> Result<Place, Errno> {
-        let pid = rustix::process::getpid().as_raw_nonzero().get().unsigned_abs();
-        let name = record_name(ticket, pid);
+    /// Makes the record `name` (`<ticket>.<pid>`) saying `content`:
+    /// written under a temporary name, locked, then renamed into place, so
+    /// that no record is ever seen unlocked or half written. The error says
+    /// why it could not be made (`NOTDIR`: `gpuqueue` is not a directory).
+    pub fn join(lock_dir: &OwnedFd, name: &RecordName, content: Vec<u8>) -> Result<Place, Errno> {
+        let name = name.clone();
         let mut last = Errno::NOENT;
         // `gpuqueue/` can be removed (by the last waiter leaving, or a
         // cleaner) between any two of these calls: then again.
@@ -182,10 +179,9 @@ impl Place {
     /// old one's lock goes with its descriptor, which wakes whoever slept
     /// on it.
     pub fn remake(&mut self, lock_dir: &OwnedFd, content: Vec<u8>) -> Result<(), Errno> {
-        let ticket = ticket_of(self.name.as_bytes()).unwrap_or(0);
         // The old record's `Drop` removes nothing that is not its own: the
         // new one, under the same name, stays.
-        *self = Place::join(lock_dir, ticket, content)?;
+        *self = Place::join(lock_dir, &self.name, content)?;
         crate::slots::wait::remove_on_exit(self.lock_dir.as_fd(), self.dir.as_fd(), self.name.as_bytes());
         self.beat()
     }

@@ -17,7 +17,7 @@ use crate::slots::lockfile::{dir_still_there, join, keep_young, open_lock_dir};
 use crate::slots::locks::{Ask, Grant, Slots, private_lock_dir};
 use crate::slots::privacy;
 use crate::slots::queue::{self, Ahead, Place};
-use crate::slots::record::{HEADER, HEARTBEAT, QUEUE_DIR, Want, files_line, record_name};
+use crate::slots::record::{HEADER, HEARTBEAT, QUEUE_DIR, RecordName, Want, files_line, record_name};
 use crate::slots::request::Pool;
 use crate::slots::telemetry::{Place as Standing, Telemetry};
 use crate::slots::wait::{self, SlotWatch, WaitingSignals};
@@ -86,8 +86,9 @@ pub struct Waiting<'a> {
     place: Option<Place>,
     signals: Option<WaitingSignals>,
     telemetry: Telemetry,
-    /// Its place in the queue: when it began to wait (`CLOCK_BOOTTIME` ns).
-    ticket: Option<u64>,
+    /// Its place in the queue: its record's name, `<ticket>.<pid>`, the
+    /// ticket when it began to wait (`CLOCK_BOOTTIME` ns).
+    name: Option<RecordName>,
     /// Why it has none, once said.
     no_place: Option<Errno>,
     /// Whether a beat it could not write was said (once a wait).
@@ -107,7 +108,7 @@ impl<'a> Waiting<'a> {
             place: None,
             signals: None,
             telemetry: Telemetry::default(),
-            ticket: None,
+            name: None,
             no_place: None,
             said_renew: false,
             described: core::cell::OnceCell::new(),
@@ -196,13 +197,15 @@ impl<'a> Waiting<'a> {
             if last_look || self.ask.wait == Some(Duration::ZERO) {
                 return Err(self.no_slot());
             }
-            if self.ticket.is_none() {
+            if self.name.is_none() {
                 // No block for it: it waits from now, and looks again once
                 // its record is there (a release meanwhile is not missed).
                 // SIGTERM from now on removes the record.
                 self.signals.get_or_insert_with(WaitingSignals::install);
                 self.deadline = self.ask.wait.map(|w| Instant::now() + w);
-                self.ticket = Some(u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX));
+                let ticket = u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX);
+                let pid = rustix::process::getpid().as_raw_nonzero().get().unsigned_abs();
+                self.name = Some(record_name(ticket, pid));
                 self.keep_place(dir_fd, table);
                 self.announce(dir_fd, table, &ahead);
                 // Time passed: a drain, or the directory's removal, may
@@ -253,9 +256,8 @@ impl<'a> Waiting<'a> {
         let takes = table.takeable(self.ask.needed);
         let files = files_line(self.ask.profile.lock_prefix(), table.pool(), self.ask.slots, |i| takes[i]);
         let test = self.described.get_or_init(|| (self.test)());
-        let pid = rustix::process::getpid().as_raw_nonzero().get().unsigned_abs();
-        let name = record_name(self.ticket.unwrap_or_default(), pid);
-        let want = Want { name: name.as_bytes(), needed: self.ask.needed as u64, files: &files, test: test.as_bytes() };
+        let name = self.name.as_ref().map_or(&b""[..], |n| n.as_bytes());
+        let want = Want { name, needed: self.ask.needed as u64, files: &files, test: test.as_bytes() };
         want.content(u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX))
     }
 
@@ -266,7 +268,7 @@ impl<'a> Waiting<'a> {
     /// and says why once, and tries again at the next wake. Returns
     /// whether it had its record, and kept it as it was.
     fn keep_place(&mut self, dir_fd: &OwnedFd, table: &mut Slots<'_>) -> bool {
-        let Some(ticket) = self.ticket else { return false };
+        let Some(name) = self.name.clone() else { return false };
         table.open_all();
         let content = self.content(table);
         let made = match &mut self.place {
@@ -288,7 +290,7 @@ impl<'a> Waiting<'a> {
                 }
                 place.remake(dir_fd, content)
             }
-            None => Place::join(dir_fd, ticket, content).map(|place| self.place = Some(place)),
+            None => Place::join(dir_fd, &name, content).map(|place| self.place = Some(place)),
         };
         match made {
             Ok(()) => self.no_place = None,
