@@ -325,11 +325,9 @@ fn another_user_cannot_keep_a_gpu_from_being_drained() {
         test_support::write_file(&squat, "");
         std::os::unix::fs::chown(&squat, Some(12345), Some(12345)).unwrap();
     }
-    let mut c = Cmd::new("unshare");
-    c.args(["--pid", "--fork", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]);
-    c.arg(common::bin()).args(["--drain=0", "--reason=test"]);
-    f.runfiles.apply(&mut c);
-    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+    let as_nobody = ["--pid", "--fork", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
+    let mut c = f.cmd_under("unshare", as_nobody);
+    c.args(["--drain=0", "--reason=test"]);
     c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").env("PATH", test_support::mounts::SBIN_PATH);
     let out = c.run();
     out.assert_success().assert_stdout_contains("drained GPU 0 in");

@@ -309,15 +309,9 @@ fn a_free_slot_costs_one_failed_open_for_each_check_on_a_host_without_them() {
         return;
     }
     let trace = f.dir.join("trace");
-    let mut c = Cmd::new("strace");
-    c.args(["-f", "-qq", "-e", "trace=execve,openat,open,stat,newfstatat,statx,access,faccessat,faccessat2", "-o"])
-        .arg(&trace)
-        .arg(common::bin())
-        .arg("./pkg/gpu_test");
-    f.runfiles.apply(&mut c);
-    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root)
-        .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir)
-        .env("TF_TESTS_PER_GPU", "1");
+    let calls = "trace=execve,openat,open,stat,newfstatat,statx,access,faccessat,faccessat2";
+    let mut c = f.cmd_under("strace", ["-f", "-qq", "-e", calls, "-o", trace.to_str().unwrap()]);
+    c.arg("./pkg/gpu_test").env("TF_TESTS_PER_GPU", "1");
     let out = c.run();
     assert_eq!(given(&out), "0");
     let text = std::fs::read_to_string(&trace).unwrap();

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{Fixture, NOBODY, Record, bin, shared_fixture};
+use common::{Fixture, NOBODY, Record, shared_fixture};
 use std::path::PathBuf;
 use test_support::hardware::{KfdNode, hosts};
 use test_support::{Cmd, fake_rocminfo_script};
@@ -161,15 +161,12 @@ fn under_device_cgroup(f: &Fixture, withheld: &[PathBuf]) -> Option<Cmd> {
     if !test_support::prerequisite(traces, "strace(1) able to trace here", "EPERM from a withheld KFD node") {
         return None;
     }
-    let mut c = Cmd::new("strace");
-    c.args(["-f", "-qq", "-o", "/dev/null"]);
+    let mut args: Vec<std::ffi::OsString> = ["-f", "-qq", "-o", "/dev/null"].map(Into::into).to_vec();
     for path in withheld {
-        c.arg("-P").arg(path);
+        args.extend(["-P".into(), std::ffi::OsString::from(path)]);
     }
-    c.args(["-e", "inject=read:error=EPERM", bin()]);
-    f.runfiles.apply(&mut c);
-    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
-    Some(c)
+    args.extend(["-e", "inject=read:error=EPERM"].map(Into::into));
+    Some(f.cmd_under("strace", args))
 }
 
 /// `<sysroot>/sys/class/kfd/kfd/topology/nodes/<node>/properties`.

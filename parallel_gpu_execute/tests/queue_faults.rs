@@ -211,10 +211,8 @@ fn a_waiter_in_a_time_namespace_keeps_its_place() {
         let mut early = f.cmd();
         on(&mut early, 1, 1).env("SLEEP", "0.2").arg("./pkg/gpu_test");
         let early = queued(&f, &mut early);
-        let mut later = Cmd::new("unshare");
-        f.runfiles.apply(&mut later);
-        later.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
-        on(&mut later, 1, 1).args(["--time", "--boottime", "100000", "--fork", common::bin(), "./pkg/gpu_test"]);
+        let mut later = f.cmd_under("unshare", ["--time", "--boottime", "100000", "--fork"]);
+        on(&mut later, 1, 1).arg("./pkg/gpu_test");
         later.timeout(Duration::from_secs(60));
         let later = later.spawn();
         assert!(wait_until(Duration::from_secs(10), || f.waiters().len() == 2), "round {round}: never queued");
@@ -419,11 +417,8 @@ fn a_pid_of_another_namespace_does_not_collide_in_making_the_queue() {
     }
     let held = hold_lock(f.lock("0", 0));
     std::fs::set_permissions(f.lock("0", 0), std::fs::Permissions::from_mode(0o666)).unwrap();
-    let mut c = Cmd::new("unshare");
-    c.args(["--pid", "--fork", "--kill-child", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(common::bin());
-    f.runfiles.apply(&mut c);
-    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+    let as_nobody = ["--pid", "--fork", "--kill-child", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
+    let mut c = f.cmd_under("unshare", as_nobody);
     on(&mut c, 1, 1).args(["--wait=20", "./pkg/gpu_test"]).timeout(Duration::from_secs(60));
     let r = c.spawn();
     let queue = f.lock_dir.join("gpuqueue");
@@ -497,11 +492,8 @@ fn the_callers_alarm_ends_a_waiting_wrapper() {
     let f = Fixture::new("faults-alarm");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let held = hold_lock(f.lock("0", 0));
-    let mut c = Cmd::new("perl");
-    c.args(["-e", "alarm 1; exec @ARGV or die", common::bin(), "./pkg/gpu_test"]);
-    f.runfiles.apply(&mut c);
-    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
-    on(&mut c, 1, 1).timeout(Duration::from_secs(20));
+    let mut c = f.cmd_under("perl", ["-e", "alarm 1; exec @ARGV or die"]);
+    on(&mut c, 1, 1).arg("./pkg/gpu_test").timeout(Duration::from_secs(20));
     let started = Instant::now();
     let out = c.run();
     let took = started.elapsed();

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{Fixture, NOBODY, Record, bin, on, root};
+use common::{Fixture, NOBODY, Record, on, root};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -242,10 +242,8 @@ fn strace_runs(what: &str) -> bool {
 /// The wrapper under strace, which holds each of its calls of `call` for
 /// `us` microseconds, as `Fixture::cmd` runs it.
 fn held_in(f: &Fixture, call: &str, us: u32) -> Cmd {
-    let mut c = Cmd::new("strace");
-    c.args(["-f", "-qq", "-o", "/dev/null", "-e", &format!("inject={call}:delay_enter={us}"), bin()]);
-    f.runfiles.apply(&mut c);
-    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+    let inject = format!("inject={call}:delay_enter={us}");
+    let mut c = f.cmd_under("strace", ["-f", "-qq", "-o", "/dev/null", "-e", &inject]);
     c.timeout(Duration::from_secs(60));
     c
 }
@@ -524,10 +522,8 @@ fn a_waiter_never_tries_a_lock_file_of_a_block_it_cannot_take() {
     let tries_of_gpu_0 = || {
         test_support::write_file(&trace, "");
         std::fs::set_permissions(&trace, std::fs::Permissions::from_mode(0o666)).unwrap();
-        let mut c = Cmd::new("strace");
-        c.args(["-f", "-qq", "-y", "-e", "trace=flock", "-o"]).arg(&trace).arg(bin());
-        f.runfiles.apply(&mut c);
-        c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+        let trace_to = trace.to_str().unwrap();
+        let mut c = f.cmd_under("strace", ["-f", "-qq", "-y", "-e", "trace=flock", "-o", trace_to]);
         on(&mut c, 4, 1).as_user(NOBODY, NOBODY).args(["--wait=1.5", "./pkg/gpu_test", "--num_processes=2"]);
         let out = c.timeout(Duration::from_secs(60)).run();
         out.assert_code(1);

@@ -38,9 +38,25 @@ impl Fixture {
     /// with the test variables set, on the fake sysroot and lock directory.
     pub fn cmd(&self) -> Cmd {
         let mut c = Cmd::new(bin());
-        self.runfiles.apply(&mut c);
-        c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &self.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &self.lock_dir);
+        self.apply(&mut c);
         c
+    }
+
+    /// [`cmd`](Fixture::cmd) run under `program` (strace, unshare, perl):
+    /// `program ARGS... <the wrapper>`, with the same environment; the
+    /// wrapper's own arguments follow.
+    pub fn cmd_under<S: AsRef<std::ffi::OsStr>>(&self, program: &str, args: impl IntoIterator<Item = S>) -> Cmd {
+        let mut c = Cmd::new(program);
+        c.args(args).arg(bin());
+        self.apply(&mut c);
+        c
+    }
+
+    /// The runfiles, the fake sysroot and the lock directory, as the
+    /// wrapper is given them.
+    fn apply(&self, c: &mut Cmd) {
+        self.runfiles.apply(c);
+        c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &self.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &self.lock_dir);
     }
 
     /// `cmd()` running `./pkg/gpu_test` with `args`.
