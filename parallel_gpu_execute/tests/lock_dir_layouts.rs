@@ -304,6 +304,16 @@ fn a_per_action_tmpfs_at_tmp_in_bazels_sandbox_is_refused_and_the_hosts_tmpfs_is
     refused(&out, "on a mount made after this action began");
     assert!(out.stderr.contains("--sandbox_writable_path=/var/lock/gpu"), "{}", out.explain());
     assert!(!out.stderr.contains("--sandbox_writable_path=/tmp"), "advice under /tmp\n{}", out.explain());
+    // TEST_TMPDIR made within the clock tick the tmpfs is mounted in, as
+    // a fast sandbox start does (birth times are stamped from a clock that
+    // moves every few milliseconds): made by bubblewrap just before it
+    // mounts the tmpfs, which shares its tick most of the time. Equal
+    // times are the action's too.
+    for n in 0..8 {
+        let fresh = format!("/fresh-tmpdir/{n}");
+        let out = jax(&["--dir", &fresh, "--tmpfs", "/tmp"]).env("TEST_TMPDIR", &fresh).run();
+        refused(&out, "on a mount made after this action began");
+    }
     // The host's tmpfs /tmp, shared by every sandbox: two GPUs.
     let shared = host_tmp.path().display().to_string();
     let locks = jax(&["--bind", &shared, "/tmp"]).two_at_once();

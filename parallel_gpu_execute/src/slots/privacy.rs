@@ -173,6 +173,18 @@ fn born(path: &[u8]) -> Option<(i64, u32)> {
     .flatten()
 }
 
+/// Whether a mount whose root was born at `mounted` was made since the
+/// action began at `began`. Equal times count: a file system stamps a new
+/// inode from the kernel's coarse clock, which moves once a tick (4 ms at
+/// `HZ=250`), and a sandbox mounts its tmpfs within a tick of Bazel making
+/// `TEST_TMPDIR` as often as not. That clock never runs backwards between
+/// the two (multigrain timestamps keep it at or above any fine one given
+/// out), so a mount made later never reads as older. A mount every test
+/// shares was made before the build, not in the tick this one began.
+fn made_since(began: (i64, u32), mounted: (i64, u32)) -> bool {
+    mounted >= began
+}
+
 /// Whether this process runs in Bazel's own sandbox: its PID namespace's
 /// first process is `linux-sandbox` (bazelbuild/bazel
 /// `src/main/tools/linux-sandbox.cc`: it clones PID 1 into a new PID
@@ -244,7 +256,7 @@ pub fn judge(dir: &CStr) -> Option<Private> {
             root_mount.and_then(|_| born(root))
         };
         return match (began, born(&lock.point)) {
-            (Some(began), Some(mounted)) if mounted > began => {
+            (Some(began), Some(mounted)) if made_since(began, mounted) => {
                 Some(if bazel_sandbox { Private::SandboxMount } else { Private::ContainerMount })
             }
             _ => None,
@@ -276,6 +288,15 @@ mod tests {
         assert!(!hermetic_tmp(b"/o/_hermetic_tmpx/y") && !hermetic_tmp(b"/tmp"));
         assert_eq!(mount_info(text, 7).map(|m| m.root), None);
         assert_eq!(mount_info(text, 22).unwrap().root, b"/");
+    }
+
+    #[test]
+    fn a_mount_born_in_the_tick_the_action_began_is_the_actions() {
+        assert!(made_since((100, 4_000_000), (100, 4_000_000)));
+        assert!(made_since((100, 4_000_000), (100, 8_000_000)));
+        assert!(made_since((100, 999_999_999), (101, 0)));
+        assert!(!made_since((100, 4_000_000), (100, 3_999_999)));
+        assert!(!made_since((101, 0), (100, 999_999_999)));
     }
 
     #[test]
