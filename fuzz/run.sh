@@ -12,6 +12,8 @@
 # fuzz/corpus/<target>/, which is never modified), crash inputs in
 # fuzz/artifacts/<target>/. Reproduce a crash with
 # `cargo +nightly fuzz run <target> fuzz/artifacts/<target>/<file>` from fuzz/.
+# FUZZ_SEED=N fixes libFuzzer's seed (CI: the same inputs in the same order
+# on every run, so what it finds a developer finds too); unset or 0, random.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -43,7 +45,7 @@ for t in "${targets[@]}"; do
   log="target/fuzz-${t}.log"
   if cargo +nightly fuzz run --release "${t}" "${work}" "corpus/${t}" -- \
       -max_total_time="${seconds}" -max_len="$(max_len "${t}")" -timeout=10 \
-      -rss_limit_mb=2048 -print_final_stats=1 >"${log}" 2>&1; then
+      -rss_limit_mb=2048 -seed="${FUZZ_SEED:-0}" -print_final_stats=1 >"${log}" 2>&1; then
     grep -E '^stat::number_of_executed_units|^stat::new_units_added' "${log}" | tr '\n' ' '
     echo
   else

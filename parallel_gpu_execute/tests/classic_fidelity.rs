@@ -127,7 +127,8 @@ fn without_a_record_a_waiter_waits_and_says_so() {
     let held = unwritable_lock_dir(&f);
     let (record, c) = nobody_waiter(&f, &["./pkg/gpu_test"]);
     let waiter = c.spawn();
-    std::thread::sleep(Duration::from_millis(400));
+    assert!(test_support::begins_to_wait(waiter.pid()), "it never began to wait\n{}", c.describe());
+    std::thread::sleep(Duration::from_millis(200));
     assert!(!record.exists(), "the test ran on a busy slot");
     drop(held);
     let out = waiter.wait();

@@ -180,7 +180,8 @@ fn an_undrain_wakes_a_waiter_without_the_queue() {
     let mut c = on(&f, 3);
     c.as_user(NOBODY, NOBODY).arg("./pkg/gpu_test");
     let waiter = c.spawn();
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(test_support::begins_to_wait(waiter.pid()), "it never began to wait\n{}", c.describe());
+    std::thread::sleep(Duration::from_millis(100));
     let undrained = Instant::now();
     on(&f, 3).arg("--undrain=1").run().assert_success();
     let out = waiter.wait();

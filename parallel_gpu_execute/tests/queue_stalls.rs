@@ -411,7 +411,8 @@ fn a_waiter_that_gets_its_place_late_is_served_in_its_order() {
     let mut first = waiter(&f, 1, &records, "first", &[]);
     first.as_user(NOBODY, NOBODY);
     let first = first.spawn();
-    std::thread::sleep(Duration::from_millis(700));
+    // Its wait (and its ticket) begun before the second arrives.
+    assert!(test_support::begins_to_wait(first.pid()), "the first never began to wait");
     let second = queued(&f, &waiter(&f, 1, &records, "second", &[]));
     // The first one now sleeps on the second one's record, which covers it.
     std::thread::sleep(Duration::from_millis(800));

@@ -218,8 +218,9 @@ fn a_wrapper_that_waited_says_how_long_and_annotates_it() {
         .env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm")
         .env("TEST_UNDECLARED_OUTPUTS_ANNOTATIONS_DIR", &dir)
         .arg("./pkg/gpu_test");
-    let waiter = c.spawn();
-    std::thread::sleep(Duration::from_millis(700));
+    // Queued (its wait begun) before the 0.6 s it waits at least.
+    let waiter = f.spawn_queued(&c);
+    std::thread::sleep(Duration::from_millis(600));
     drop(held);
     let out = waiter.wait();
     out.assert_success().assert_waited_and_at_most_one_other_line();

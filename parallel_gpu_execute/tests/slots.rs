@@ -367,7 +367,8 @@ fn a_waiter_without_the_queue_sees_a_release_at_once() {
     let mut c = f.cmd();
     gpus(&mut c, 1, 1).as_user(common::NOBODY, common::NOBODY).arg("./pkg/gpu_test");
     let waiter = c.spawn();
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(test_support::begins_to_wait(waiter.pid()), "it never began to wait\n{}", c.describe());
+    std::thread::sleep(Duration::from_millis(100));
     let released = Instant::now();
     drop(held);
     let out = waiter.wait();

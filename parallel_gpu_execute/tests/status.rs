@@ -246,7 +246,8 @@ fn stopped_waiters_are_shown_stopped_and_without_a_beat() {
     let text = status(&f, 1, 1, "text");
     let row = text.stdout.lines().find(|l| l.starts_with("queued ")).unwrap_or_else(|| panic!("{}", text.explain()));
     assert!(row.contains(&format!(" {:<12} stopped ", first.pid())), "{}", text.explain());
-    assert!(row.contains(" none for 1 s "), "{}", text.explain());
+    // Stopped some 1.3 s before this look: whole seconds, 2 on a slow run.
+    assert!(row.contains(" none for 1 s ") || row.contains(" none for 2 s "), "{}", text.explain());
 
     // Let go, they beat again.
     for p in [&first, &second] {

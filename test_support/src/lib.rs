@@ -302,6 +302,19 @@ pub fn voluntary_switches(pid: i32) -> u64 {
     line.trim().parse().unwrap_or(0)
 }
 
+/// Whether a live process has an inotify instance open: a wrapper that
+/// found no free slot and now watches for a release (its wait begun, with
+/// or without a record in the queue).
+pub fn watching(pid: i32) -> bool {
+    let fds = fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten();
+    fds.into_iter().any(|fd| fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == "anon_inode:inotify"))
+}
+
+/// Waits (up to ten seconds) until `pid` [`watching`]; whether it did.
+pub fn begins_to_wait(pid: i32) -> bool {
+    wait_until(Duration::from_secs(10), || watching(pid))
+}
+
 /// CPU time (user + system) a live process has used, from /proc.
 pub fn cpu_time(pid: i32) -> Duration {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");

@@ -291,10 +291,12 @@ if [[ "${strategy}" == linux-sandbox ]]; then
   mkdir -p "${shared}/ro-locks" "${shared}/records/ro"
   : >"${shared}/ro-locks/gpulock0_0"
   : >"${shared}/ro-locks/gpulock1_0"
+  # Each holds its GPU twice as long, so that the two overlap (what the
+  # check asks) even when Bazel starts them seconds apart.
   run_bazel ro_locks 0 test "${flags[@]}" "${gpu_env[@]}" //gpu:gpu_test_0 //gpu:gpu_test_1 \
     "--run_under=//:pge --lock-dir=${shared}/ro-locks" \
     "--test_env=E2E_RECORD_DIR=${shared}/records/ro" \
-    "--test_env=E2E_GPU_TEST_SECONDS=${test_seconds}" \
+    "--test_env=E2E_GPU_TEST_SECONDS=$((test_seconds * 2))" \
     --nocache_test_results \
     "--sandbox_writable_path=${shared}/records/ro"
   "${here}/check_gpu_records.sh" "${shared}/records/ro" 2 "${gpus}" 1 ||

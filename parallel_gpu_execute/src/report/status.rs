@@ -212,12 +212,18 @@ fn mtime(st: &Stat) -> Option<SystemTime> {
     UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
 }
 
+/// How much earlier than its holder's start a lock file written by that
+/// holder may read: a start time is in clock ticks (10 ms) and a file's
+/// time comes from the kernel's coarse clock, up to a tick behind (10 ms
+/// at `HZ=100`).
+const STAMP_SLACK: Duration = Duration::from_millis(20);
+
 /// When the slot was granted: the file's modification time, when it is not
-/// older than its oldest holder.
+/// older than its oldest holder (give or take [`STAMP_SLACK`]).
 fn granted(st: &Stat, holders: &[ProcessInfo]) -> Option<SystemTime> {
     let visible: Vec<&ProcessInfo> = holders.iter().filter(|h| h.command.is_some()).collect();
     let oldest = visible.iter().map(|h| h.started).collect::<Option<Vec<_>>>()?.into_iter().min()?;
-    mtime(st).filter(|&m| m >= oldest)
+    mtime(st).filter(|&m| m.checked_add(STAMP_SLACK).is_some_and(|m| m >= oldest))
 }
 
 fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
@@ -488,6 +494,13 @@ mod tests {
         assert_eq!(granted(&st, &[holder(990)]), at);
         assert_eq!(granted(&st, &[holder(1000)]), at);
         assert_eq!(granted(&st, &[holder(1001)]), None, "a file older than its holder: unknown");
+        st.st_mtime = 999;
+        st.st_mtime_nsec = 985_000_000;
+        let stamped = UNIX_EPOCH.checked_add(Duration::new(999, 985_000_000));
+        assert_eq!(granted(&st, &[holder(1000)]), stamped, "written within a tick of its holder's start");
+        st.st_mtime_nsec = 975_000_000;
+        assert_eq!(granted(&st, &[holder(1000)]), None, "written before its holder started");
+        (st.st_mtime, st.st_mtime_nsec) = (1000, 0);
         assert_eq!(granted(&st, &[holder(1005), holder(995)]), at, "the oldest holder counts");
         assert_eq!(granted(&st, &[process(0)]), None, "a hidden holder's start is unknown");
         assert_eq!(granted(&st, &[]), None);

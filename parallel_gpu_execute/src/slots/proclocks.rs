@@ -94,9 +94,11 @@ fn proc_path(pid: i64, file: &str) -> alloc::ffi::CString {
     alloc::ffi::CString::new(format!("/proc/{pid}/{file}")).unwrap_or_default()
 }
 
-fn boot_time() -> Option<u64> {
-    let stat = read_text(c"/proc/stat")?;
-    stat.lines().find_map(|l| l.strip_prefix("btime ")).and_then(|v| v.trim().parse().ok())
+/// When this time namespace's boot was, on the wall clock: to the
+/// nanosecond, where `/proc/stat`'s `btime` is whole seconds (up to a
+/// second early).
+fn boot_time() -> Option<SystemTime> {
+    SystemTime::now().checked_sub(crate::sys::clock::since_boot())
 }
 
 /// The fields of `/proc/<pid>/stat` from field 3 (the state) on. The
@@ -128,9 +130,8 @@ fn since_boot(ticks: u64) -> Option<SystemTime> {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
-    let secs = boot_time()?.checked_add(ticks / hz)?;
     let nanos = (ticks % hz) * 1_000_000_000 / hz;
-    UNIX_EPOCH.checked_add(Duration::new(secs, nanos as u32))
+    boot_time()?.checked_add(Duration::new(ticks / hz, nanos as u32))
 }
 
 /// Reads what `/proc` shows of `pid`.
@@ -230,11 +231,12 @@ mod tests {
             let command = info.command.unwrap_or_default();
             assert_eq!(command.chars().count(), shown, "{len}: {command}");
             assert_eq!(command.ends_with("..."), len > MAX_COMMAND, "{len}: {command}");
-            // /proc/stat's boot time is whole seconds: within 2 s.
+            // In clock ticks (10 ms), not before the spawn began by more.
             let started = info.started.expect("a start time");
             let off =
                 started.duration_since(before).or_else(|| before.duration_since(started)).unwrap_or(Duration::MAX);
-            assert!(off < Duration::from_secs(2), "started {started:?}, spawned at {before:?}");
+            assert!(off < Duration::from_secs(1), "started {started:?}, spawned at {before:?}");
+            assert!(before.duration_since(started).is_none_or(|d| d <= Duration::from_millis(20)), "{started:?}");
         }
     }
 
