@@ -1,8 +1,8 @@
 //! Visible-devices lists (parallel_gpu_execute::slots::request::parse_pool_list),
 //! the ids that become lock file names: every accepted id is safe (or, where
 //! CUDA's MIG form is allowed, that form), none is listed twice, no two ids
-//! share a lock file name, and each lock file name stays one harmless path
-//! component. Every refusal names a real culprit. The part the runtime reads
+//! share a lock file name, no index has a leading zero (another spelling
+//! of one GPU), and each lock file name stays one harmless path component. Every refusal names a real culprit. The part the runtime reads
 //! (`runtime_visible`) is the list up to its first negative index.
 
 #![no_main]
@@ -10,7 +10,8 @@
 use libfuzzer_sys::fuzz_target;
 use parallel_gpu_execute::slots::lockfile::lock_file_name;
 use parallel_gpu_execute::slots::request::{
-    MAX_ID_LEN, MAX_POOL, PoolListError, is_cuda_mig_path, is_safe_id, lock_form, parse_pool_list, runtime_visible,
+    MAX_ID_LEN, MAX_POOL, PoolListError, has_leading_zero, is_cuda_mig_path, is_safe_id, lock_form, parse_pool_list,
+    runtime_visible,
 };
 use std::collections::HashSet;
 
@@ -34,6 +35,12 @@ fn ref_mig(id: &[u8]) -> bool {
         && number(parts[2])
 }
 
+/// Reference: an index with a leading zero, another spelling of a GPU
+/// that other jobs write without it.
+fn ref_leading_zero(id: &[u8]) -> bool {
+    id.len() >= 2 && id.starts_with(b"0") && id.iter().all(u8::is_ascii_digit)
+}
+
 /// Reference: a token the runtimes stop at, a negative integer (`-0` is 0).
 fn ref_negative(token: &[u8]) -> bool {
     token.len() >= 2
@@ -54,6 +61,7 @@ fuzz_target!(|data: &[u8]| {
     for p in &pieces {
         assert_eq!(is_safe_id(p), ref_safe(p), "{p:?}");
         assert_eq!(is_cuda_mig_path(p), ref_mig(p), "{p:?}");
+        assert_eq!(has_leading_zero(p), ref_leading_zero(p), "{p:?}");
     }
     // The first byte picks whether CUDA's MIG form is allowed, as for
     // CUDA_VISIBLE_DEVICES.
@@ -67,6 +75,7 @@ fuzz_target!(|data: &[u8]| {
             let mut names = HashSet::new();
             for id in &ids {
                 assert!(ok(id), "accepted unsafe id {id:?}");
+                assert!(!ref_leading_zero(id), "accepted an index with a leading zero {id:?}");
                 assert!(seen.insert(*id), "accepted duplicate id {id:?}");
                 let form = lock_form(id);
                 assert_eq!(form.contains(&b'/'), false, "{form:?}");
@@ -90,9 +99,13 @@ fuzz_target!(|data: &[u8]| {
             assert!(!ok(id));
             assert!(pieces.contains(&id));
         }
+        Err(PoolListError::LeadingZero(id)) => {
+            assert!(ok(id) && ref_leading_zero(id), "{id:?}");
+            assert!(pieces.contains(&id));
+        }
         Err(PoolListError::DuplicateId(id)) => {
             assert!(pieces.iter().filter(|p| **p == id).count() >= 2, "{id:?}");
-            assert!(pieces.iter().all(|p| ok(p)));
+            assert!(pieces.iter().all(|p| ok(p) && !ref_leading_zero(p)));
         }
         Err(PoolListError::TooMany) => assert!(pieces.len() > MAX_POOL),
     }

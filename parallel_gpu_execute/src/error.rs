@@ -78,6 +78,11 @@ pub enum Error {
         variable: &'static str,
         id: &'static [u8],
     },
+    /// An index in the pool written with leading zeros.
+    PoolIdLeadingZero {
+        variable: &'static str,
+        id: &'static [u8],
+    },
     DuplicatePoolId {
         variable: &'static str,
         id: &'static [u8],
@@ -214,6 +219,15 @@ impl fmt::Display for Error {
                     f,
                     "{variable}: GPU id '{}' is not usable in a lock file name (allowed: letters, digits, '_', '.', '-'; no '..'{mig})",
                     Excerpt(id)
+                )
+            }
+            Error::PoolIdLeadingZero { variable, id } => {
+                let digits = id.iter().position(|&b| b != b'0').map_or(&b"0"[..], |at| &id[at..]);
+                write!(
+                    f,
+                    "{variable}: GPU index '{}' has a leading zero: the runtime reads it as a GPU that other jobs write without one, and the two would take different lock files; write it '{}'",
+                    Excerpt(id),
+                    Excerpt(digits)
                 )
             }
             Error::DuplicatePoolId { variable, id } => {

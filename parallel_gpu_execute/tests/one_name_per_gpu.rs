@@ -231,3 +231,34 @@ fn index_and_physical_names_never_share_a_lock_directory_unseen() {
         assert!(a.code() != 0 || b.code() != 0, "round {round}: both ran\n{}\n{}", a.explain(), b.explain());
     }
 }
+
+/// An index with a leading zero (`01`) is another spelling of the GPU that
+/// jobs write without it: it would take a lock file of its own beside that
+/// GPU's, so it is refused with the plain spelling, in either mode, while
+/// the GPU is held under its plain name and while it is free.
+#[test]
+fn an_index_with_a_leading_zero_is_refused_not_booked_twice() {
+    let f = amd_host("leading-zero");
+    let held = holding(job(&f, "ROCR_VISIBLE_DEVICES", "1"), &f.lock("1", 0));
+    for (variable, vendor, pool, id, plain) in [
+        ("ROCR_VISIBLE_DEVICES", "rocm", "01", "01", "1"),
+        ("ROCR_VISIBLE_DEVICES", "rocm", "2,001", "001", "1"),
+        ("CUDA_VISIBLE_DEVICES", "cuda", "00", "00", "0"),
+    ] {
+        let mut c = job(&f, variable, pool);
+        c.env("PARALLEL_GPU_EXECUTE_VENDOR", vendor).env("TF_GPU_COUNT", "4");
+        let out = c.args(["--wait=0", "./pkg/gpu_test"]).run();
+        out.assert_code(2).assert_one_error_line(&format!(
+            "{variable}: GPU index '{id}' has a leading zero: the runtime reads it as a GPU that other jobs write without one, and the two would take different lock files; write it '{plain}'"
+        ));
+        assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
+    }
+    held.signal_group(libc::SIGKILL);
+    held.wait();
+    let names: Vec<String> =
+        std::fs::read_dir(&f.lock_dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names, ["gpulock1_0"], "only the plain name's lock file");
+    // Indices that merely contain a zero are indices as ever.
+    let out = job(&f, "ROCR_VISIBLE_DEVICES", "0,10").env("TF_GPU_COUNT", "4").arg("./pkg/gpu_test").run();
+    assert_eq!(Record::of(out.assert_success()).locks(), ["gpulock0_0"], "{}", out.explain());
+}

@@ -92,7 +92,8 @@ pub fn open_lock_dir(dir: &CStr) -> Result<OwnedFd, Error> {
 /// alone (`.<name>.<pid>.<boot-clock ns>.new`: PIDs repeat across the PID
 /// namespaces that share a directory), given its mode, then renamed into
 /// place, so that a maker killed half way never leaves one other users
-/// cannot add to. `Ok` also where another made it meanwhile (renameat
+/// cannot add to (what it leaves, the next maker removes a minute on:
+/// [`remove_leftovers`]). `Ok` also where another made it meanwhile (renameat
 /// refuses a non-empty one with ENOTEMPTY or EEXIST, and replaces an empty
 /// one).
 pub fn make_shared_dir(dir_fd: &OwnedFd, name: &CStr) -> Result<(), Errno> {
@@ -113,8 +114,45 @@ pub fn make_shared_dir(dir_fd: &OwnedFd, name: &CStr) -> Result<(), Errno> {
         let _ = rustix::fs::unlinkat(dir_fd, temporary.as_cstr(), rustix::fs::AtFlags::REMOVEDIR);
     }
     match made {
-        Ok(()) | Err(Errno::EXIST | Errno::NOTEMPTY) => Ok(()),
+        Ok(()) => {
+            remove_leftovers(dir_fd, name);
+            Ok(())
+        }
+        Err(Errno::EXIST | Errno::NOTEMPTY) => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+/// Removes the temporary directories of `name` (`.<name>.<pid>.<ns>.new`)
+/// that makers killed between making and renaming them left in `dir_fd`,
+/// once they are a minute old (by their modification time, which only
+/// their owner can set): a younger one may be another maker's, about to be
+/// renamed, and `rmdir` takes only an empty one (another user's, in a
+/// sticky directory, stays). Run by whoever has just made `name`, so
+/// once each time it was missing, never on the way to a free slot.
+#[cold]
+fn remove_leftovers(dir_fd: &OwnedFd, name: &CStr) {
+    use crate::sys::clock::{SystemTime, UNIX_EPOCH};
+    use rustix::fs::AtFlags;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(dir) = rustix::fs::openat(dir_fd, c".", flags, Mode::empty()) else { return };
+    let stem = name.to_bytes();
+    let mut left: Vec<CBuf<80>> = Vec::new();
+    let _ = crate::sys::dirs::for_each_entry(&dir, |entry, kind| {
+        let e = entry.to_bytes();
+        let ours = e.strip_prefix(b".").and_then(|e| e.strip_prefix(stem)).is_some_and(|e| e.starts_with(b"."));
+        if ours && e.ends_with(b".new") && matches!(kind, FileType::Directory | FileType::Unknown) {
+            left.extend(CBuf::<80>::from_bytes(e));
+        }
+        core::ops::ControlFlow::<()>::Continue(())
+    });
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    for t in &left {
+        let Ok(st) = rustix::fs::statat(&dir, t.as_cstr(), AtFlags::SYMLINK_NOFOLLOW) else { continue };
+        let age = now.saturating_sub(u64::try_from(st.st_mtime).unwrap_or(u64::MAX));
+        if FileType::from_raw_mode(st.st_mode) == FileType::Directory && age > 60 {
+            let _ = rustix::fs::unlinkat(&dir, t.as_cstr(), AtFlags::REMOVEDIR);
+        }
     }
 }
 

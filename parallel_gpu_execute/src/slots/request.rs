@@ -121,8 +121,16 @@ pub fn lock_form(id: &[u8]) -> Cow<'_, [u8]> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PoolListError<'a> {
     UnsafeId(&'a [u8]),
+    /// An index written with leading zeros (`01`): the runtime reads it as
+    /// a GPU that other jobs name without them, under another lock file.
+    LeadingZero(&'a [u8]),
     DuplicateId(&'a [u8]),
     TooMany,
+}
+
+/// Whether `id` is an index written with leading zeros (`01`, `00`).
+pub fn has_leading_zero(id: &[u8]) -> bool {
+    id.len() > 1 && id[0] == b'0' && id.iter().all(u8::is_ascii_digit)
 }
 
 /// The part of a visible-devices list that the runtime uses: everything
@@ -204,6 +212,9 @@ pub fn parse_pool_list(list: &[u8], mig_paths: bool) -> Result<Vec<&[u8]>, PoolL
     for id in list.split(|&b| b == b',') {
         if !(is_safe_id(id) || mig_paths && is_cuda_mig_path(id)) {
             return Err(PoolListError::UnsafeId(id));
+        }
+        if has_leading_zero(id) {
+            return Err(PoolListError::LeadingZero(id));
         }
         if ids.len() >= MAX_POOL {
             return Err(PoolListError::TooMany);
@@ -333,6 +344,7 @@ impl Pool {
             } else {
                 parse_pool_list(visible, var == CUDA_POOL_VARIABLE).map_err(|e| match e {
                     PoolListError::UnsafeId(id) => Error::BadPoolId { variable: var, id },
+                    PoolListError::LeadingZero(id) => Error::PoolIdLeadingZero { variable: var, id },
                     PoolListError::DuplicateId(id) => Error::DuplicatePoolId { variable: var, id },
                     PoolListError::TooMany => {
                         Error::BadValue { name: var, value, expected: "a comma list of at most 65536 GPU ids" }
@@ -418,6 +430,9 @@ mod tests {
         assert_eq!(parse_pool_list(b"1,,2", false), Err(PoolListError::UnsafeId(b"")));
         assert_eq!(parse_pool_list(b"0,", false), Err(PoolListError::UnsafeId(b"")));
         assert_eq!(parse_pool_list(b"0,../../etc", false), Err(PoolListError::UnsafeId(b"../../etc")));
+        assert_eq!(parse_pool_list(b"0,01", false), Err(PoolListError::LeadingZero(b"01")));
+        assert_eq!(parse_pool_list(b"00", true), Err(PoolListError::LeadingZero(b"00")));
+        assert_eq!(parse_pool_list(b"0,10,0x1,0a", false).unwrap(), vec![&b"0"[..], b"10", b"0x1", b"0a"]);
         assert_eq!(parse_pool_list(b"1,2,1", false), Err(PoolListError::DuplicateId(b"1")));
         let too_many: Vec<u8> = (0..=MAX_POOL).map(|i| i.to_string()).collect::<Vec<_>>().join(",").into_bytes();
         assert_eq!(parse_pool_list(&too_many, false), Err(PoolListError::TooMany));

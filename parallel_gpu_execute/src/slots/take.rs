@@ -48,8 +48,14 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
     }
     let prefix = ask.profile.lock_prefix();
     let mut wait = Waiting::new(ask, test);
+    // The directory last left as gone (device, inode): met again at its
+    // path, removed, it is a removed directory the path still leads to.
+    let mut left: Option<(u64, u64)> = None;
     loop {
         let dir_fd = open_lock_dir(dir)?;
+        if left.is_some() {
+            removed_yet_reached(dir, &dir_fd, left)?;
+        }
         // Physical names announce themselves before any lock file is
         // taken, in each directory the wait meets (`slots::naming`).
         if pool.physical {
@@ -69,8 +75,25 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
                 return Ok(grant);
             }
             // The lock directory went away or was replaced: start over in the new one.
-            None => continue,
+            None => left = rustix::fs::fstat(&dir_fd).ok().map(|st| (st.st_dev, st.st_ino)),
         }
+    }
+}
+
+/// Fails where the lock directory opened at `dir` is the one just left
+/// (`left`) and removed: its path still leads to it (a bind mount of a
+/// directory removed on the host, a working directory removed), nothing
+/// can be made in it, and starting over would find it again without end.
+#[cold]
+fn removed_yet_reached(dir: &CStr, dir_fd: &OwnedFd, left: Option<(u64, u64)>) -> Result<(), Error> {
+    match rustix::fs::fstat(dir_fd) {
+        Ok(st) if st.st_nlink == 0 && Some((st.st_dev, st.st_ino)) == left => Err(Error::LockDir {
+            dir: dir.to_bytes().into(),
+            action: "use it",
+            errno: Errno::NOENT,
+            hint: " (it was removed, yet its path still leads to it: a bind mount of a directory removed where it was mounted from, or a removed working directory; mount the lock directory there again, or give one that exists)".into(),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -138,8 +161,9 @@ impl<'a> Waiting<'a> {
         self.place = None;
         let mut watch: Option<SlotWatch> = None;
         // Whether time passed since the directory was opened, in which it
-        // may have been removed; and whether this is the look at the deadline.
-        let (mut waited, mut last_look) = (false, false);
+        // may have been removed; and whether this is the look at the
+        // deadline (a waiter that starts over past it looks once more).
+        let (mut waited, mut last_look) = (false, self.deadline.is_some_and(|d| Instant::now() >= d));
         // The last look, where it still stands: this waiter, in its
         // record, slept on a record that wants every lock file it can take
         // until its timer, and that record's waiter still waits and beats.

@@ -1,0 +1,122 @@
+//! The lock directory under faults around a wait: removed while a mount
+//! still leads to it, removed and made again faster than a waiter can look,
+//! and the temporary directories a killed maker of `gpuqueue/` or
+//! `gpudrain/` leaves.
+
+mod common;
+
+use common::{Fixture, on, root};
+use std::time::{Duration, Instant};
+use test_support::{Cmd, Running, hold_lock, wait_until, write_file};
+
+/// Starts `c`, in a process group of its own, and returns once it has a
+/// record in the queue.
+fn queued(f: &Fixture, c: &mut Cmd) -> Running {
+    f.spawn_queued(c.timeout(Duration::from_secs(60)).own_process_group())
+}
+
+/// A container's lock directory, a bind mount of the host's, removed on
+/// the host (a cleaner's `rm -rf`, then `mkdir`) while a test waits in the
+/// container: the mount still leads to the removed directory, where no
+/// file can be made. The waiter says so and ends (exit 2) at once, instead
+/// of starting over in it without end, at full speed, past its `--wait`.
+#[test]
+fn a_removed_directory_still_mounted_at_the_lock_path_ends_the_wait() {
+    if !root("a bind mount in a mount namespace") {
+        return;
+    }
+    let f = Fixture::new("faults-removed-mount");
+    let (host, container) = (f.dir.join("host-locks"), f.dir.join("container-locks"));
+    std::fs::create_dir_all(&host).unwrap();
+    std::fs::create_dir_all(&container).unwrap();
+    let held = hold_lock(host.join("gpulock0_0"));
+    let mount = r#"mount --bind "$1" "$2" && shift 2 && exec "$@""#;
+    let args = ["-m", "--propagation", "private", "sh", "-c", mount, "sh"];
+    let mut c =
+        f.cmd_under("unshare", args.iter().copied().chain([host.to_str().unwrap(), container.to_str().unwrap()]));
+    on(&mut c, 1, 1).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &container).args(["--wait=20", "./pkg/gpu_test"]);
+    let r = c.timeout(Duration::from_secs(15)).spawn();
+    let queued =
+        wait_until(Duration::from_secs(10), || std::fs::read_dir(host.join("gpuqueue")).is_ok_and(|d| d.count() == 1));
+    let removed = Instant::now();
+    std::fs::remove_dir_all(&host).unwrap();
+    std::fs::create_dir(&host).unwrap();
+    let out = r.wait();
+    let took = removed.elapsed();
+    drop(held);
+    assert!(queued, "it never queued\n{}", out.explain());
+    out.assert_code(2);
+    assert!(out.stderr.contains("it was removed, yet its path still leads to it"), "{}", out.explain());
+    assert!(took < Duration::from_secs(5), "it ended {took:?} after the removal\n{}", out.explain());
+    assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
+}
+
+/// A maker killed between making `gpuqueue/` (or `gpudrain/`) under its
+/// temporary name and renaming it left that directory behind: the next
+/// maker removes it once it is a minute old, and leaves a younger one
+/// (another maker's, about to be renamed) and one that is not empty.
+#[test]
+fn a_killed_makers_temporary_directory_is_removed_by_the_next_maker() {
+    let f = Fixture::new("faults-leftover-dirs");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let old = std::time::SystemTime::now() - Duration::from_secs(120);
+    let make = |name: &str, age: Option<std::time::SystemTime>, file: bool| {
+        let path = f.lock_dir.join(name);
+        std::fs::create_dir(&path).unwrap();
+        if file {
+            write_file(path.join("x"), "");
+        }
+        if let Some(t) = age {
+            std::fs::File::open(&path).unwrap().set_modified(t).unwrap();
+        }
+        path
+    };
+    let queue_left = make(".gpuqueue.4242.1234567.new", Some(old), false);
+    let drain_left = make(".gpudrain.4243.7654321.new", Some(old), false);
+    let young = make(".gpuqueue.4244.2345678.new", None, false);
+    let full = make(".gpuqueue.4245.3456789.new", Some(old), true);
+    let other = make(".gpuqueuex.4246.1.new", Some(old), false);
+    let held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).arg("./pkg/gpu_test");
+    let r = queued(&f, &mut c);
+    drop(held);
+    r.wait().assert_success();
+    assert!(!queue_left.exists(), "a killed maker's temporary gpuqueue/ stays");
+    assert!(young.exists() && full.exists() && other.exists(), "a young, a full or another name's directory went");
+    assert!(drain_left.exists(), "gpudrain/'s leftovers are its makers' to remove");
+    on(&mut f.cmd(), 1, 1).args(["--drain=0", "--reason=fan"]).run().assert_success();
+    assert!(!drain_left.exists(), "a killed maker's temporary gpudrain/ stays");
+    assert!(young.exists() && full.exists());
+}
+
+/// A lock directory removed and made again every 50 ms, its one slot taken
+/// again at once each time (a cleaner racing a busy host): a waiter that
+/// starts over in each new one still ends at its `--wait`.
+#[test]
+fn a_waiter_starting_over_again_and_again_keeps_its_wait() {
+    let f = Fixture::new("faults-restarts");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (stop, dir, lock) = (stop.clone(), f.lock_dir.clone(), f.lock("0", 0));
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _held = hold_lock(&lock);
+                std::thread::sleep(Duration::from_millis(50));
+                while std::fs::remove_dir_all(&dir).is_err_and(|e| e.kind() != std::io::ErrorKind::NotFound) {}
+                std::fs::create_dir_all(&dir).unwrap();
+            }
+        })
+    };
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).args(["--wait=1", "./pkg/gpu_test"]).timeout(Duration::from_secs(20));
+    let started = Instant::now();
+    let out = c.run();
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    churn.join().unwrap();
+    out.assert_code(1);
+    assert!(took < Duration::from_secs(3), "--wait=1 ended after {took:?}\n{}", out.explain());
+    assert!(!out.stdout.contains("argc="), "the test ran on a busy slot\n{}", out.explain());
+}
