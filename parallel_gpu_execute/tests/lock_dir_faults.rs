@@ -39,7 +39,8 @@ fn a_removed_directory_still_mounted_at_the_lock_path_ends_the_wait() {
     let queued =
         wait_until(Duration::from_secs(10), || std::fs::read_dir(host.join("gpuqueue")).is_ok_and(|d| d.count() == 1));
     let removed = Instant::now();
-    std::fs::remove_dir_all(&host).unwrap();
+    // The waiter may make its record again while `rm -rf` runs: again.
+    while std::fs::remove_dir_all(&host).is_err_and(|e| e.kind() != std::io::ErrorKind::NotFound) {}
     std::fs::create_dir(&host).unwrap();
     let out = r.wait();
     let took = removed.elapsed();
@@ -90,23 +91,37 @@ fn a_killed_makers_temporary_directory_is_removed_by_the_next_maker() {
     assert!(young.exists() && full.exists());
 }
 
-/// A lock directory removed and made again every 50 ms, its one slot taken
-/// again at once each time (a cleaner racing a busy host): a waiter that
-/// starts over in each new one still ends at its `--wait`.
+/// A lock directory replaced every 50 ms by a new one whose one slot is
+/// already taken (swapped in whole with `RENAME_EXCHANGE`, the old one then
+/// removed: a cleaner racing a busy host), so that the slot is never free:
+/// a waiter that starts over in each new one still ends at its `--wait`.
 #[test]
 fn a_waiter_starting_over_again_and_again_keeps_its_wait() {
     let f = Fixture::new("faults-restarts");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let dir = f.lock_dir.clone();
+    let next = f.dir.join("next-locks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut held = hold_lock(f.lock("0", 0));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let churn = {
-        let (stop, dir, lock) = (stop.clone(), f.lock_dir.clone(), f.lock("0", 0));
+        let stop = stop.clone();
         std::thread::spawn(move || {
+            let c = |p: &std::path::Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let _held = hold_lock(&lock);
                 std::thread::sleep(Duration::from_millis(50));
-                while std::fs::remove_dir_all(&dir).is_err_and(|e| e.kind() != std::io::ErrorKind::NotFound) {}
-                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::create_dir(&next).unwrap();
+                let taken = hold_lock(next.join("gpulock0_0"));
+                let (a, b) = (c(&next), c(&dir));
+                // SAFETY: two NUL-terminated paths; renameat2 reads them only.
+                let swapped = unsafe {
+                    libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE)
+                };
+                assert_eq!(swapped, 0, "renameat2: {}", std::io::Error::last_os_error());
+                // The old one, now at `next`: the waiter may still add to it.
+                while std::fs::remove_dir_all(&next).is_err_and(|e| e.kind() != std::io::ErrorKind::NotFound) {}
+                held = taken;
             }
+            drop(held);
         })
     };
     let mut c = f.cmd();
