@@ -159,6 +159,47 @@ fn missing_and_non_executable_tests() {
     assert!(!f.lock_dir.join("gpulock0_0").exists());
 }
 
+/// What only the exec can tell, named as bash names it, with or without a
+/// GPU: a `#!` interpreter that does not exist (Windows line endings), an
+/// ELF loader that does not, another architecture's ELF (never given to
+/// `/bin/sh`), a directory.
+#[test]
+fn a_test_the_kernel_cannot_start_is_named_for_what_it_lacks() {
+    let f = Fixture::new("badexec");
+    let pkg = f.runfiles.cwd().join("pkg");
+    let exe = |name: &str, bytes: &[u8]| {
+        std::fs::write(pkg.join(name), bytes).unwrap();
+        std::fs::set_permissions(pkg.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    exe("crlf_test", b"#!/bin/sh\r\necho ran\r\n");
+    // /bin/true, its ELF header's machine made one no kernel (nor binfmt
+    // handler such as qemu's) runs.
+    let mut elf = std::fs::read("/bin/true").unwrap();
+    elf[18..20].copy_from_slice(&0x1234u16.to_le_bytes());
+    exe("other_arch_test", &elf);
+    // An ELF whose loader is a path that does not exist.
+    let mut loaderless = std::fs::read("/bin/true").unwrap();
+    let at = loaderless.windows(4).position(|w| w == b"/lib").expect("a dynamic /bin/true");
+    loaderless[at + 1..at + 4].copy_from_slice(b"zzz");
+    exe("loaderless_test", &loaderless);
+    std::fs::create_dir_all(pkg.join("dir_test")).unwrap();
+    for gpus in ["0", "1"] {
+        let run = |test: &str| f.cmd().env("TF_GPU_COUNT", gpus).arg(format!("./pkg/{test}")).run();
+        let out = run("crlf_test");
+        out.assert_stderr_contains("parallel_gpu_execute: cannot execute: ");
+        out.assert_code(126).assert_stderr_contains(
+            "pkg/crlf_test: its #! interpreter '/bin/sh\\x0d' does not exist (its first line ends in a carriage return",
+        );
+        let out = run("other_arch_test");
+        out.assert_code(126).assert_stderr_contains("pkg/other_arch_test: Exec format error");
+        let out = run("loaderless_test");
+        out.assert_code(127).assert_stderr_contains("pkg/loaderless_test: its ELF loader");
+        let out = run("dir_test");
+        out.assert_code(126).assert_stderr_contains("pkg/dir_test: Is a directory");
+        assert!(!out.stdout.contains("ran"), "{}", out.explain());
+    }
+}
+
 #[test]
 fn a_symlink_at_a_lock_path_is_refused_and_its_target_untouched() {
     let f = Fixture::new("symlink");

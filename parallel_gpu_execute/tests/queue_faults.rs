@@ -448,8 +448,8 @@ fn a_full_queue_file_system_is_named_with_its_own_repair() {
     on(&mut c, 1, 1).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &locks).args(["--wait=0.5", "./pkg/gpu_test"]);
     let out = c.run();
     out.assert_code(1);
-    assert!(out.stderr.contains("(the file system is full: "), "{}", out.explain());
-    assert!(out.stderr.contains("to repair, free space on its file system"), "{}", out.explain());
+    assert!(out.stderr.contains("(its file system is out of space or inodes: "), "{}", out.explain());
+    assert!(out.stderr.contains("to repair, free space or inodes on its file system"), "{}", out.explain());
     assert!(!out.stderr.contains("chmod 1777"), "{}", out.explain());
     drop(held);
 }

@@ -454,7 +454,8 @@ fn a_beat_that_cannot_be_written_is_said() {
     drop(fill);
     Record::of(out.assert_success());
     let queue = f.lock_dir.join("gpuqueue");
-    let said = format!("warning: cannot renew its record in {} (the file system is full: ", queue.display());
+    let said =
+        format!("warning: cannot renew its record in {} (its file system is out of space or inodes: ", queue.display());
     let lines: Vec<&str> = out.stderr.lines().filter(|l| l.contains(&said)).collect();
     assert_eq!(lines.len(), 1, "{}", out.explain());
     assert!(lines[0].contains("waiting without a place in the queue"), "{}", out.explain());

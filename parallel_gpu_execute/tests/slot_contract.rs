@@ -159,7 +159,7 @@ fn a_full_file_system_at_the_queue_means_waiting_without_it() {
     write_file(locks.join("gpulock0_0"), "");
     let nospc = std::fs::File::create(locks.join("one-more")).unwrap_err();
     assert_eq!(nospc.raw_os_error(), Some(libc::ENOSPC), "the file system is not full");
-    waits_without_the_queue(&f, &locks, "the file system is full", libc::ENOSPC);
+    waits_without_the_queue(&f, &locks, "its file system is out of space or inodes", libc::ENOSPC);
 }
 
 /// Over a disk quota (a btrfs quota group's limit, which binds root too)

@@ -2,7 +2,11 @@
 //! the exit codes of a shell's `exec`.
 //!
 //! Exit codes follow the shell (and tini): 127 when the program does not
-//! exist, 126 when it exists but cannot be executed.
+//! exist, 126 when it exists but cannot be executed. As bash, a program
+//! that exists but whose `#!` interpreter does not is 126 ("bad
+//! interpreter"), one whose ELF loader does not is 127, and each is named;
+//! a binary the kernel does not run (another architecture's ELF) is 126,
+//! never handed to `/bin/sh`.
 
 use crate::cbuf::{separator, with_joined};
 use crate::diag::{Bytes, Os};
@@ -27,29 +31,109 @@ pub struct ExecFailure {
     /// The path that was tried last (or the name, when no PATH entry fit).
     pub path: Box<[u8]>,
     pub errno: Errno,
+    /// Where the file exists but `execve` found nothing (`ENOENT`): what
+    /// was missing.
+    missing: Option<Missing>,
+}
+
+/// What a program that exists needs and does not find.
+#[derive(Debug)]
+enum Missing {
+    /// The interpreter its `#!` line names.
+    Interpreter(Box<[u8]>),
+    /// Its ELF loader (`PT_INTERP`).
+    Loader,
 }
 
 impl ExecFailure {
     fn new(path: &[u8], errno: Errno) -> ExecFailure {
-        ExecFailure { path: path.into(), errno }
+        let missing = if errno == Errno::NOENT && has_slash(path) { missing_part(path) } else { None };
+        // `execve` of a directory says EACCES; a shell says what it is.
+        let errno = if errno == Errno::ACCESS && has_slash(path) && is_directory(path) { Errno::ISDIR } else { errno };
+        ExecFailure { path: path.into(), errno, missing }
     }
 
     /// True when nothing was found at all (exit 127) rather than found but
     /// not executable (exit 126).
     pub fn is_not_found(&self) -> bool {
-        not_found(self.errno)
+        not_found(self.errno) && self.missing.is_none()
     }
 
     pub fn exit_code(&self) -> u8 {
-        if self.is_not_found() { 127 } else { 126 }
+        match self.missing {
+            Some(Missing::Interpreter(_)) => 126,
+            Some(Missing::Loader) => 127,
+            None if self.is_not_found() => 127,
+            None => 126,
+        }
     }
 }
 
 impl fmt::Display for ExecFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = if self.is_not_found() { "not found" } else { "cannot execute" };
-        write!(f, "{what}: {}: {}", Bytes(&self.path), Os(self.errno))
+        let path = Bytes(&self.path);
+        match &self.missing {
+            Some(Missing::Interpreter(i)) => {
+                let crlf = if i.ends_with(b"\r") {
+                    " (its first line ends in a carriage return: the file has Windows line endings; convert it, as dos2unix does)"
+                } else {
+                    ""
+                };
+                write!(f, "cannot execute: {path}: its #! interpreter '{}' does not exist{crlf}", Bytes(i))
+            }
+            Some(Missing::Loader) => write!(
+                f,
+                "cannot execute: {path}: its ELF loader (the dynamic linker it names) does not exist here (built for another system or C library?)"
+            ),
+            None => {
+                let what = if self.is_not_found() { "not found" } else { "cannot execute" };
+                write!(f, "{what}: {path}: {}", Os(self.errno))
+            }
+        }
     }
+}
+
+/// The first bytes of the file at `path`: what the kernel reads to choose
+/// how to run it. `None` when it cannot be read.
+fn head(path: &[u8]) -> Option<([u8; 256], usize)> {
+    let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC | rustix::fs::OFlags::NOCTTY;
+    let fd = with_joined(&[path], None, |p| rustix::fs::open(p, flags, rustix::fs::Mode::empty()))?.ok()?;
+    let mut buf = [0u8; 256];
+    let n = rustix::io::read(&fd, &mut buf).ok()?;
+    Some((buf, n))
+}
+
+/// Why `execve` found nothing where the file `path` exists: its `#!`
+/// interpreter, or its ELF loader. Only on the way out of a failed exec.
+#[cold]
+fn missing_part(path: &[u8]) -> Option<Missing> {
+    let (buf, n) = head(path)?;
+    let bytes = &buf[..n];
+    if let Some(line) = bytes.strip_prefix(b"#!") {
+        // As the kernel reads it: blanks, then the name up to a blank or
+        // the end of the line (a carriage return is part of the name).
+        let line = &line[line.iter().position(|&b| b != b' ' && b != b'\t').unwrap_or(line.len())..];
+        let end = line.iter().position(|&b| matches!(b, b' ' | b'\t' | b'\n')).unwrap_or(line.len());
+        return Some(Missing::Interpreter(line[..end].into()));
+    }
+    bytes.starts_with(b"\x7fELF").then_some(Missing::Loader)
+}
+
+#[cold]
+fn is_directory(path: &[u8]) -> bool {
+    with_joined(&[path], None, |p| rustix::fs::stat(p))
+        .and_then(Result::ok)
+        .is_some_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory)
+}
+
+/// Whether the file at `path` is a binary, which `/bin/sh` must not be
+/// given: ELF, or a NUL in its first line (bash's test).
+fn is_binary(path: &CStr) -> bool {
+    head(path.to_bytes()).is_some_and(|(buf, n)| {
+        let bytes = &buf[..n];
+        let line = &bytes[..bytes.iter().position(|&b| b == b'\n').unwrap_or(n)];
+        bytes.starts_with(b"\x7fELF") || line.contains(&0)
+    })
 }
 
 /// Errors that mean "nothing there" (127) rather than "cannot run it" (126).
@@ -134,12 +218,15 @@ pub fn check_executable(path: &CStr) -> Result<(), ExecFailure> {
     probe_executable(path).map_err(|e| failure(None, path.to_bytes(), e))
 }
 
-/// [`check_executable`] without the failure's path buffer: `EACCES` for
-/// anything but a regular file, else what `access(X_OK)` says.
+/// [`check_executable`] without the failure's path buffer: `EISDIR` for a
+/// directory, `EACCES` for anything else but a regular file, else what
+/// `access(X_OK)` says.
 fn probe_executable(path: &CStr) -> Result<(), Errno> {
     let st = rustix::fs::stat(path)?;
-    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
-        return Err(Errno::ACCESS);
+    match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+        rustix::fs::FileType::RegularFile => {}
+        rustix::fs::FileType::Directory => return Err(Errno::ISDIR),
+        _ => return Err(Errno::ACCESS),
     }
     rustix::fs::access(path, rustix::fs::Access::EXEC_OK)
 }
@@ -159,8 +246,13 @@ fn execve(path: &CStr, argv: *const *const c_char, envp: *const *const c_char) -
 }
 
 /// A file the kernel will not execute (no `#!` line, not ELF) is run by
-/// `/bin/sh`, as execvp and a shell's `exec` do. This rare path allocates.
+/// `/bin/sh`, as execvp and a shell's `exec` do, unless it is a binary
+/// (another architecture's ELF): that stays `ENOEXEC`, 126. This rare path
+/// allocates.
 fn exec_as_script(path: &CStr, argv: *const *const c_char, envp: *const *const c_char) -> Errno {
+    if is_binary(path) {
+        return Errno::NOEXEC;
+    }
     let mut sh_argv: Vec<*const c_char> = vec![c"/bin/sh".as_ptr(), path.as_ptr()];
     // SAFETY: argv is a NULL-terminated array (contract of `exec`); its
     // first entry is the program name, replaced here by the script path.
@@ -236,8 +328,39 @@ mod tests {
         assert_eq!(missing.exit_code(), 127);
         let dir = resolve(c"/").unwrap_err();
         assert_eq!(dir.exit_code(), 126);
+        assert!(dir.to_string().starts_with("cannot execute: /: Is a directory"), "{dir}");
         let empty = resolve(c"").unwrap_err();
         assert_eq!(empty.exit_code(), 127);
+    }
+
+    #[test]
+    fn a_missing_interpreter_or_loader_is_named() {
+        let dir = std::env::temp_dir().join(std::format!("gpuci-exec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, bytes: &[u8]| {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str()).to_vec()
+        };
+        let crlf = ExecFailure::new(&file("crlf", b"#!/bin/sh\r\necho\r\n"), Errno::NOENT);
+        assert_eq!(crlf.exit_code(), 126);
+        let msg = crlf.to_string();
+        assert!(msg.contains(": its #! interpreter '/bin/sh\\x0d' does not exist (its first line ends"), "{msg}");
+        let env = ExecFailure::new(&file("env", b"#! \t/no/such/env python3\n"), Errno::NOENT);
+        assert!(env.to_string().ends_with(": its #! interpreter '/no/such/env' does not exist"), "{env}");
+        let elf = ExecFailure::new(&file("elf", b"\x7fELF\x02\x01\x01"), Errno::NOENT);
+        assert_eq!(elf.exit_code(), 127);
+        assert!(elf.to_string().contains(": its ELF loader"), "{elf}");
+        let gone = ExecFailure::new(dir.join("gone").to_str().unwrap().as_bytes(), Errno::NOENT);
+        assert!(gone.to_string().starts_with("not found: ") && gone.exit_code() == 127, "{gone}");
+        let plain = ExecFailure::new(&file("plain", b"echo hi\n"), Errno::NOENT);
+        assert!(plain.to_string().starts_with("not found: "), "{plain}");
+        let p = |name: &str| CString::new(dir.join(name).to_str().unwrap()).unwrap();
+        assert!(is_binary(&p("elf")));
+        std::fs::write(dir.join("nul"), b"abc\0def\n").unwrap();
+        assert!(is_binary(&p("nul")));
+        assert!(!is_binary(&p("plain")) && !is_binary(&p("crlf")));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

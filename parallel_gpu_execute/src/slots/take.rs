@@ -344,7 +344,9 @@ impl<'a> Waiting<'a> {
             Errno::NOTDIR => (format!("{q} is not a directory"), format!("its owner or root runs: rm -f {q}")),
             e => {
                 let (cause, repair) = match e {
-                    Errno::NOSPC => ("the file system is full", "free space on its file system"),
+                    Errno::NOSPC => {
+                        ("its file system is out of space or inodes", "free space or inodes on its file system")
+                    }
                     Errno::DQUOT => ("a disk quota is reached", "raise this user's quota there"),
                     Errno::ROFS => ("its file system is read-only", "mount the lock directory read-write"),
                     Errno::MFILE | Errno::NFILE => {
