@@ -39,8 +39,9 @@ pub struct ExecFailure {
 /// What a program that exists needs and does not find.
 #[derive(Debug)]
 enum Missing {
-    /// The interpreter its `#!` line names.
-    Interpreter(Box<[u8]>),
+    /// The interpreter its `#!` line names, and whether a file is there
+    /// (then what that one needs is missing).
+    Interpreter(Box<[u8]>, bool),
     /// Its ELF loader (`PT_INTERP`).
     Loader,
 }
@@ -61,7 +62,7 @@ impl ExecFailure {
 
     pub fn exit_code(&self) -> u8 {
         match self.missing {
-            Some(Missing::Interpreter(_)) => 126,
+            Some(Missing::Interpreter(..)) => 126,
             Some(Missing::Loader) => 127,
             None if self.is_not_found() => 127,
             None => 126,
@@ -73,7 +74,12 @@ impl fmt::Display for ExecFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let path = Bytes(&self.path);
         match &self.missing {
-            Some(Missing::Interpreter(i)) => {
+            Some(Missing::Interpreter(i, true)) => write!(
+                f,
+                "cannot execute: {path}: its #! interpreter '{}' cannot be started (what it needs in turn, its own interpreter or ELF loader, does not exist)",
+                Bytes(i)
+            ),
+            Some(Missing::Interpreter(i, false)) => {
                 let crlf = if i.ends_with(b"\r") {
                     " (its first line ends in a carriage return: the file has Windows line endings; convert it, as dos2unix does)"
                 } else {
@@ -114,7 +120,9 @@ fn missing_part(path: &[u8]) -> Option<Missing> {
         // the end of the line (a carriage return is part of the name).
         let line = &line[line.iter().position(|&b| b != b' ' && b != b'\t').unwrap_or(line.len())..];
         let end = line.iter().position(|&b| matches!(b, b' ' | b'\t' | b'\n')).unwrap_or(line.len());
-        return Some(Missing::Interpreter(line[..end].into()));
+        let interpreter = &line[..end];
+        let there = with_joined(&[interpreter], None, |p| rustix::fs::stat(p).is_ok()).unwrap_or(false);
+        return Some(Missing::Interpreter(interpreter.into(), there));
     }
     bytes.starts_with(b"\x7fELF").then_some(Missing::Loader)
 }
@@ -353,6 +361,8 @@ mod tests {
         assert!(elf.to_string().contains(": its ELF loader"), "{elf}");
         let gone = ExecFailure::new(dir.join("gone").to_str().unwrap().as_bytes(), Errno::NOENT);
         assert!(gone.to_string().starts_with("not found: ") && gone.exit_code() == 127, "{gone}");
+        let chained = ExecFailure::new(&file("chained", b"#!/bin/sh\n"), Errno::NOENT);
+        assert!(chained.to_string().contains(": its #! interpreter '/bin/sh' cannot be started"), "{chained}");
         let plain = ExecFailure::new(&file("plain", b"echo hi\n"), Errno::NOENT);
         assert!(plain.to_string().starts_with("not found: "), "{plain}");
         let p = |name: &str| CString::new(dir.join(name).to_str().unwrap()).unwrap();
