@@ -106,10 +106,7 @@ fn a_waiting_wrapper_starts_over_when_the_lock_directory_goes_away() {
             // The waiter may make its record again while `rm -rf` runs
             // (its beat): a cleaner runs it again.
             "removed" => assert!(
-                wait_until(Duration::from_secs(2), || match std::fs::remove_dir_all(&s.lock_dir) {
-                    Ok(()) => true,
-                    Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-                }),
+                test_support::remove_tree_as_a_cleaner(&s.lock_dir),
                 "{how}: the lock directory could not be removed"
             ),
             _ => std::fs::rename(&s.lock_dir, s.dir.join("old-locks")).unwrap(),

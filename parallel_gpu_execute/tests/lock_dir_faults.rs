@@ -40,7 +40,7 @@ fn a_removed_directory_still_mounted_at_the_lock_path_ends_the_wait() {
         wait_until(Duration::from_secs(10), || std::fs::read_dir(host.join("gpuqueue")).is_ok_and(|d| d.count() == 1));
     let removed = Instant::now();
     // The waiter may make its record again while `rm -rf` runs: again.
-    while std::fs::remove_dir_all(&host).is_err_and(|e| e.kind() != std::io::ErrorKind::NotFound) {}
+    assert!(test_support::remove_tree_as_a_cleaner(&host), "the host's lock directory could not be removed");
     std::fs::create_dir(&host).unwrap();
     let out = r.wait();
     let took = removed.elapsed();
@@ -118,7 +118,7 @@ fn a_waiter_starting_over_again_and_again_keeps_its_wait() {
                 };
                 assert_eq!(swapped, 0, "renameat2: {}", std::io::Error::last_os_error());
                 // The old one, now at `next`: the waiter may still add to it.
-                while std::fs::remove_dir_all(&next).is_err_and(|e| e.kind() != std::io::ErrorKind::NotFound) {}
+                assert!(test_support::remove_tree_as_a_cleaner(&next), "the old lock directory could not be removed");
                 held = taken;
             }
             drop(held);

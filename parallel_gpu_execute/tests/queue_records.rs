@@ -320,12 +320,10 @@ fn a_look_never_removes_the_record_a_waiter_is_making() {
 /// The inotify watches of process `pid`: the inode numbers watched.
 fn watched_inodes(pid: i32) -> Vec<u64> {
     let mut out = Vec::new();
-    for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten() {
-        if std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy() == "anon_inode:inotify") {
-            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy()));
-            for word in info.unwrap_or_default().split_whitespace() {
-                out.extend(word.strip_prefix("ino:").and_then(|h| u64::from_str_radix(h, 16).ok()));
-            }
+    for fd in test_support::inotify_fds(pid) {
+        let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().unwrap().to_string_lossy()));
+        for word in info.unwrap_or_default().split_whitespace() {
+            out.extend(word.strip_prefix("ino:").and_then(|h| u64::from_str_radix(h, 16).ok()));
         }
     }
     out

@@ -302,12 +302,28 @@ pub fn voluntary_switches(pid: i32) -> u64 {
     line.trim().parse().unwrap_or(0)
 }
 
+/// The descriptors (their `/proc/<pid>/fd/<n>` paths) of a live process
+/// that are inotify instances.
+pub fn inotify_fds(pid: i32) -> Vec<PathBuf> {
+    let fds = fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten();
+    fds.map(|fd| fd.path()).filter(|p| fs::read_link(p).is_ok_and(|l| l.as_os_str() == "anon_inode:inotify")).collect()
+}
+
 /// Whether a live process has an inotify instance open: a wrapper that
 /// found no free slot and now watches for a release (its wait begun, with
 /// or without a record in the queue).
 pub fn watching(pid: i32) -> bool {
-    let fds = fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten();
-    fds.into_iter().any(|fd| fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == "anon_inode:inotify"))
+    !inotify_fds(pid).is_empty()
+}
+
+/// Removes the tree at `path` as a cleaner's `rm -rf` does, running it
+/// again while a process adds to it meanwhile (a waiter making its record
+/// again), for up to two seconds; whether it is gone.
+pub fn remove_tree_as_a_cleaner(path: &Path) -> bool {
+    wait_until(Duration::from_secs(2), || match fs::remove_dir_all(path) {
+        Ok(()) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    })
 }
 
 /// Waits (up to ten seconds) until `pid` [`watching`]; whether it did.
