@@ -96,9 +96,22 @@ fn proc_path(pid: i64, file: &str) -> alloc::ffi::CString {
 
 /// When this time namespace's boot was, on the wall clock: to the
 /// nanosecond, where `/proc/stat`'s `btime` is whole seconds (up to a
-/// second early).
+/// second early). Read once a run: two reads differ by the nanoseconds
+/// between their clock reads, which would order two processes started in
+/// the same clock tick by chance.
 fn boot_time() -> Option<SystemTime> {
-    SystemTime::now().checked_sub(crate::sys::clock::since_boot())
+    use core::sync::atomic::{AtomicU64, Ordering};
+    static BOOT_NS: AtomicU64 = AtomicU64::new(0);
+    let ns = match BOOT_NS.load(Ordering::Relaxed) {
+        0 => {
+            let at = SystemTime::now().checked_sub(crate::sys::clock::since_boot())?;
+            let ns = u64::try_from(at.duration_since(UNIX_EPOCH)?.as_nanos()).ok()?.max(1);
+            BOOT_NS.store(ns, Ordering::Relaxed);
+            ns
+        }
+        ns => ns,
+    };
+    UNIX_EPOCH.checked_add(Duration::from_nanos(ns))
 }
 
 /// The fields of `/proc/<pid>/stat` from field 3 (the state) on. The
@@ -189,6 +202,14 @@ mod tests {
         {
             assert_eq!(parse_line(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn processes_started_in_one_tick_start_at_one_time() {
+        // Else their order, by start time then PID, is left to chance.
+        let first = since_boot(12_345).unwrap();
+        assert!((0..1000).all(|_| since_boot(12_345) == Some(first)));
+        assert!(since_boot(12_346).unwrap() > first);
     }
 
     #[test]
