@@ -160,6 +160,9 @@ impl<'a> Slots<'a> {
                     self.skip_unusable(index, e);
                     return Ok(Try::Unusable);
                 }
+                // A lease on it (`F_SETLEASE`, its owner's): busy until
+                // it is let go, as a `flock` on it would be.
+                Err(Error::System { errno: Errno::WOULDBLOCK, .. }) => return Ok(Try::Busy),
                 Err(e) => return Err(e),
             },
         };
@@ -391,6 +394,7 @@ impl<'a> Slots<'a> {
                         }
                         Ok(None)
                     }
+                    Err(Error::System { errno: Errno::WOULDBLOCK, .. }) => Ok(None),
                     Err(e) => Err(e),
                 },
                 None => Ok(None),

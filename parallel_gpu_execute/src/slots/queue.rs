@@ -238,13 +238,14 @@ impl Ahead {
     }
 }
 
-/// Names in `gpuqueue/` that a reader may not open for a reason that says
-/// nothing of a waiter (it is gone, it is not a file, it is not this
-/// user's to read): no record. Other errors (no descriptor left, no memory)
-/// say nothing either way, so such a record counts, as one that wants
-/// everything.
+/// Whether a name in `gpuqueue/` that a reader cannot open is no record.
+/// Only a reader's own want of resources (no descriptor left, no memory)
+/// says nothing either way, so such a name counts, as a record that wants
+/// everything. Every other error is something a file at that name does or
+/// is (gone, not a file, not this user's to read, leased by its owner: a
+/// waiter never leases its record), and another user can make any of them.
 fn not_a_record(e: Errno) -> bool {
-    matches!(e, Errno::NOENT | Errno::LOOP | Errno::NXIO | Errno::NOTDIR | Errno::ISDIR | Errno::ACCESS | Errno::PERM)
+    !matches!(e, Errno::MFILE | Errno::NFILE | Errno::NOMEM | Errno::NOBUFS | Errno::INTR)
 }
 
 /// Reads the records of `gpuqueue/` earlier than `mine` (every one, for a

@@ -233,6 +233,13 @@ pub fn alarm_now() -> ! {
 /// its directory.
 pub const MAX_FILE_WATCHES: usize = 1024;
 
+/// Looks that releases start, beyond the beats: [`LOOK_BURST`] at once,
+/// then one each [`LOOK_EVERY`]. Any user who may read a lock file can
+/// open and close it as often as it likes, and each close raises the
+/// event a release does: without a bound, each would be a look.
+pub const LOOK_EVERY: Duration = Duration::from_millis(125);
+pub const LOOK_BURST: u32 = 32;
+
 /// Watches the lock files of a pool for releases.
 pub enum SlotWatch {
     Inotify(Watch),
@@ -253,6 +260,10 @@ pub struct Watch {
     lock_dir: CString,
     /// The lock files watched one by one; empty: the directory's closes.
     names: Vec<LockName>,
+    /// When the looks that releases started would have come, at one each
+    /// [`LOOK_EVERY`] (a rate bound by its virtual schedule): a look is
+    /// taken at once while this is at most [`LOOK_BURST`] looks ahead.
+    looks: Instant,
 }
 
 impl SlotWatch {
@@ -275,7 +286,8 @@ impl SlotWatch {
         let Ok(fd) = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK) else {
             return SlotWatch::Polling;
         };
-        let mut w = Watch { fd, dir: -1, prefix, lock_dir: lock_dir.into(), names: names.unwrap_or_default() };
+        let looks = Instant::now();
+        let mut w = Watch { fd, dir: -1, prefix, lock_dir: lock_dir.into(), names: names.unwrap_or_default(), looks };
         // A lock file not made yet is watched once it is (`CREATE`).
         if !w.names.iter().all(|name| w.add(name.as_bytes())) {
             w.names = Vec::new();
@@ -314,6 +326,17 @@ impl SlotWatch {
         match self {
             SlotWatch::Inotify(w) => {
                 let until = now + timeout;
+                // Past its bound: sleep until the next look is due, events
+                // kept for it by the kernel meanwhile (a release in them is
+                // seen then).
+                let ahead = w.looks.saturating_duration_since(now);
+                let early = ahead.saturating_sub(LOOK_EVERY * (LOOK_BURST - 1));
+                if !early.is_zero() {
+                    crate::sys::clock::sleep(early.min(timeout));
+                    if Instant::now() >= until {
+                        return;
+                    }
+                }
                 loop {
                     let left = until.saturating_duration_since(Instant::now());
                     let ts = rustix::event::Timespec { tv_sec: left.as_secs() as _, tv_nsec: left.subsec_nanos() as _ };
@@ -321,7 +344,11 @@ impl SlotWatch {
                     // Only a directory closed (the drain records' and the
                     // queue's, which this waiter reads at each wake): wait
                     // on, or it would wake itself without end.
-                    if !matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) || w.drain() {
+                    if !matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) {
+                        break;
+                    }
+                    if w.drain() {
+                        w.looks = core::cmp::max(w.looks, Instant::now()) + LOOK_EVERY;
                         break;
                     }
                 }

@@ -1,0 +1,213 @@
+//! What another user can do with files of their own in a shared lock
+//! directory, short of holding a slot: a lease (`F_SETLEASE`) on a file
+//! named like an early record, or on a lock file, and opening and closing
+//! a lock file as fast as it can. None of it may hold a test up, fail it,
+//! or make a waiter spin.
+
+mod common;
+
+use common::{Fixture, on, root, shared_fixture};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use test_support::{Cmd, Running, compile_c, hold_lock, wait_until, write_file};
+
+/// Holds a write lease on each file named (made, owned by its user, where
+/// missing), taking it again each 100 ms: while one is held or breaking,
+/// every other process's `O_NONBLOCK` open of the file fails with EAGAIN.
+const LEASE_HOLDER: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  int fd[16], n = argc - 1;
+  signal(SIGIO, SIG_IGN);
+  for (int i = 0; i < n && i < 16; i++) {
+    fd[i] = open(argv[i + 1], O_RDWR | O_CREAT, 0644);
+    if (fd[i] < 0 || fcntl(fd[i], F_SETLEASE, F_WRLCK)) { perror(argv[i + 1]); return 1; }
+  }
+  printf("leased\n");
+  fflush(stdout);
+  for (;;) {
+    usleep(100000);
+    for (int i = 0; i < n && i < 16; i++) {
+      fcntl(fd[i], F_SETLEASE, F_UNLCK);
+      fcntl(fd[i], F_SETLEASE, F_WRLCK);
+    }
+  }
+}
+"#;
+
+/// Opens and closes a file read-only, as fast as it can, for a second
+/// argument's seconds.
+const OPENER: &str = r#"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  time_t end = time(0) + atoi(argv[2]);
+  while (time(0) < end) {
+    int fd = open(argv[1], O_RDONLY);
+    if (fd >= 0) close(fd);
+  }
+  return 0;
+}
+"#;
+
+/// A C helper built into the fixture, executable by every user.
+fn helper(f: &Fixture, name: &str, source: &str) -> PathBuf {
+    let (c, out) = (f.dir.join(format!("{name}.c")), f.dir.join(name));
+    write_file(&c, source);
+    compile_c(&["-O1"], &c, &out);
+    out
+}
+
+/// Runs `program ARGS` as the user nobody, its stdout piped.
+fn as_nobody(program: &Path, args: &[&Path]) -> Running {
+    let mut c = Cmd::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(program).args(args);
+    c.timeout(Duration::from_secs(60)).spawn()
+}
+
+/// Ends a helper and returns what it said.
+fn end(helper: Running) -> String {
+    helper.signal(libc::SIGKILL);
+    helper.wait().explain()
+}
+
+/// Starts nobody's lease holder on `files` and returns once it holds them.
+fn leases(f: &Fixture, files: &[&Path]) -> Running {
+    let mut holder = as_nobody(&helper(f, "lease", LEASE_HOLDER), files);
+    let held = wait_until(Duration::from_secs(10), || {
+        holder.has_exited()
+            || files
+                .iter()
+                .all(|p| std::fs::metadata(p).is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 65534))
+                && std::fs::read_to_string("/proc/locks").is_ok_and(|l| l.matches("LEASE").count() >= files.len())
+    });
+    assert!(
+        held && !holder.has_exited(),
+        "the leases were never taken
+{}",
+        end(holder)
+    );
+    holder
+}
+
+/// An empty file named like the earliest possible record, in a
+/// `gpuqueue/` another user made, leased by that user: nobody can open it,
+/// yet it is no waiter. A free slot is taken at once, by an arrival and by
+/// a waiter that queued before the file came; `--status` and the waiter
+/// agree that nobody waits.
+#[test]
+fn a_leased_file_named_like_a_record_holds_nobody_up() {
+    if !root("another user's lease") {
+        return;
+    }
+    let f = shared_fixture("others-lease-record");
+    f.make_lock_dir_shared();
+    let queue = f.lock_dir.join("gpuqueue");
+    let held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).args(["--wait=20", "./pkg/gpu_test"]).timeout(Duration::from_secs(30));
+    let waiter = f.spawn_queued(&c);
+    let fakes = [queue.join("0000000000000000.1"), queue.join("0000000000000001.1")];
+    let holder = leases(&f, &[&fakes[0], &fakes[1]]);
+    // Reading it now fails with EAGAIN (the open breaks the lease).
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fakes[0])
+        .map_err(|e| e.raw_os_error());
+    drop(held);
+    let released = Instant::now();
+    let out = waiter.wait();
+    let took = released.elapsed();
+    out.assert_success();
+    assert_eq!(opened.err(), Some(Some(libc::EAGAIN)), "the lease did not keep the file from being opened");
+    assert!(
+        took < Duration::from_millis(2500),
+        "the waiter took the slot {took:?} after its release\n{}",
+        out.explain()
+    );
+
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).args(["--wait=3", "./pkg/gpu_test"]);
+    let started = Instant::now();
+    let out = c.run();
+    let took = started.elapsed();
+    end(holder);
+    out.assert_success();
+    assert!(took < Duration::from_secs(1), "a free slot took {took:?}\n{}", out.explain());
+    assert!(!out.stderr.contains("waiting for"), "it waited on a free slot\n{}", out.explain());
+}
+
+/// A lock file another user made (as any user of a shared host does by
+/// running a test) and holds a lease on: nobody can open it. It is busy, as
+/// one whose `flock` that user held would be: a test takes another GPU,
+/// or waits, and never fails for it.
+#[test]
+fn a_leased_lock_file_is_busy_not_an_error() {
+    if !root("another user's lease") {
+        return;
+    }
+    let f = shared_fixture("others-lease-lock");
+    f.make_lock_dir_shared();
+    let leased = f.lock("1", 0);
+    let holder = leases(&f, &[&leased]);
+    let held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    on(&mut c, 2, 1).args(["--wait=20", "./pkg/gpu_test"]).timeout(Duration::from_secs(30));
+    let waiter = f.spawn_queued(&c);
+    std::thread::sleep(Duration::from_millis(300));
+    drop(held);
+    let out = waiter.wait();
+    end(holder);
+    let record = common::Record::of(out.assert_success());
+    assert_eq!(record.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
+    assert!(out.stderr.contains("waiting for 1 GPU(s)"), "{}", out.explain());
+}
+
+/// Another user opens and closes a busy lock file, read-only, as fast as
+/// it can: each close raises the event a release does. A waiter that may
+/// take that file looks at most [`LOOK_BURST`] times at once, then 8 times a
+/// second beside its 4 beats, however many closes come, and still takes
+/// the slot when it is let go.
+#[test]
+fn another_users_opens_and_closes_of_a_lock_file_do_not_make_a_waiter_spin() {
+    if !root("another user's opens") {
+        return;
+    }
+    let f = shared_fixture("others-close-storm");
+    f.make_lock_dir_shared();
+    let busy = f.lock("0", 0);
+    let held = hold_lock(&busy);
+    std::fs::set_permissions(&busy, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).args(["--wait=30", "./pkg/gpu_test"]).timeout(Duration::from_secs(40));
+    let waiter = f.spawn_queued(&c);
+    assert!(test_support::begins_to_wait(waiter.pid()), "it never watched\n{}", c.describe());
+    let opener = helper(&f, "opener", OPENER);
+    let mut storm = as_nobody(&opener, &[&busy, Path::new("6")]);
+    // Past the burst: two seconds in, two seconds measured.
+    std::thread::sleep(Duration::from_secs(2));
+    let (woke, spent) = (test_support::voluntary_switches(waiter.pid()), test_support::cpu_time(waiter.pid()));
+    std::thread::sleep(Duration::from_secs(2));
+    let woke = test_support::voluntary_switches(waiter.pid()) - woke;
+    let spent = test_support::cpu_time(waiter.pid()) - spent;
+    let storming = !storm.has_exited();
+    drop(held);
+    let released = Instant::now();
+    let out = waiter.wait();
+    let took = released.elapsed();
+    let said = end(storm);
+    out.assert_success();
+    assert!(storming, "the opener ended early\n{said}");
+    // 2 s at 8 looks and 4 beats a second, with room for the scheduler.
+    assert!(woke <= 40, "{woke} wake-ups in 2 s of another user's closes\n{}", out.explain());
+    assert!(spent < Duration::from_millis(300), "{spent:?} of CPU in 2 s\n{}", out.explain());
+    assert!(took < Duration::from_secs(1), "the slot was taken {took:?} after its release\n{}", out.explain());
+}
