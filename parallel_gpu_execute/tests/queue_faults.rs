@@ -504,3 +504,35 @@ fn the_callers_alarm_ends_a_waiting_wrapper() {
     let left = std::fs::read_dir(f.lock_dir.join("gpuqueue")).map(|d| d.count()).unwrap_or(0);
     assert_eq!(left, 0, "a record left behind\n{}", out.explain());
 }
+
+/// Stderr a pipe nobody reads, already full (a log reader that stalled):
+/// the waiting line cannot be written, and `--wait=1` still ends at its
+/// limit, exit 1, instead of when the pipe drains (then with the test run).
+#[test]
+fn a_full_stderr_nobody_reads_does_not_outlast_the_wait_limit() {
+    let f = Fixture::new("faults-full-stderr");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) }, 0);
+    let chunk = [b'x'; 4096];
+    // SAFETY: writes from a live buffer to the pipe this test made.
+    while unsafe { libc::write(fds[1], chunk.as_ptr().cast(), chunk.len()) } > 0 {}
+    // The same pipe opened again, blocking, as the wrapper's stderr.
+    let script = format!("exec 2>/proc/{}/fd/{}; exec \"$@\"", std::process::id(), fds[1]);
+    let mut c = f.cmd_under("sh", ["-c", &script, "sh"]);
+    on(&mut c, 1, 1).args(["--wait=1", "./pkg/gpu_test"]).timeout(Duration::from_secs(20));
+    let started = Instant::now();
+    let out = c.run();
+    let took = started.elapsed();
+    // SAFETY: closing the two descriptors this test made, once.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    drop(held);
+    out.assert_code(1);
+    assert!(took < Duration::from_secs(3), "--wait=1 ended after {took:?}\n{}", out.explain());
+    assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
+}

@@ -151,6 +151,38 @@ pub fn write_all(fd: impl rustix::fd::AsFd, bytes: &[u8]) -> Result<(), rustix::
     Ok(())
 }
 
+/// While not zero: the `CLOCK_MONOTONIC` nanoseconds after which a line
+/// that stderr cannot take at once is dropped ([`stderr_until`]).
+static STDERR_UNTIL: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// Until `deadline` (`CLOCK_MONOTONIC` nanoseconds; `None`: for ever, the
+/// default), a line waits for stderr to take it, and is dropped after: a
+/// wrapper that must end by a deadline does not block past it on a pipe
+/// nobody reads.
+pub fn stderr_until(deadline: Option<u64>) {
+    STDERR_UNTIL.store(deadline.unwrap_or(0), core::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether stderr takes a line (of at most a pipe's atomic 4 KiB, which a
+/// pipe with room for any takes whole) before `until`.
+#[cold]
+fn takes_by(stderr: rustix::fd::BorrowedFd<'_>, until: u64) -> bool {
+    loop {
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes one timespec into `now`.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+        let now = (now.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64);
+        let left = until.saturating_sub(now);
+        let ts = rustix::event::Timespec { tv_sec: (left / 1_000_000_000) as _, tv_nsec: (left % 1_000_000_000) as _ };
+        let mut fds = [rustix::event::PollFd::new(&stderr, rustix::event::PollFlags::OUT)];
+        match rustix::event::poll(&mut fds, Some(&ts)) {
+            Ok(n) => return n > 0,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return true,
+        }
+    }
+}
+
 /// Writes all of `bytes` to stderr; errors are ignored (there is nowhere
 /// left to report them).
 pub fn write_stderr(bytes: &[u8]) {
@@ -158,6 +190,10 @@ pub fn write_stderr(bytes: &[u8]) {
     // through a borrowed fd for the duration of the call is sound even if
     // it was closed (the call then fails with EBADF).
     let stderr = unsafe { rustix::fd::BorrowedFd::borrow_raw(2) };
+    let until = STDERR_UNTIL.load(core::sync::atomic::Ordering::Relaxed);
+    if until != 0 && !takes_by(stderr, until) {
+        return;
+    }
     let _ = write_all(stderr, bytes);
 }
 

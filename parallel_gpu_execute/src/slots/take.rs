@@ -227,6 +227,9 @@ impl<'a> Waiting<'a> {
                 // SIGTERM from now on removes the record.
                 self.signals.get_or_insert_with(WaitingSignals::install);
                 self.deadline = self.ask.wait.map(|w| Instant::now() + w);
+                // A line stderr cannot take (a pipe nobody reads) blocks
+                // the wait no further than its deadline.
+                diag::stderr_until(self.deadline.map(|d| d.as_nanos()));
                 let ticket = u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX);
                 let pid = rustix::process::getpid().as_raw_nonzero().get().unsigned_abs();
                 self.name = Some(record_name(ticket, pid));
@@ -405,6 +408,7 @@ impl<'a> Waiting<'a> {
     fn granted(&mut self, mut grant: Grant) -> Grant {
         self.place = None;
         self.signals = None;
+        diag::stderr_until(None);
         grant.waited = self.telemetry.waited();
         grant
     }

@@ -35,6 +35,11 @@ impl Instant {
     pub fn saturating_duration_since(&self, earlier: Instant) -> Duration {
         self.0.saturating_sub(earlier.0)
     }
+
+    /// Its `CLOCK_MONOTONIC` nanoseconds.
+    pub fn as_nanos(&self) -> u64 {
+        u64::try_from(self.0.as_nanos()).unwrap_or(u64::MAX)
+    }
 }
 
 impl Add<Duration> for Instant {
