@@ -12,9 +12,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use test_support::{Cmd, Running, compile_c, hold_lock, wait_until, write_file};
 
-/// Holds a write lease on each file named (made, owned by its user, where
-/// missing), taking it again each 100 ms: while one is held or breaking,
-/// every other process's `O_NONBLOCK` open of the file fails with EAGAIN.
+/// Holds a lease (`r`: a read lease, `w`: a write lease) on each file named
+/// after the first argument (made, owned by its user, where missing),
+/// taking it again each 100 ms: while a write lease is held or breaking,
+/// every other process's `O_NONBLOCK` open of the file fails with EAGAIN;
+/// a read lease fails opens for writing alone.
 const LEASE_HOLDER: &str = r#"
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -22,11 +24,11 @@ const LEASE_HOLDER: &str = r#"
 #include <stdio.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
-  int fd[16], n = argc - 1;
+  int fd[16], n = argc - 2, type = argv[1][0] == 'r' ? F_RDLCK : F_WRLCK;
   signal(SIGIO, SIG_IGN);
   for (int i = 0; i < n && i < 16; i++) {
-    fd[i] = open(argv[i + 1], O_RDWR | O_CREAT, 0644);
-    if (fd[i] < 0 || fcntl(fd[i], F_SETLEASE, F_WRLCK)) { perror(argv[i + 1]); return 1; }
+    fd[i] = open(argv[i + 2], type == F_RDLCK ? O_RDONLY | O_CREAT : O_RDWR | O_CREAT, 0644);
+    if (fd[i] < 0 || fcntl(fd[i], F_SETLEASE, type)) { perror(argv[i + 2]); return 1; }
   }
   printf("leased\n");
   fflush(stdout);
@@ -34,7 +36,7 @@ int main(int argc, char **argv) {
     usleep(100000);
     for (int i = 0; i < n && i < 16; i++) {
       fcntl(fd[i], F_SETLEASE, F_UNLCK);
-      fcntl(fd[i], F_SETLEASE, F_WRLCK);
+      fcntl(fd[i], F_SETLEASE, type);
     }
   }
 }
@@ -78,9 +80,11 @@ fn end(helper: Running) -> String {
     helper.wait().explain()
 }
 
-/// Starts nobody's lease holder on `files` and returns once it holds them.
-fn leases(f: &Fixture, files: &[&Path]) -> Running {
-    let mut holder = as_nobody(&helper(f, "lease", LEASE_HOLDER), files);
+/// Starts nobody's lease holder on `files` (`kind`: `r` or `w`) and
+/// returns once it holds them.
+fn leases(f: &Fixture, kind: &str, files: &[&Path]) -> Running {
+    let args: Vec<&Path> = [Path::new(kind)].into_iter().chain(files.iter().copied()).collect();
+    let mut holder = as_nobody(&helper(f, "lease", LEASE_HOLDER), &args);
     let held = wait_until(Duration::from_secs(10), || {
         holder.has_exited()
             || files
@@ -115,7 +119,7 @@ fn a_leased_file_named_like_a_record_holds_nobody_up() {
     on(&mut c, 1, 1).args(["--wait=20", "./pkg/gpu_test"]).timeout(Duration::from_secs(30));
     let waiter = f.spawn_queued(&c);
     let fakes = [queue.join("0000000000000000.1"), queue.join("0000000000000001.1")];
-    let holder = leases(&f, &[&fakes[0], &fakes[1]]);
+    let holder = leases(&f, "w", &[&fakes[0], &fakes[1]]);
     // Reading it now fails with EAGAIN (the open breaks the lease).
     let opened = std::fs::OpenOptions::new()
         .read(true)
@@ -157,18 +161,47 @@ fn a_leased_lock_file_is_busy_not_an_error() {
     let f = shared_fixture("others-lease-lock");
     f.make_lock_dir_shared();
     let leased = f.lock("1", 0);
-    let holder = leases(&f, &[&leased]);
+    let holder = leases(&f, "w", &[&leased]);
     let held = hold_lock(f.lock("0", 0));
     let mut c = f.cmd();
     on(&mut c, 2, 1).args(["--wait=20", "./pkg/gpu_test"]).timeout(Duration::from_secs(30));
     let waiter = f.spawn_queued(&c);
-    std::thread::sleep(Duration::from_millis(300));
+    // `--status` shows the leased slot held, by the lease's holder (asked
+    // again if it came in the microseconds the holder takes it again).
+    let holder_shown = format!("\"held\": true, \"holders\": [{{\"pid\": {}, ", holder.pid());
+    let mut status = common::status(&f, 2, 1, "json");
+    for _ in 0..3 {
+        if common::slot_json(&status, &leased).contains(&holder_shown) {
+            break;
+        }
+        status = common::status(&f, 2, 1, "json");
+    }
     drop(held);
     let out = waiter.wait();
     end(holder);
+    let shown = common::slot_json(&status, &leased).contains(&holder_shown);
+    assert!(shown, "the leased slot is not shown held\n{}", status.explain());
     let record = common::Record::of(out.assert_success());
     assert_eq!(record.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
     assert!(out.stderr.contains("waiting for 1 GPU(s)"), "{}", out.explain());
+}
+
+/// Under another user's read lease, which fails opens for writing alone, a
+/// lock file is opened read-only and its free slot taken at once.
+#[test]
+fn a_lock_file_under_a_read_lease_is_taken() {
+    if !root("another user's lease") {
+        return;
+    }
+    let f = shared_fixture("others-read-lease");
+    f.make_lock_dir_shared();
+    let holder = leases(&f, "r", &[&f.lock("0", 0)]);
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).args(["--wait=0", "./pkg/gpu_test"]);
+    let out = c.run();
+    end(holder);
+    let record = common::Record::of(out.assert_success());
+    assert_eq!(record.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
 }
 
 /// Another user opens and closes a busy lock file, read-only, as fast as

@@ -404,7 +404,9 @@ pub type FileId = (u64, u64);
 pub fn open_existing(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<Option<(OwnedFd, FileId)>, Error> {
     let refuse = |what| Error::UnsafeLockPath { path: named(dir, name.as_bytes()), what };
     let opened = match rustix::fs::openat(dir_fd, name.as_cstr(), OPEN_FLAGS | OFlags::RDWR, Mode::empty()) {
-        Err(Errno::ACCESS | Errno::PERM | Errno::ROFS | Errno::TXTBSY) => {
+        // WOULDBLOCK: another user's read lease, which only opens for
+        // writing break.
+        Err(Errno::ACCESS | Errno::PERM | Errno::ROFS | Errno::TXTBSY | Errno::WOULDBLOCK) => {
             rustix::fs::openat(dir_fd, name.as_cstr(), OPEN_FLAGS | OFlags::RDONLY, Mode::empty())
         }
         other => other,

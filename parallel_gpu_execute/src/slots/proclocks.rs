@@ -22,6 +22,8 @@ use core::time::Duration;
 pub struct LockEntry {
     /// Waiting for the lock rather than holding it.
     pub blocked: bool,
+    /// A `flock(2)` lock, or a lease that no other process may open the
+    /// file under (a write lease, or one being broken).
     pub flock: bool,
     /// The holder's (or waiter's) pid in this namespace; 0 or less when hidden.
     pub pid: i64,
@@ -39,14 +41,18 @@ pub fn parse_line(line: &str) -> Option<LockEntry> {
     if blocked {
         kind = words.next()?;
     }
-    let _advisory = words.next()?;
-    let _mode = words.next()?;
+    let state = words.next()?;
+    let mode = words.next()?;
     let pid: i64 = words.next()?.parse().ok()?;
     let mut dev = words.next()?.split(':');
     let major = u32::from_str_radix(dev.next()?, 16).ok()?;
     let minor = u32::from_str_radix(dev.next()?, 16).ok()?;
     let inode = dev.next()?.parse().ok()?;
-    Some(LockEntry { blocked, flock: kind == "FLOCK", pid, major, minor, inode })
+    // A write lease, or one being broken, keeps every other process from
+    // opening the file (a wrapper's open fails with EAGAIN): the slot is
+    // held by its holder, as by a `flock`.
+    let lease = kind == "LEASE" && state != "BREAKER" && (mode == "WRITE" || state == "BREAKING");
+    Some(LockEntry { blocked, flock: kind == "FLOCK" || lease, pid, major, minor, inode })
 }
 
 /// Every lock of the system, as this process may see them.
@@ -198,6 +204,19 @@ mod tests {
         assert_eq!((ofd.flock, ofd.pid), (false, -1));
         let posix = parse_line("2: POSIX  ADVISORY  WRITE 999 00:19:4 0 EOF").unwrap();
         assert!(!posix.flock);
+        // Leases: a write lease and one being broken hold the file as a
+        // flock does; a read lease and a breaker's entry do not.
+        for (line, holds) in [
+            ("4: LEASE  ACTIVE    WRITE 77 00:2a:9 0 EOF", true),
+            ("4: LEASE  BREAKING  UNLCK 77 00:2a:9 0 EOF", true),
+            ("4: LEASE  BREAKING  READ 77 00:2a:9 0 EOF", true),
+            ("4: LEASE  ACTIVE    READ 77 00:2a:9 0 EOF", false),
+            ("5: LEASE  BREAKER   UNLCK 78 00:2a:9 0 EOF", false),
+            ("6: DELEG  ACTIVE    READ 79 00:2a:9 0 EOF", false),
+        ] {
+            let entry = parse_line(line).unwrap();
+            assert_eq!((entry.flock, entry.pid, entry.inode), (holds, entry.pid, 9), "{line}");
+        }
         for bad in ["", "garbage", "1: FLOCK ADVISORY WRITE x 08:01:2 0 EOF", "1: FLOCK ADVISORY WRITE 5 zz:01:2 0 EOF"]
         {
             assert_eq!(parse_line(bad), None, "{bad:?}");

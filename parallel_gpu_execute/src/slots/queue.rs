@@ -238,14 +238,24 @@ impl Ahead {
     }
 }
 
-/// Whether a name in `gpuqueue/` that a reader cannot open is no record.
-/// Only a reader's own want of resources (no descriptor left, no memory)
-/// says nothing either way, so such a name counts, as a record that wants
-/// everything. Every other error is something a file at that name does or
-/// is (gone, not a file, not this user's to read, leased by its owner: a
-/// waiter never leases its record), and another user can make any of them.
+/// Names in `gpuqueue/` that a reader may not open for a reason that says
+/// nothing of a waiter (it is gone, it is not a file, it is not this
+/// user's to read, its owner holds a lease on it: a waiter never leases
+/// its record): no record. Other errors (no descriptor or memory left, an
+/// I/O error of the file system) say nothing either way, so such a record
+/// counts, as one that wants everything.
 fn not_a_record(e: Errno) -> bool {
-    !matches!(e, Errno::MFILE | Errno::NFILE | Errno::NOMEM | Errno::NOBUFS | Errno::INTR)
+    matches!(
+        e,
+        Errno::NOENT
+            | Errno::LOOP
+            | Errno::NXIO
+            | Errno::NOTDIR
+            | Errno::ISDIR
+            | Errno::ACCESS
+            | Errno::PERM
+            | Errno::WOULDBLOCK
+    )
 }
 
 /// Reads the records of `gpuqueue/` earlier than `mine` (every one, for a
