@@ -14,7 +14,7 @@ use test_support::{Cmd, Running, compile_c, hold_lock, wait_until, write_file};
 
 /// Holds a lease (`r`: a read lease, `w`: a write lease) on each file named
 /// after the first argument (made, owned by its user, where missing),
-/// taking it again each 100 ms: while a write lease is held or breaking,
+/// taking it again each 100 ms, for a minute at most: while a write lease is held or breaking,
 /// every other process's `O_NONBLOCK` open of the file fails with EAGAIN;
 /// a read lease fails opens for writing alone.
 const LEASE_HOLDER: &str = r#"
@@ -32,13 +32,14 @@ int main(int argc, char **argv) {
   }
   printf("leased\n");
   fflush(stdout);
-  for (;;) {
+  for (int round = 0; round < 600; round++) {
     usleep(100000);
     for (int i = 0; i < n && i < 16; i++) {
       fcntl(fd[i], F_SETLEASE, F_UNLCK);
       fcntl(fd[i], F_SETLEASE, type);
     }
   }
+  return 0;
 }
 "#;
 
@@ -68,30 +69,55 @@ fn helper(f: &Fixture, name: &str, source: &str) -> PathBuf {
 }
 
 /// Runs `program ARGS` as the user nobody, its stdout piped.
-fn as_nobody(program: &Path, args: &[&Path]) -> Running {
+fn as_nobody(program: &Path, args: &[&Path]) -> Helper {
     let mut c = Cmd::new("setpriv");
     c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(program).args(args);
-    c.timeout(Duration::from_secs(60)).spawn()
+    Helper(Some(c.timeout(Duration::from_secs(60)).spawn()))
+}
+
+/// A helper process, killed when dropped (a failed assertion included).
+struct Helper(Option<Running>);
+
+impl Helper {
+    fn pid(&self) -> i32 {
+        self.0.as_ref().map_or(0, Running::pid)
+    }
+
+    fn has_exited(&mut self) -> bool {
+        self.0.as_mut().is_none_or(Running::has_exited)
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        if let Some(r) = self.0.take() {
+            r.signal(libc::SIGKILL);
+            r.wait();
+        }
+    }
 }
 
 /// Ends a helper and returns what it said.
-fn end(helper: Running) -> String {
-    helper.signal(libc::SIGKILL);
-    helper.wait().explain()
+fn end(mut helper: Helper) -> String {
+    let r = helper.0.take().expect("a helper ends once");
+    r.signal(libc::SIGKILL);
+    r.wait().explain()
 }
 
 /// Starts nobody's lease holder on `files` (`kind`: `r` or `w`) and
 /// returns once it holds them.
-fn leases(f: &Fixture, kind: &str, files: &[&Path]) -> Running {
+fn leases(f: &Fixture, kind: &str, files: &[&Path]) -> Helper {
     let args: Vec<&Path> = [Path::new(kind)].into_iter().chain(files.iter().copied()).collect();
     let mut holder = as_nobody(&helper(f, "lease", LEASE_HOLDER), &args);
-    let held = wait_until(Duration::from_secs(10), || {
-        holder.has_exited()
-            || files
-                .iter()
-                .all(|p| std::fs::metadata(p).is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 65534))
-                && std::fs::read_to_string("/proc/locks").is_ok_and(|l| l.matches("LEASE").count() >= files.len())
-    });
+    // Each file nobody's, with a lease on its inode in /proc/locks.
+    let leased = |p: &&Path| {
+        let Ok(m) = std::fs::metadata(p) else { return false };
+        let inode = format!(":{} ", std::os::unix::fs::MetadataExt::ino(&m));
+        let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+        std::os::unix::fs::MetadataExt::uid(&m) == 65534
+            && locks.lines().any(|l| l.contains(" LEASE ") && l.contains(&inode))
+    };
+    let held = wait_until(Duration::from_secs(10), || holder.has_exited() || files.iter().all(leased));
     assert!(
         held && !holder.has_exited(),
         "the leases were never taken
