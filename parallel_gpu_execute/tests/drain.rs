@@ -334,3 +334,59 @@ fn another_user_cannot_keep_a_gpu_from_being_drained() {
     out.assert_success().assert_stdout_contains("drained GPU 0 in");
     assert!(f.lock_dir.join("gpudrain").join("0").exists(), "{}", out.explain());
 }
+
+/// The `files` line of the record of the waiter `pid` (empty without one).
+fn files_of(f: &Fixture, pid: i32) -> String {
+    let queue = std::fs::read_dir(f.lock_dir.join("gpuqueue")).into_iter().flatten().flatten();
+    let mine = queue.filter(|e| e.file_name().to_string_lossy().ends_with(&format!(".{pid}")));
+    let text = mine.filter_map(|e| std::fs::read(e.path()).ok()).next().unwrap_or_default();
+    let text = String::from_utf8_lossy(text.get(32..).unwrap_or_default()).into_owned();
+    text.lines().find_map(|l| l.strip_prefix("files ")).unwrap_or("").to_string()
+}
+
+/// A drain and an undrain wake the waiters at once, also while another GPU
+/// stays drained (its file leaves `gpudrain/`, which the lock directory's
+/// watch does not see into): a 2-GPU waiter's record says within
+/// milliseconds, not at its next beat, that it wants the block a GPU back
+/// in service makes, so a later 1-GPU test does not take that GPU first.
+#[test]
+fn drains_and_undrains_wake_a_waiter_whose_record_follows_them() {
+    let f = Fixture::new("drain-record-follows");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    drain(&f, 4, "3", "fan");
+    drain(&f, 4, "0", "reseated");
+    let (_gpu1, _gpu2) = (hold_lock(f.lock("1", 0)), hold_lock(f.lock("2", 0)));
+    let mut c = on(&f, 4);
+    c.args(["--wait=30", "./pkg/gpu_test", "--num_processes=2"]).timeout(Duration::from_secs(40));
+    let waiter = f.spawn_queued(&c);
+    let pid = waiter.pid();
+    assert!(test_support::begins_to_wait(pid), "it never began to wait\n{}", c.describe());
+    let mut slowest = Duration::ZERO;
+    for round in 0..5 {
+        for (action, wants) in [("--undrain=0", true), ("--drain=0", false)] {
+            let mut c = on(&f, 4);
+            c.arg(action);
+            if !wants {
+                c.arg("--reason=reseated");
+            }
+            let started = Instant::now();
+            c.run().assert_success();
+            let followed = test_support::wait_until(Duration::from_secs(2), || {
+                files_of(&f, pid).split(' ').any(|file| file == "gpulock0_0") == wants
+            });
+            let took = started.elapsed();
+            assert!(followed, "round {round}: {action} never reached the record: {:?}", files_of(&f, pid));
+            slowest = slowest.max(took);
+        }
+    }
+    on(&f, 4).arg("--undrain=0").run().assert_success();
+    let back = test_support::wait_until(Duration::from_secs(2), || files_of(&f, pid).contains("gpulock0_0"));
+    let later = on(&f, 4).args(["--wait=0", "./pkg/gpu_test"]).run();
+    waiter.signal(libc::SIGKILL);
+    waiter.wait();
+    assert!(back, "the undrain never reached the record: {:?}", files_of(&f, pid));
+    later.assert_code(1);
+    // Each followed within a beat's fraction (at its next beat: up to 250
+    // ms, over 150 ms in nine of ten runs of five rounds).
+    assert!(slowest < Duration::from_millis(150), "a record followed a drain after {slowest:?}");
+}

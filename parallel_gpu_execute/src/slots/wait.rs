@@ -378,8 +378,9 @@ impl Watch {
     /// one; whether any may mean a released slot or a directory gone: a
     /// lock file closed or removed (one watched by itself, or in the
     /// directory a name with the prefix), one of its lock files made or put
-    /// in place (then watched), `gpuqueue/` or `gpudrain/` removed, the
-    /// directory itself removed or moved, or events lost. Other files'
+    /// in place (then watched), `gpuqueue/` or `gpudrain/` removed, a drain
+    /// or an undrain's wake file, the directory itself removed or moved,
+    /// or events lost. Other files'
     /// events, and subdirectories closed (each look of a waiter closes
     /// `gpuqueue/`), are not.
     #[inline(never)]
@@ -401,6 +402,9 @@ impl Watch {
                         // A lock file's own watch, or events lost.
                         _ if event.wd() != self.dir => true,
                         _ if name.is_empty() => true,
+                        // A drain or an undrain (`drain::wake_waiters`
+                        // makes and removes such a file): look again.
+                        _ if name.starts_with(b"gpudrain.") && name.ends_with(b".tmp") => true,
                         // One of its lock files made, or put in place
                         // (no other file, nor a directory): looked at
                         // again, and watched from now on.

@@ -106,8 +106,20 @@ impl Fixture {
     pub fn spawn_queued(&self, c: &Cmd) -> test_support::Running {
         let r = c.spawn();
         let pid = r.pid();
-        let queued = test_support::wait_until(std::time::Duration::from_secs(10), || self.waiters().contains(&pid));
-        assert!(queued, "the waiter never queued\n{}", c.describe());
+        let mut r = r;
+        let mut seen = false;
+        test_support::wait_until(std::time::Duration::from_secs(10), || {
+            seen = self.waiters().contains(&pid);
+            seen || r.has_exited()
+        });
+        if !seen {
+            // What it said, and how it ended (killed here if still running).
+            if !r.has_exited() {
+                // SAFETY: kill(2) of our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            panic!("the waiter never queued\n{}", r.wait().explain());
+        }
         r
     }
 
