@@ -180,6 +180,10 @@ pub enum Error {
     /// and why, as `GPU 3 (reason)`, joined.
     AllDrained {
         gpus: String,
+        /// Whether some were drained (`--undrain` puts one back), and
+        /// whether some were avoided as unhealthy (it does not).
+        drained: bool,
+        avoided: bool,
     },
 }
 
@@ -320,10 +324,21 @@ impl fmt::Display for Error {
             }
             Error::Exec(e) => write!(f, "{e}"),
             Error::Drain(line) => f.write_str(line),
-            Error::AllDrained { gpus } => write!(
-                f,
-                "every GPU this test could use is out of service: {gpus}; `parallel_gpu_execute --status` shows them, `--undrain=GPU` puts one back"
-            ),
+            Error::AllDrained { gpus, drained, avoided } => {
+                write!(
+                    f,
+                    "every GPU this test could use is out of service: {gpus}; `parallel_gpu_execute --status` shows them"
+                )?;
+                if *drained {
+                    f.write_str(", `--undrain=GPU` puts a drained one back")?;
+                }
+                if *avoided {
+                    f.write_str(
+                        ", and PARALLEL_GPU_EXECUTE_UNHEALTHY=avoid passes over an unhealthy one (set it to warn or report to use it)",
+                    )?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -288,10 +288,14 @@ fn unhealthy_gpus_are_reported_warned_about_or_avoided_as_the_setting_says() {
     assert_eq!(given(&out), "1", "GPU 0 is passed over");
     let out = run(Some("avoid"), Some("0"));
     out.assert_code(1).assert_one_error_line("GPU 0 (unhealthy: uncorrectable memory errors (RAS): umc 2)");
+    // The repair that fits: not an undrain of a GPU that is not drained.
+    out.assert_stderr_contains("PARALLEL_GPU_EXECUTE_UNHEALTHY=avoid passes over an unhealthy one");
+    assert!(!out.stderr.contains("--undrain"), "{}", out.explain());
     // Drained and unhealthy: named once, as drained.
     wrapper(&f, 1).args(["--drain=0", "--reason=retired"]).run().assert_success();
     let out = run(Some("avoid"), Some("0"));
     out.assert_code(1).assert_one_error_line("out of service: GPU 0 (retired");
+    out.assert_stderr_contains("`--undrain=GPU` puts a drained one back");
     assert!(!out.stderr.contains("unhealthy"), "GPU 0 named twice\n{}", out.explain());
     let out = run(Some("drain"), None);
     out.assert_code(2).assert_one_error_line(

@@ -231,6 +231,8 @@ impl<'a> Slots<'a> {
         let len = self.pool.ids.len();
         let mut out = vec![false; len];
         let mut why: Vec<(usize, String)> = Vec::new();
+        let some_drained = drained.as_ref().is_some_and(|d| !d.is_empty());
+        let mut some_avoided = false;
         for (i, d) in drained.into_iter().flatten() {
             out[i] = true;
             why.push((i, d.describe()));
@@ -238,6 +240,7 @@ impl<'a> Slots<'a> {
         for (i, what) in avoided {
             if *i < len && !out[*i] {
                 out[*i] = true;
+                some_avoided = true;
                 why.push((*i, what.clone()));
             }
         }
@@ -245,7 +248,7 @@ impl<'a> Slots<'a> {
         if !usable {
             crate::sys::sort::sort_by(&mut why, &mut |a, b| a < b);
             let gpus: Vec<String> = why.into_iter().map(|(_, w)| w).collect();
-            return Err(Error::AllDrained { gpus: gpus.join(", ") });
+            return Err(Error::AllDrained { gpus: gpus.join(", "), drained: some_drained, avoided: some_avoided });
         }
         let out = if why.is_empty() { Vec::new() } else { out };
         let changed = out != self.out;
