@@ -429,6 +429,50 @@ fn holders_waiters_and_wait_lines_on_a_btrfs_subvolume() {
     drop(fs);
 }
 
+/// Two lock directories in two subvolumes of one btrfs: their lock files
+/// share the inode number, and `/proc/locks` names a file by the
+/// superblock's device and its inode alone. A lock held on the other
+/// subvolume's file, and a `flock` waiting for it, are none of this one's:
+/// its slot is free, as a test that takes it at once shows.
+#[test]
+fn a_lock_on_a_twin_in_another_btrfs_subvolume_is_not_this_slots() {
+    use std::os::unix::fs::MetadataExt;
+    let f = Fixture::new("status-btrfs-twins");
+    let Some(fs) = btrfs_or_skip(f.dir.path()) else { return };
+    let other = fs.path().join("other");
+    let made = std::process::Command::new("btrfs").args(["subvolume", "create"]).arg(&other).output();
+    assert!(made.is_ok_and(|o| o.status.success()), "btrfs subvolume create {}", other.display());
+    let (mine, theirs) = (fs.path().join("sub/locks"), other.join("locks"));
+    for dir in [&mine, &theirs] {
+        std::fs::create_dir_all(dir).unwrap();
+        test_support::write_file(dir.join("gpulock0_0"), "");
+    }
+    let (lock, twin) = (mine.join("gpulock0_0"), theirs.join("gpulock0_0"));
+    let (a, b) = (std::fs::metadata(&lock).unwrap(), std::fs::metadata(&twin).unwrap());
+    assert!(a.ino() == b.ino() && a.dev() != b.dev(), "the premise: one inode number, two devices");
+    let holder = classic_holder(&twin, "");
+    assert!(wait_until(Duration::from_secs(10), || listed_held(&twin)), "the script never locked");
+    let mut blocked = Cmd::new("flock");
+    blocked.arg(&twin).arg("true").timeout(Duration::from_secs(30));
+    let blocked = blocked.spawn();
+    assert!(wait_until(Duration::from_secs(10), || proc_locks(&twin).1 > 0), "flock never waited");
+    let cmd = || {
+        let mut c = f.cmd();
+        c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &mine).env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1");
+        c
+    };
+    let out = cmd().arg("--status=json").run();
+    let taken = cmd().args(["--wait=0", "/bin/true"]).run();
+    stop(holder);
+    blocked.wait();
+    out.assert_success();
+    let slot = slot_json(&out, &lock);
+    assert!(slot.contains("\"held\": false, \"holders\": []"), "a twin's lock shown as this slot's\n{}", out.explain());
+    assert!(out.stdout.contains("\"waiters\": [],"), "a twin's waiter shown as this slot's\n{}", out.explain());
+    taken.assert_success();
+    drop(fs);
+}
+
 /// From inside a PID namespace of its own, `/proc/locks` leaves out every
 /// lock whose taker is outside. A waiter outside is still listed, from its
 /// record: as a hidden process, with what its record says and who owns it;

@@ -37,7 +37,7 @@ use core::ffi::CStr;
 use core::mem::MaybeUninit;
 use core::ops::ControlFlow;
 use rustix::fd::{AsFd, AsRawFd, BorrowedFd};
-use rustix::fs::{AtFlags, Stat};
+use rustix::fs::{AtFlags, FileType, Stat};
 
 /// A file's identity as `/proc/locks` writes it: major, minor, inode.
 pub type LockKey = (u32, u32, u64);
@@ -86,6 +86,13 @@ pub struct Opener {
     pub taker: Option<i64>,
     /// It sleeps in `flock(2)` on the file.
     pub blocked: bool,
+    /// What it has open is not the file but its twin: a file of the same
+    /// name and inode number on another device. Subvolumes of one btrfs
+    /// share the superblock's device and number their inodes alike, and
+    /// `/proc/locks` names a file by that device and its inode alone, so
+    /// the locks of a twin in another subvolume's lock directory look like
+    /// the file's own: they are told apart by who holds them.
+    pub twin: bool,
 }
 
 /// Who holds a file's lock and who waits for it.
@@ -138,9 +145,19 @@ pub fn lockers(
     after: &[LockEntry],
     partial: bool,
 ) -> Lockers {
-    let on_file = |locks: &[LockEntry]| -> Vec<LockEntry> {
-        locks.iter().filter(|l| l.flock && l.key() == file.key).cloned().collect()
+    // A lock taken, held or waited for through a twin, and not the file.
+    let through = |l: &LockEntry, twin: bool| {
+        openers.iter().any(|o| o.twin == twin && (o.taker == Some(l.pid) || o.pid == l.pid))
     };
+    let on_file = |locks: &[LockEntry]| -> Vec<LockEntry> {
+        locks
+            .iter()
+            .filter(|l| l.flock && l.key() == file.key && (through(l, false) || !through(l, true)))
+            .cloned()
+            .collect()
+    };
+    let openers: Vec<Opener> = openers.iter().filter(|o| !o.twin).copied().collect();
+    let openers = openers.as_slice();
     let (then, now) = (on_file(before), on_file(after));
     let mut holders: Vec<i64> = Vec::new();
     let mut taker_holds = false;
@@ -261,6 +278,8 @@ struct Found {
     fd: i64,
     holds: bool,
     taker: Option<i64>,
+    /// A twin of the file ([`Opener::twin`]).
+    twin: bool,
 }
 
 /// The held lock of `file` that `/proc/<pid>/fdinfo/<fd>` shows, and its PID.
@@ -296,9 +315,10 @@ fn descriptors(
         let Ok(st) = rustix::fs::statat(&fd_dir, fd_name, AtFlags::empty()) else { return ControlFlow::Continue(()) };
         let Some(fd) = pid_of(fd_name.to_bytes()) else { return ControlFlow::Continue(()) };
         for &i in candidates {
-            if files[i].dev == st.st_dev && files[i].ino == st.st_ino {
+            if files[i].ino == st.st_ino && FileType::from_raw_mode(st.st_mode) == FileType::RegularFile {
+                let twin = files[i].dev != st.st_dev;
                 let taker = held_through(pid, fd_name, &files[i]);
-                found.push(Found { file: i, fd, holds: taker.is_some(), taker });
+                found.push(Found { file: i, fd, holds: taker.is_some(), taker, twin });
             }
         }
         ControlFlow::Continue(())
@@ -329,7 +349,7 @@ pub fn openers(files: &[LockFile]) -> Vec<Vec<Opener>> {
         // Without `syscall`, a lock wait is put on the one file it can be:
         // the only one not held (through however many descriptors), or
         // else the only queue file.
-        let mut waiting: Vec<usize> = found.iter().filter(|f| !f.holds).map(|f| f.file).collect();
+        let mut waiting: Vec<usize> = found.iter().filter(|f| !f.holds && !f.twin).map(|f| f.file).collect();
         crate::sys::sort::sort_by(&mut waiting, &mut |a, b| a < b);
         waiting.dedup();
         let guess = match waiting.as_slice() {
@@ -340,15 +360,17 @@ pub fn openers(files: &[LockFile]) -> Vec<Vec<Opener>> {
             }
         };
         for f in &found {
-            let blocked = !f.holds && (sleep.fds.contains(&f.fd) || sleep.in_lock_wait && guess == Some(f.file));
+            // A twin's: blocked where it sleeps on that descriptor.
+            let guessed = !f.twin && sleep.in_lock_wait && guess == Some(f.file);
+            let blocked = !f.holds && (sleep.fds.contains(&f.fd) || guessed);
             let list = &mut out[f.file];
-            match list.iter_mut().find(|o| o.pid == pid) {
+            match list.iter_mut().find(|o| o.pid == pid && o.twin == f.twin) {
                 Some(o) => {
                     o.holds |= f.holds;
                     o.taker = o.taker.or(f.taker);
                     o.blocked |= blocked;
                 }
-                None => list.push(Opener { pid, holds: f.holds, taker: f.taker, blocked }),
+                None => list.push(Opener { pid, holds: f.holds, taker: f.taker, blocked, twin: f.twin }),
             }
         }
         ControlFlow::Continue(())
@@ -367,7 +389,7 @@ mod tests {
     const FILE: LockFile = LockFile { name: b"gpulock0_0", dev: 42, ino: 258, key: (0, 40, 258), queue: false };
 
     fn opener(pid: i64, holds: bool, taker: Option<i64>, blocked: bool) -> Opener {
-        Opener { pid, holds, taker, blocked }
+        Opener { pid, holds, taker, blocked, twin: false }
     }
 
     /// `lockers` with the same `/proc/locks` before and after the scan.

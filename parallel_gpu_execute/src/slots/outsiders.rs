@@ -77,7 +77,7 @@ fn slot_holders(dir: &CStr, prefix: &[u8], name: &[u8], slots: u32) -> Vec<i64> 
         .map(|l| l.pid)
         .collect();
     for list in openers(&files) {
-        pids.extend(list.iter().filter(|o| o.holds).map(|o| o.pid));
+        pids.extend(list.iter().filter(|o| o.holds && !o.twin).map(|o| o.pid));
     }
     pids
 }
