@@ -398,6 +398,24 @@ mod tests {
     }
 
     #[test]
+    fn a_twins_locks_are_not_the_files() {
+        let twin = |pid: i64, holds: bool, taker: Option<i64>, blocked: bool| Opener {
+            twin: true,
+            ..opener(pid, holds, taker, blocked)
+        };
+        // A classic script holds the twin (its flock child, 100, exited), and
+        // 70 waits for it: nobody holds or waits for the file.
+        let openers = [twin(90, true, Some(100), false), twin(70, false, None, true)];
+        let l = lockers_of(&openers, &[entry(100, false), entry(70, true)], false);
+        assert_eq!(l, Lockers::default());
+        // Its own holder beside a twin's: that one alone; and a lock no
+        // process accounts for stays held, unseen.
+        let openers = [twin(90, true, Some(90), false), opener(80, true, Some(80), false)];
+        let l = lockers_of(&openers, &[entry(90, false), entry(80, false), entry(60, false)], false);
+        assert_eq!((l.holders, l.hidden_holders), (vec![80], 1));
+    }
+
+    #[test]
     fn a_dead_taker_is_not_named_and_the_processes_that_hold_the_lock_are() {
         // The classic script: the flock child (100) has exited, the shell
         // (90) holds the lock, its `sleep` (95) shares it.
