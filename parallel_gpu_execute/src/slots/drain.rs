@@ -265,6 +265,13 @@ fn tmp_name() -> LockName {
     name
 }
 
+/// Whether `name`, in the lock directory, is one [`tmp_name`] makes: a
+/// drain's record on its way into `gpudrain/`, or an undrain's wake file.
+/// Either means the drains changed: a waiter that sees one looks again.
+pub fn is_tmp_name(name: &[u8]) -> bool {
+    name.starts_with(b"gpudrain.") && name.ends_with(b".tmp")
+}
+
 /// Wakes the wrappers waiting on the lock directory (its inotify watch
 /// sees a file there closed after writing), so that they look at the
 /// drains again: a file inside `gpudrain/` raises nothing there. Best
@@ -304,6 +311,16 @@ pub fn undrain(dir: &CStr, gpu: &[u8]) -> Result<bool, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_temporary_names_it_makes_are_the_ones_it_recognizes() {
+        for _ in 0..3 {
+            assert!(is_tmp_name(tmp_name().as_bytes()));
+        }
+        for other in [&b"gpudrain"[..], b"gpulock0_0", b"gpudrain.1.new", b".gpudrain.1.2.new", b"x.tmp"] {
+            assert!(!is_tmp_name(other), "{:?}", core::str::from_utf8(other));
+        }
+    }
 
     #[test]
     fn records_read_back_and_garbage_stays_unknown() {

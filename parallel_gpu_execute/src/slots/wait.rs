@@ -402,9 +402,8 @@ impl Watch {
                         // A lock file's own watch, or events lost.
                         _ if event.wd() != self.dir => true,
                         _ if name.is_empty() => true,
-                        // A drain or an undrain (`drain::wake_waiters`
-                        // makes and removes such a file): look again.
-                        _ if name.starts_with(b"gpudrain.") && name.ends_with(b".tmp") => true,
+                        // A drain or an undrain: look again.
+                        _ if crate::slots::drain::is_tmp_name(name) => true,
                         // One of its lock files made, or put in place
                         // (no other file, nor a directory): looked at
                         // again, and watched from now on.
