@@ -195,6 +195,16 @@ impl Error {
             _ => EXIT_USAGE,
         }
     }
+
+    /// The system call's error, where this is one.
+    pub fn errno(&self) -> Option<rustix::io::Errno> {
+        match self {
+            Error::LockDir { errno, .. } | Error::LockFileCreate { errno, .. } | Error::System { errno, .. } => {
+                Some(*errno)
+            }
+            _ => None,
+        }
+    }
 }
 
 fn path_of(p: &Option<Box<[u8]>>) -> Bytes<'_> {

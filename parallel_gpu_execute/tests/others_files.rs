@@ -270,3 +270,26 @@ fn another_users_opens_and_closes_of_a_lock_file_do_not_make_a_waiter_spin() {
     assert!(spent < Duration::from_millis(300), "{spent:?} of CPU in 2 s\n{}", out.explain());
     assert!(took < Duration::from_secs(1), "the slot was taken {took:?} after its release\n{}", out.explain());
 }
+
+/// A `gpuqueue/` of another user's that this user may add to but not list
+/// (mode 1733): the waiter waits without a place, and its warning says
+/// what it may not do.
+#[test]
+fn a_queue_directory_this_user_may_not_list_is_named_so() {
+    if !root("another user's gpuqueue/") {
+        return;
+    }
+    let f = shared_fixture("others-unlistable");
+    f.make_lock_dir_shared();
+    let queue = f.lock_dir.join("gpuqueue");
+    std::fs::create_dir(&queue).unwrap();
+    std::fs::set_permissions(&queue, std::os::unix::fs::PermissionsExt::from_mode(0o1733)).unwrap();
+    write_file(f.lock("0", 0), "");
+    std::fs::set_permissions(f.lock("0", 0), std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let _held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    let out = on(&mut c, 1, 1).as_user(common::NOBODY, common::NOBODY).args(["--wait=0.5", "./pkg/gpu_test"]).run();
+    out.assert_code(1);
+    assert!(out.stderr.contains("(this user may not list it: "), "{}", out.explain());
+    assert!(!out.stderr.contains("may not add to it"), "{}", out.explain());
+}

@@ -90,6 +90,10 @@ impl Place {
     /// why it could not be made (`NOTDIR`: `gpuqueue` is not a directory).
     pub fn join(lock_dir: &OwnedFd, name: &RecordName, content: Vec<u8>) -> Result<Place, Errno> {
         let name = name.clone();
+        // Everything that can fail comes before the rename: a record put
+        // in place is one its waiter keeps (a failure after it would leave
+        // a dead record under the waiter's name, or in place of its live one).
+        let lock_dir = rustix::io::fcntl_dupfd_cloexec(lock_dir, 0)?;
         let mut last = Errno::NOENT;
         // `gpuqueue/` can be removed (by the last waiter leaving, or a
         // cleaner) between any two of these calls: then again.
@@ -101,7 +105,7 @@ impl Place {
             let _ = temporary.push(b".");
             let _ = temporary.push_u64(unguessable());
             let _ = temporary.push(b".new");
-            let dir = open_queue_dir(lock_dir)?;
+            let dir = open_queue_dir(&lock_dir)?;
             let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             let fd = match rustix::fs::openat(&dir, temporary.as_cstr(), flags, Mode::from_raw_mode(0o644)) {
                 Ok(fd) => fd,
@@ -117,12 +121,16 @@ impl Place {
                 // A new file: written from its start, however many calls
                 // that takes.
                 .and_then(|()| wrapper_common::diag::write_all(&fd, &content))
-                .and_then(|()| rustix::fs::renameat(&dir, temporary.as_cstr(), &dir, name.as_cstr()))
                 .and_then(|()| rustix::fs::fstat(&fd));
-            match written {
+            // A signal that ends the wait while the record is put in place
+            // comes once it is registered for removal (`Deferred`).
+            let deferred = crate::slots::wait::Deferred::hold();
+            let renamed = written
+                .and_then(|st| rustix::fs::renameat(&dir, temporary.as_cstr(), &dir, name.as_cstr()).map(|()| st));
+            match renamed {
                 Ok(st) => {
-                    let lock_dir = rustix::io::fcntl_dupfd_cloexec(lock_dir, 0)?;
                     crate::slots::wait::remove_on_exit(lock_dir.as_fd(), dir.as_fd(), name.as_bytes());
+                    drop(deferred);
                     let id = (st.st_dev, st.st_ino);
                     return Ok(Place { lock_dir, dir, fd, name, id, counter: 0, content });
                 }
@@ -182,7 +190,6 @@ impl Place {
         // The old record's `Drop` removes nothing that is not its own: the
         // new one, under the same name, stays.
         *self = Place::join(lock_dir, &self.name, content)?;
-        crate::slots::wait::remove_on_exit(self.lock_dir.as_fd(), self.dir.as_fd(), self.name.as_bytes());
         self.beat()
     }
 }
@@ -191,9 +198,11 @@ impl Drop for Place {
     /// Leaves the queue: removes the record where it is still the one at
     /// its path (not when another was put there, or it was made again),
     /// then its descriptor closes, which lets its lock go and wakes whoever
-    /// sleeps on it; `gpuqueue/` goes too when it is then empty.
+    /// sleeps on it; `gpuqueue/` goes too when it is then empty. Its
+    /// removal on exit is cancelled last (where it is still this record's,
+    /// not the one made again in its place), so that no signal meanwhile
+    /// leaves it behind.
     fn drop(&mut self) {
-        crate::slots::wait::keep_on_exit();
         let ours = rustix::fs::statat(&self.dir, self.name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW)
             .is_ok_and(|st| (st.st_dev, st.st_ino) == self.id);
         if ours {
@@ -202,6 +211,7 @@ impl Drop for Place {
             // pays one failed `openat` instead of a directory read).
             let _ = rustix::fs::unlinkat(&self.lock_dir, QUEUE_DIR, AtFlags::REMOVEDIR);
         }
+        crate::slots::wait::keep_on_exit(self.dir.as_fd());
     }
 }
 
@@ -224,6 +234,11 @@ pub struct Ahead {
     pub covered: bool,
     /// Whether some lock file this one can take is left to it.
     pub leaves_some: bool,
+    /// Whether a record could not be read for want of a descriptor of
+    /// this participant's own (`EMFILE`): it then counts, as one that wants
+    /// everything, and the participant should give up what it holds for
+    /// the wait (its record) before it looks again.
+    pub starved: bool,
 }
 
 impl Ahead {
@@ -243,7 +258,10 @@ impl Ahead {
 /// user's to read, its owner holds a lease on it: a waiter never leases
 /// its record): no record. Other errors (no descriptor or memory left, an
 /// I/O error of the file system) say nothing either way, so such a record
-/// counts, as one that wants everything.
+/// counts, as one that wants everything, but for a participant without a
+/// record of its own that has no descriptor left (`EMFILE`): it cannot
+/// take part in the queue, so it takes what is free, as the classic script
+/// does, rather than wait without end behind records it can never read.
 fn not_a_record(e: Errno) -> bool {
     matches!(
         e,
@@ -286,9 +304,10 @@ pub fn ahead(
                 opened = dir;
                 &opened
             }
-            Err(e) if not_a_record(e) => return out,
-            Err(_) => {
+            Err(e) if not_a_record(e) || e == Errno::MFILE && mine.is_none() => return out,
+            Err(e) => {
                 // Cannot tell who waits: as if someone earlier wanted all.
+                out.starved = e == Errno::MFILE;
                 out.count = 1;
                 out.blocked = vec![true; takes().len()];
                 return out;
@@ -312,7 +331,8 @@ pub fn ahead(
     let mut wants = vec![false; files];
     let mut removed = false;
     for name in earlier {
-        let fd = match read_live(dir, &name, &mut buf, own) {
+        let live = read_live(dir, &name, &mut buf, own);
+        let fd = match live {
             Live::Record(fd, n) => {
                 // Under the name it says, or none (a hard link elsewhere
                 // in `gpuqueue/` would put its waiter earlier).
@@ -321,7 +341,8 @@ pub fn ahead(
                 want.wanted(prefix, pool, slots, |i| wants[i] = true);
                 Some(fd)
             }
-            Live::Unknown => {
+            Live::Unknown | Live::Starved => {
+                out.starved |= matches!(live, Live::Starved);
                 wants.fill(true);
                 None
             }
@@ -412,6 +433,9 @@ enum Live {
     Record(OwnedFd, usize),
     /// It could not be read, for a reason that says nothing of its waiter.
     Unknown,
+    /// It could not be opened: the reader, which has a record, has no
+    /// descriptor left.
+    Starved,
     /// No live record.
     No,
     /// A dead record, removed.
@@ -430,6 +454,7 @@ fn read_live(dir: &OwnedFd, name: &RecordName, buf: &mut [u8], own: Option<(u64,
         let fd = match rustix::fs::openat(dir, name.as_cstr(), RECORD_FLAGS, Mode::empty()) {
             Ok(fd) => fd,
             Err(e) if not_a_record(e) => return Live::No,
+            Err(Errno::MFILE) => return if own.is_some() { Live::Starved } else { Live::No },
             Err(_) => return Live::Unknown,
         };
         let Ok(st) = rustix::fs::fstat(&fd) else { return Live::Unknown };

@@ -116,6 +116,9 @@ pub struct Waiting<'a> {
     no_place: Option<Errno>,
     /// Whether a beat it could not write was said (once a wait).
     said_renew: bool,
+    /// Whether it ran out of descriptors while it waited, and so waits
+    /// without a record from then on (`shed`).
+    shed_record: bool,
     /// The test, as its record says it: made once.
     described: core::cell::OnceCell<String>,
 }
@@ -134,6 +137,7 @@ impl<'a> Waiting<'a> {
             name: None,
             no_place: None,
             said_renew: false,
+            shed_record: false,
             described: core::cell::OnceCell::new(),
         }
     }
@@ -184,6 +188,11 @@ impl<'a> Waiting<'a> {
                     queue::ahead(dir_fd, held, self.place.as_ref(), table.pool(), prefix, &takes, false)
                 }
             };
+            // No descriptor left to read the records ahead with: what the
+            // wait holds goes first, then it looks again.
+            if ahead.starved && self.shed(&mut watch) {
+                continue;
+            }
             match table.scan(needed, &ahead) {
                 Ok(Some(grant)) => {
                     // After a wait the drains are read with the block's
@@ -215,6 +224,7 @@ impl<'a> Waiting<'a> {
                 // forever; a GPU back in service is looked at at once.
                 Ok(None) if waited && table.out_of_service(needed, self.ask.avoid)? => continue,
                 Ok(None) => {}
+                Err(e) if e.errno() == Some(Errno::MFILE) && self.shed(&mut watch) => continue,
                 Err(_) if !dir_still_there(dir, dir_fd) => return Ok(None),
                 Err(e) => return Err(e),
             }
@@ -239,6 +249,9 @@ impl<'a> Waiting<'a> {
                 // have come meanwhile.
                 waited = true;
                 continue;
+            }
+            if self.shed_record && self.no_place.replace(Errno::MFILE).is_none() {
+                self.warn_no_place(table.dir(), Errno::MFILE, "keep its record");
             }
             let signals = self.signals.get_or_insert_with(WaitingSignals::install);
             let alarm = signals.alarm_due();
@@ -295,7 +308,7 @@ impl<'a> Waiting<'a> {
     /// and says why once, and tries again at the next wake. Returns
     /// whether it had its record, and kept it as it was.
     fn keep_place(&mut self, dir_fd: &OwnedFd, table: &mut Slots<'_>) -> bool {
-        let Some(name) = self.name.clone() else { return false };
+        let Some(name) = self.name.clone().filter(|_| !self.shed_record) else { return false };
         table.open_all();
         let content = self.content(table);
         let made = match &mut self.place {
@@ -335,6 +348,30 @@ impl<'a> Waiting<'a> {
         false
     }
 
+    /// Out of descriptors (`EMFILE`) while it waits: gives up what the wait
+    /// added, its inotify watch (it polls instead), then its record (it
+    /// waits without a place, said once it sleeps so), so that a wait never needs more
+    /// descriptors than taking a free block does, and a record it could no
+    /// longer judge the others by holds nobody up. Whether it gave up
+    /// anything: if not, the error stands.
+    #[cold]
+    fn shed(&mut self, watch: &mut Option<SlotWatch>) -> bool {
+        if !matches!(watch, Some(SlotWatch::Polling)) {
+            let watched = watch.replace(SlotWatch::Polling).is_some();
+            if watched {
+                return true;
+            }
+        }
+        if self.place.take().is_none() {
+            return false;
+        }
+        // Said once it sleeps without it (not where the look that follows
+        // takes a block).
+        self.shed_record = true;
+        self.no_place = None;
+        true
+    }
+
     /// The warning that it waits without a place: what it cannot do
     /// (`cannot`), why, and the repair. Said the first time it finds no
     /// place (and again after it had one), and for beats it cannot write,
@@ -354,6 +391,12 @@ impl<'a> Waiting<'a> {
                     Errno::ROFS => ("its file system is read-only", "mount the lock directory read-write"),
                     Errno::MFILE | Errno::NFILE => {
                         ("no file descriptor is left", "raise the open-files limit (ulimit -n)")
+                    }
+                    // Listed first (a record is read through it), then added to.
+                    Errno::ACCESS | Errno::PERM
+                        if rustix::fs::access(queue.as_cstr(), rustix::fs::Access::READ_OK).is_err() =>
+                    {
+                        ("this user may not list it", "")
                     }
                     Errno::ACCESS | Errno::PERM => ("this user may not add to it", ""),
                     Errno::NOENT | Errno::WOULDBLOCK => (

@@ -13,8 +13,9 @@
 //!   leaves or dies. The sleep is bounded by an interval timer whose SIGALRM
 //!   interrupts it (repeating, so a signal that lands just before the call
 //!   blocks is not lost).
-//! - SIGTERM and SIGINT while waiting end the wrapper at once with 143/130,
-//!   releasing everything it holds (descriptors close on exit).
+//! - SIGTERM, SIGINT and SIGHUP while waiting end the wrapper at once with
+//!   143/130/129, its record removed, releasing everything it holds
+//!   (descriptors close on exit).
 //!
 //! All of it is undone before the test is exec'd: the signal mask and
 //! dispositions as they were, timer cancelled (interval timers survive
@@ -38,7 +39,7 @@ use rustix::io::Errno;
 /// wake-ups a second).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
-/// The waiter's record, removed when SIGTERM or SIGINT ends the wait: the
+/// The waiter's record, removed when SIGTERM, SIGINT or SIGHUP ends the wait: the
 /// descriptors of the lock directory and of `gpuqueue/` (-1: none) and the
 /// record's name.
 static LOCK_DIR: AtomicI32 = AtomicI32::new(-1);
@@ -46,8 +47,8 @@ static RECORD_DIR: AtomicI32 = AtomicI32::new(-1);
 static RECORD_NAME: [AtomicU8; 48] = [const { AtomicU8::new(0) }; 48];
 
 /// Has the signal handlers remove the record `name` of the directory `dir`
-/// (and `gpuqueue/` from `lock_dir`, when it is then empty) when SIGTERM or
-/// SIGINT ends the wait (closing its descriptor frees its lock anyway; this
+/// (and `gpuqueue/` from `lock_dir`, when it is then empty) when SIGTERM,
+/// SIGINT or SIGHUP ends the wait (closing its descriptor frees its lock anyway; this
 /// leaves nothing behind).
 pub fn remove_on_exit(lock_dir: BorrowedFd<'_>, dir: BorrowedFd<'_>, name: &[u8]) {
     RECORD_DIR.store(-1, Ordering::SeqCst);
@@ -58,10 +59,45 @@ pub fn remove_on_exit(lock_dir: BorrowedFd<'_>, dir: BorrowedFd<'_>, name: &[u8]
     RECORD_DIR.store(dir.as_raw_fd(), Ordering::SeqCst);
 }
 
-/// The record is gone (or handed on): nothing to remove on exit.
-pub fn keep_on_exit() {
-    RECORD_DIR.store(-1, Ordering::SeqCst);
+/// The record in `dir` is gone: nothing to remove on exit (unless what is
+/// registered is a record made since, through another descriptor).
+pub fn keep_on_exit(dir: BorrowedFd<'_>) {
+    let _ = RECORD_DIR.compare_exchange(dir.as_raw_fd(), -1, Ordering::SeqCst, Ordering::SeqCst);
 }
+
+/// SIGTERM, SIGINT and SIGHUP held off (blocked) while a record is put in
+/// place and registered for removal: one that comes meanwhile ends the
+/// wrapper once the record is registered, so that no moment leaves it
+/// behind. Dropping it lets them through again.
+pub struct Deferred(libc::sigset_t);
+
+impl Deferred {
+    pub fn hold() -> Deferred {
+        // SAFETY: sigprocmask with valid sets; the old mask is kept.
+        let old = unsafe {
+            let mut set: libc::sigset_t = core::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for sig in ENDING {
+                libc::sigaddset(&mut set, sig);
+            }
+            let mut old: libc::sigset_t = core::mem::zeroed();
+            libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old);
+            old
+        };
+        Deferred(old)
+    }
+}
+
+impl Drop for Deferred {
+    fn drop(&mut self) {
+        // SAFETY: restoring the mask that sigprocmask itself reported.
+        unsafe { libc::sigprocmask(libc::SIG_SETMASK, &self.0, core::ptr::null_mut()) };
+    }
+}
+
+/// The signals whose default action would end a waiter with its record
+/// left behind: they remove it first.
+const ENDING: [c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
 
 extern "C" fn exit_on_signal(sig: c_int) {
     let dir = RECORD_DIR.load(Ordering::SeqCst);
@@ -90,7 +126,8 @@ extern "C" fn interrupt_only(_sig: c_int) {}
 /// Signal handling and the timer for the waiting phase; dropping it restores
 /// what was there before.
 pub struct WaitingSignals {
-    saved: [(c_int, libc::sigaction); 3],
+    /// SIGTERM, SIGINT, SIGHUP, then SIGALRM.
+    saved: [(c_int, libc::sigaction); 4],
     /// The signal mask inherited, restored before the test runs.
     mask: libc::sigset_t,
     timer_armed: bool,
@@ -124,18 +161,18 @@ fn current_handler(sig: c_int) -> libc::sigaction {
 }
 
 impl WaitingSignals {
-    /// Exits with 128+signal on SIGTERM/SIGINT, unless the caller chose to
-    /// ignore or handle them (then they are left alone).
+    /// Exits with 128+signal on SIGTERM, SIGINT and SIGHUP, unless the
+    /// caller chose to ignore or handle them (then they are left alone).
     pub fn install() -> WaitingSignals {
-        let mut saved = [(0, current_handler(libc::SIGTERM)); 3];
-        for (i, sig) in [libc::SIGTERM, libc::SIGINT].into_iter().enumerate() {
+        let mut saved = [(0, current_handler(libc::SIGTERM)); 4];
+        for (i, sig) in ENDING.into_iter().enumerate() {
             let old = current_handler(sig);
             saved[i] = (sig, old);
             if old.sa_sigaction == libc::SIG_DFL {
                 set_handler(sig, exit_on_signal);
             }
         }
-        saved[2] = (libc::SIGALRM, set_handler(libc::SIGALRM, interrupt_only));
+        saved[3] = (libc::SIGALRM, set_handler(libc::SIGALRM, interrupt_only));
         // A wrapper started with SIGALRM blocked (a parent's mask is
         // inherited across execve) would never be interrupted by its timer
         // and so never look up from a `flock`: unblocked while it waits.
@@ -169,7 +206,7 @@ impl WaitingSignals {
         let (_, at) = self.inherited?;
         // SAFETY: sigismember reads the mask sigprocmask reported.
         let blocked = unsafe { libc::sigismember(&self.mask, libc::SIGALRM) } == 1;
-        (self.saved[2].1.sa_sigaction == libc::SIG_DFL && !blocked).then_some(at)
+        (self.saved[3].1.sa_sigaction == libc::SIG_DFL && !blocked).then_some(at)
     }
 
     /// Arms SIGALRM at `deadline`, then every 20 ms until disarmed.

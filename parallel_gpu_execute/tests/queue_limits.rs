@@ -1,0 +1,145 @@
+//! A waiter at the edge of what its process may do: one with few file
+//! descriptors left never holds the queue up and is still served when its
+//! block frees up, and a signal that ends a wait at any step, the moment
+//! its record is put in place included, leaves no record behind.
+
+mod common;
+
+use common::{Fixture, on};
+use std::time::Duration;
+use test_support::{Cmd, Running, hold_lock};
+
+/// The wrapper with the soft `RLIMIT_NOFILE` lowered to `limit` by the
+/// shell that execs it, then `wait` and the recording test with `args`,
+/// which a shell runs with the limit raised again (it needs more itself).
+fn with_descriptors(f: &Fixture, limit: u32, wait: &str, args: &[&str]) -> Cmd {
+    let mut c = f.cmd_under("sh", ["-c", &format!("ulimit -S -n {limit}; exec \"$@\""), "sh"]);
+    c.args([wait, "/bin/sh", "-c", "ulimit -S -n 1024; exec \"$@\"", "sh", "./pkg/gpu_test"]).args(args);
+    c.timeout(Duration::from_secs(60));
+    c
+}
+
+/// The record names in `gpuqueue/`.
+fn records(f: &Fixture) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(f.lock_dir.join("gpuqueue")) else { return Vec::new() };
+    let mut names: Vec<String> = entries
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.len() > 17 && n.as_bytes()[16] == b'.' && n[..16].bytes().all(|b| b.is_ascii_hexdigit()))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A waiter that cannot open the records ahead of it (its descriptors
+/// spent on its own record) gives that record up rather than count an
+/// unreadable one as live without end: behind a stopped waiter it is
+/// served once the GPU frees up, and so is the waiter behind it, in order
+/// where it had room to keep its place.
+#[test]
+fn a_waiter_out_of_descriptors_gives_up_its_record_not_the_queue() {
+    for limit in [6, 7, 8, 9, 10] {
+        let f = Fixture::new("limits-descriptors");
+        std::fs::create_dir_all(&f.lock_dir).unwrap();
+        let held = hold_lock(f.lock("0", 0));
+        let mut stopped = f.cmd();
+        on(&mut stopped, 1, 1).arg("./pkg/gpu_test").timeout(Duration::from_secs(60));
+        let stopped = f.spawn_queued(&stopped);
+        stopped.signal(libc::SIGSTOP);
+        let mut short = with_descriptors(&f, limit, "--wait=10", &[]);
+        let short = on(&mut short, 1, 1).spawn();
+        std::thread::sleep(Duration::from_millis(300));
+        let mut later = f.cmd();
+        on(&mut later, 1, 1).args(["--wait=10", "./pkg/gpu_test"]).timeout(Duration::from_secs(60));
+        let later = later.spawn();
+        std::thread::sleep(Duration::from_millis(300));
+        drop(held);
+        let (short, later) = (short.wait(), later.wait());
+        let stopped_pid = stopped.pid();
+        stopped.signal(libc::SIGKILL);
+        stopped.wait();
+        let what = format!("limit {limit}\n{}\n{}", short.explain(), later.explain());
+        let (a, b) = (common::Record::of(short.assert_success()), common::Record::of(later.assert_success()));
+        // With room for its record, a look and a lock file it keeps its
+        // place; with less it waits without one, and may be passed.
+        if limit >= 8 {
+            assert!(a.get("start") < b.get("start"), "the later waiter was served first: {what}");
+        }
+        // The stopped waiter's, killed here, stays till the next look.
+        let left: Vec<String> = records(&f).into_iter().filter(|n| !n.ends_with(&format!(".{stopped_pid}"))).collect();
+        assert!(left.is_empty(), "records left: {left:?}\n{what}");
+    }
+}
+
+/// A waiter needs no more descriptors than an arrival does: one that
+/// waited for a block of two GPUs takes it when it frees up, giving up its
+/// watch and record for the descriptors, where an arrival would have taken
+/// it with as few.
+#[test]
+fn a_waiter_out_of_descriptors_takes_its_block_when_it_frees_up() {
+    for limit in [6, 7, 8, 9] {
+        let f = Fixture::new("limits-block");
+        std::fs::create_dir_all(&f.lock_dir).unwrap();
+        let held = [hold_lock(f.lock("0", 0)), hold_lock(f.lock("1", 0))];
+        let mut waiter = with_descriptors(&f, limit, "--wait=10", &["--num_processes=2"]);
+        let waiter = on(&mut waiter, 2, 1).spawn();
+        std::thread::sleep(Duration::from_millis(500));
+        drop(held);
+        let out = waiter.wait();
+        let r = common::Record::of(out.assert_success());
+        assert_eq!(r.locks(), ["gpulock0_0", "gpulock1_0"], "limit {limit}\n{}", out.explain());
+        assert!(records(&f).is_empty(), "records left: {:?}\n{}", records(&f), out.explain());
+    }
+}
+
+/// SIGHUP (a closed terminal, a session ended) ends a waiting wrapper as
+/// SIGTERM does: exit 129, its record and `gpuqueue/` removed.
+#[test]
+fn sighup_while_waiting_ends_the_wait_and_removes_the_record() {
+    let f = Fixture::new("limits-sighup");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let _held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).arg("./pkg/gpu_test").timeout(Duration::from_secs(60));
+    let r = f.spawn_queued(&c);
+    r.signal(libc::SIGHUP);
+    let out = r.wait();
+    assert_eq!(out.status.code(), Some(129), "{}", out.explain());
+    assert!(!f.lock_dir.join("gpuqueue").exists(), "gpuqueue/ left: {:?}\n{}", records(&f), out.explain());
+}
+
+/// A SIGTERM that comes while the record is put in place (here, while the
+/// `renameat` that puts it there returns, slowed down by strace) ends the
+/// wrapper once the record is registered for removal: nothing is left.
+#[test]
+fn a_signal_while_the_record_is_put_in_place_leaves_nothing_behind() {
+    if test_support::find_program("strace").is_none() {
+        test_support::prerequisite(false, "strace", "a signal in the middle of a rename");
+        return;
+    }
+    let f = Fixture::new("limits-rename");
+    f.make_lock_dir_shared();
+    // `gpuqueue/` there already: the record's is the one rename.
+    std::fs::create_dir(f.lock_dir.join("gpuqueue")).unwrap();
+    std::fs::set_permissions(f.lock_dir.join("gpuqueue"), std::os::unix::fs::PermissionsExt::from_mode(0o1777))
+        .unwrap();
+    let _held = hold_lock(f.lock("0", 0));
+    let strace = ["-f", "-qq", "-o", "/dev/null", "-e", "trace=renameat,renameat2"];
+    let mut c = f.cmd_under("strace", strace.into_iter().chain(["-e", "inject=renameat,renameat2:delay_exit=1500000"]));
+    on(&mut c, 1, 1).args(["--wait=20", "./pkg/gpu_test"]).timeout(Duration::from_secs(60));
+    let r: Running = c.spawn();
+    // The record is in place as soon as the rename is done, before it
+    // returns: its name holds the waiter's PID.
+    let mut named = Vec::new();
+    test_support::wait_until(Duration::from_secs(10), || {
+        named = records(&f);
+        !named.is_empty()
+    });
+    let Some(pid) = named.first().and_then(|n| n[17..].parse::<i32>().ok()) else {
+        panic!("no record appeared\n{}", r.wait().explain());
+    };
+    // SAFETY: kill(2) of the traced wrapper, a descendant of this test.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let out = r.wait();
+    assert_eq!(out.status.code(), Some(143), "{}", out.explain());
+    assert!(records(&f).is_empty(), "the record was left: {:?}\n{}", records(&f), out.explain());
+}
