@@ -390,3 +390,70 @@ fn drains_and_undrains_wake_a_waiter_whose_record_follows_them() {
     // ms, over 150 ms in nine of ten runs of five rounds).
     assert!(slowest < Duration::from_millis(150), "a record followed a drain after {slowest:?}");
 }
+
+/// Every kind of id a pool can hold (an index, a UUID, a CUDA MIG path,
+/// whose lock name has `+` for `/`) round-trips: `--drain` of it is shown
+/// drained by `--status` (text and JSON), a test is not given it, and
+/// `--undrain` puts it back.
+#[test]
+fn every_kind_of_gpu_id_that_can_be_drained_reads_back() {
+    let mig = "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/2";
+    // An NVIDIA host of two GPUs, named by UUID (`--lock-names=physical`).
+    let nvidia = Fixture::new("drain-every-id-uuid");
+    for minor in 0..2 {
+        let gpu = test_support::hardware::NvidiaGpu::new(
+            &format!("0000:{:02x}:00.0", 0x18 + 0x10 * minor),
+            "NVIDIA H100 80GB HBM3",
+            minor,
+        );
+        nvidia.sysroot.add_nvidia_proc_entry(&gpu);
+    }
+    nvidia.sysroot.add_nvidia_dev_nodes(&[0, 1]);
+    let uuid = test_support::hardware::NvidiaGpu::new("0000:18:00.0", "x", 0).uuid;
+    let plain = Fixture::new("drain-every-id");
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    let cases: [(&Fixture, &str, Env); 3] = [
+        (&nvidia, &uuid, &[("PARALLEL_GPU_EXECUTE_LOCK_NAMES", "physical")]),
+        (
+            &plain,
+            mig,
+            &[
+                ("PARALLEL_GPU_EXECUTE_VENDOR", "cuda"),
+                ("CUDA_VISIBLE_DEVICES", "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/2,1"),
+                ("TF_GPU_COUNT", "2"),
+            ],
+        ),
+        (&plain, "1", &[("TF_GPU_COUNT", "2")]),
+    ];
+    for (f, gpu, env) in cases {
+        let wrapper = || {
+            let mut c = f.cmd();
+            c.env("TF_TESTS_PER_GPU", "1");
+            for (k, v) in env {
+                c.env(k, v);
+            }
+            c
+        };
+        let out = wrapper().arg(format!("--drain={gpu}")).arg("--reason=round trip").run();
+        out.assert_success().assert_stdout_contains(&format!("drained GPU {gpu} in"));
+        let out = wrapper().arg("--status").run();
+        out.assert_success();
+        let line = out.stdout.lines().find(|l| l.starts_with(&format!("{gpu} "))).unwrap_or_default().to_string();
+        assert!(
+            line.contains("drained ") && line.contains("round trip"),
+            "{gpu} not shown drained: {line}\n{}",
+            out.explain()
+        );
+        let out = wrapper().arg("--status=json").run();
+        let drained = format!(r#"{{"gpu": "{gpu}", "drained": {{"reason": "round trip""#);
+        assert!(out.stdout.contains(&drained), "{gpu} not drained in JSON\n{}", out.explain());
+        // The other GPU is free: a test is given it, never this one.
+        let out = wrapper().args(["--wait=0", "./pkg/gpu_test"]).run();
+        let r = Record::of(&out);
+        let given = r.var("CUDA_VISIBLE_DEVICES").or(r.var("HIP_VISIBLE_DEVICES")).unwrap_or("").to_string();
+        assert!(!given.is_empty() && given != gpu, "a test was given the drained {gpu}\n{}", out.explain());
+        let out = wrapper().arg(format!("--undrain={gpu}")).run();
+        out.assert_success().assert_stdout_contains(&format!("GPU {gpu} is back in service"));
+        assert!(!f.lock_dir.join("gpudrain").exists(), "{gpu}: gpudrain/ left behind");
+    }
+}

@@ -127,9 +127,15 @@ impl Drained {
 }
 
 /// Whether `name` can be a GPU's name in lock file names (an id, or a MIG
-/// path's lock form): a drain record of anything else is not one.
+/// path's lock form, `MIG-GPU-<uuid>+1+2`): a drain record of anything
+/// else is not one. Every name `--drain` writes is one.
 pub fn is_gpu_name(name: &[u8]) -> bool {
-    crate::slots::request::is_safe_id(name)
+    use crate::slots::request::{is_cuda_mig_path, is_safe_id};
+    if is_safe_id(name) {
+        return true;
+    }
+    let path: Vec<u8> = name.iter().map(|&b| if b == b'+' { b'/' } else { b }).collect();
+    !name.contains(&b'/') && is_cuda_mig_path(&path)
 }
 
 /// The drained-GPU directory of an open lock directory; `None` when no GPU
@@ -336,5 +342,21 @@ mod tests {
         let g = Drained::parse(b"1", b"reason x\ntime soon\nuid -1\nuser \n\xff\xfe");
         assert_eq!((g.reason.as_slice(), g.time, g.uid, g.user), (&b"x"[..], None, None, None));
         assert_eq!(Drained::parse(b"1", b"").reason, b"");
+    }
+
+    #[test]
+    fn every_kind_of_pool_id_is_a_gpu_name_in_its_lock_form() {
+        use crate::slots::request::lock_form;
+        for id in [
+            &b"0"[..],
+            b"12",
+            b"GPU-8932f937-d72c-4106-c12f-20bd9faed9f6",
+            b"MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/2",
+        ] {
+            assert!(is_gpu_name(&lock_form(id)), "{:?}", core::str::from_utf8(id));
+        }
+        for other in [&b"MIG-GPU-x/1/2"[..], b"MIG-GPU-x+1", b"1+2", b"..", b"", b"MIG-GPU-x+1+2+3"] {
+            assert!(!is_gpu_name(other), "{:?}", core::str::from_utf8(other));
+        }
     }
 }
