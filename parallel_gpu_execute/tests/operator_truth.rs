@@ -228,11 +228,12 @@ fn a_drain_is_its_owners_and_a_forged_one_is_flagged() {
         );
         let json = wrapper(&f, who, &["--status=json"]);
         assert!(
-            json.stdout.contains(r#""uid": 0, "user": "root", "owner_uid": 65534, "disowned": true}"#),
+            json.stdout
+                .contains(r#""uid": 0, "user": "root", "owner_uid": 65534, "disowned": true, "untrusted": null}"#),
             "{}",
             json.explain()
         );
-        assert!(json.stdout.contains(r#""owner_uid": 0, "disowned": false}"#), "{}", json.explain());
+        assert!(json.stdout.contains(r#""owner_uid": 0, "disowned": false, "untrusted": null}"#), "{}", json.explain());
     }
 }
 
@@ -388,4 +389,95 @@ fn a_drain_never_changes_who_may_use_the_lock_directory() {
         "({d} is uid 65534's, mode 0755, and this user is uid 0: its owner or root runs chmod 1777 {d}",
         d = third.lock_dir.display()
     ));
+}
+
+/// The GPU line of `--status` text for `gpu`, as `who`.
+fn gpu_line(f: &Fixture, who: Viewer, gpu: &str) -> (String, Output) {
+    let (text, _) = look(f, who);
+    let line = text.stdout.lines().find(|l| l.starts_with(&format!("{gpu} "))).unwrap_or_default().to_string();
+    (line, text)
+}
+
+/// `gpudrain/` exists only while a GPU is drained, so any user may make it
+/// in the 1777 lock directory, and its owner is not bound by its sticky
+/// bit. `--drain` refuses to write into one of another user's, with the
+/// repair; a drain that sits in one (made there by an older release) is
+/// flagged wherever it was moved, and tests still pass its GPU over.
+#[test]
+fn a_drain_in_another_users_gpudrain_is_refused_or_flagged() {
+    if !root("another user's gpudrain/") {
+        return;
+    }
+    let f = shared_fixture("truth-drain-dir");
+    shared_locks(&f);
+    let drain_dir = f.lock_dir.join("gpudrain");
+    let mut c = Cmd::new("sh");
+    c.args(["-c", "mkdir \"$0\" && chmod 1777 \"$0\""]).arg(&drain_dir).as_user(NOBODY, NOBODY);
+    c.run().assert_success();
+    let refusal = format!(
+        "cannot drain GPU 0: {d}/gpudrain/ belongs to uid 65534, who could rename or remove the drain (only root's, the lock directory owner's or your own is used); root runs: chown root {d}/gpudrain",
+        d = f.lock_dir.display()
+    );
+    wrapper(&f, Viewer::Root, &["--drain=0", "--reason=ECC errors"]).assert_code(2).assert_one_error_line(&refusal);
+    // A third user, who is not root, is refused the same way.
+    let mut c = Cmd::new(common::bin());
+    f.runfiles.apply(&mut c);
+    c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+    c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").as_user(12345, 12345);
+    c.args(["--drain=0", "--reason=ECC errors"]).run().assert_code(2).assert_one_error_line(&refusal);
+    assert_eq!(std::fs::read_dir(&drain_dir).unwrap().count(), 0, "a drain was written");
+    // Its owner's own drain there is trusted.
+    wrapper(&f, Viewer::Nobody, &["--drain=1", "--reason=mine"]).assert_success();
+    let (line, text) = gpu_line(&f, Viewer::Root, "1");
+    assert!(line.contains("drained ") && !line.contains("cannot be trusted"), "{line}\n{}", text.explain());
+    wrapper(&f, Viewer::Nobody, &["--undrain=1"]).assert_success();
+    // Root's drain in a gpudrain/ that became nobody's, moved by nobody
+    // from GPU 0 to GPU 1.
+    wrapper(&f, Viewer::Root, &["--drain=0", "--reason=ECC errors"]).assert_success();
+    std::os::unix::fs::chown(&drain_dir, Some(NOBODY), Some(NOBODY)).unwrap();
+    let mut c = Cmd::new("mv");
+    c.arg(drain_dir.join("0")).arg(drain_dir.join("1")).as_user(NOBODY, NOBODY);
+    c.run().assert_success();
+    for who in VIEWERS {
+        let (line, text) = gpu_line(&f, who, "1");
+        assert!(
+            line.contains("by uid 0: ECC errors (which GPU it names cannot be trusted: gpudrain/ belongs to uid 65534, who may rename or remove any drain in it; tests pass it over)"),
+            "{who:?}: {line}\n{}",
+            text.explain()
+        );
+        let json = wrapper(&f, who, &["--status=json"]);
+        assert!(
+            json.stdout.contains(r#""disowned": false, "untrusted": "gpudrain/ belongs to uid 65534, who may rename or remove any drain in it"}"#),
+            "{who:?}\n{}",
+            json.explain()
+        );
+    }
+    let out = wrapper(&f, Viewer::Root, &["--wait=0", "./pkg/gpu_test"]);
+    assert_eq!(common::Record::of(&out).locks(), ["gpulock0_0"], "GPU 1 is passed over\n{}", out.explain());
+}
+
+/// A hard link to a drain record (another user's `ln`, where
+/// `fs.protected_hardlinks` is 0; made here by root) names a second GPU
+/// with the first one's owner: both are flagged, and both passed over.
+#[test]
+fn a_hard_linked_drain_record_is_flagged() {
+    if !root("a record's hard link") {
+        return;
+    }
+    let f = shared_fixture("truth-drain-link");
+    shared_locks(&f);
+    wrapper(&f, Viewer::Root, &["--drain=0", "--reason=ECC errors"]).assert_success();
+    let drain_dir = f.lock_dir.join("gpudrain");
+    std::fs::hard_link(drain_dir.join("0"), drain_dir.join("1")).unwrap();
+    for (who, gpu) in [(Viewer::Root, "0"), (Viewer::Nobody, "1")] {
+        let (line, text) = gpu_line(&f, who, gpu);
+        assert!(
+            line.contains("ECC errors (which GPU it names cannot be trusted: the record has 2 names (hard links), which another user may have made; tests pass it over)"),
+            "{who:?} {gpu}: {line}\n{}",
+            text.explain()
+        );
+    }
+    let json = wrapper(&f, Viewer::Root, &["--status=json"]);
+    assert!(json.stdout.contains(r#""untrusted": "the record has 2 names"#), "{}", json.explain());
+    wrapper(&f, Viewer::Root, &["--wait=0", "./pkg/gpu_test"]).assert_code(1);
 }

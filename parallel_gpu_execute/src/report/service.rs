@@ -63,6 +63,7 @@ pub fn drain(settings: &Settings, gpu: &[u8], reason: &[u8]) -> Result<String, E
         uid: Some(uid),
         user: user_name(settings.sysroot, uid),
         owner: None,
+        doubt: None,
     };
     let lock_dir = settings.lock_dir.path();
     drain::drain(&lock_dir, &record)?;

@@ -309,10 +309,14 @@ fn drained_by(d: &Drained) -> String {
 fn gpu_line(g: &Gpu, gpu_w: usize, health_w: usize) -> String {
     let state = match &g.drained {
         Some(d) => format!(
-            "drained {} by {}: {}",
+            "drained {} by {}: {}{}",
             drained_at(d).map_or_else(|| "-".to_string(), rfc3339),
             drained_by(d),
-            Bytes(&d.reason)
+            Bytes(&d.reason),
+            d.doubt.map_or_else(String::new, |why| format!(
+                " (which GPU it names cannot be trusted: {}; tests pass it over)",
+                why.describe()
+            ))
         ),
         None => "in service".to_string(),
     };
@@ -361,6 +365,10 @@ fn gpu_json(g: &Gpu) -> String {
                 ("user", json::opt_string(d.user.as_deref())),
                 ("owner_uid", json::opt_number(d.owner.map(u64::from))),
                 ("disowned", d.disowned().to_string()),
+                (
+                    "untrusted",
+                    d.doubt.map_or_else(|| "null".to_string(), |why| json::string(why.describe().as_bytes())),
+                ),
             ])
         },
     );

@@ -27,6 +27,11 @@
 //! is never seen with another mode), its files 0644: any user of the lock
 //! directory may drain a GPU that is not drained and read why; only the
 //! user who drained it, or root, may undrain it or replace its record.
+//! The sticky bit does not bind `gpudrain/`'s own owner, and any user may
+//! make it while no GPU is drained: a drain is written only into one of
+//! root's, the lock directory owner's or the drainer's own, and `--status`
+//! flags ([`Doubt`]) a record in one of anyone else's, or with a second
+//! name (a hard link).
 //!
 //! A file is written under a temporary name in the lock directory itself
 //! (`gpudrain.<pid>.tmp`), then renamed into place: a reader sees the old
@@ -74,6 +79,52 @@ pub struct Drained {
     /// The record's owner (`stat`): who drained it, as the kernel says;
     /// `None` for a record not read from a file.
     pub owner: Option<u32>,
+    /// Why its name cannot be trusted to say which GPU was drained.
+    pub doubt: Option<Doubt>,
+}
+
+/// Why a record's name (which GPU it drains) cannot be trusted: a user
+/// other than its owner, root and the lock directory's owner could have
+/// renamed it, or linked it, there. Tests pass its GPU over all the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Doubt {
+    /// `gpudrain/` belongs to this uid, which is none of those: the
+    /// sticky bit does not bind a directory's owner.
+    DirOwner(u32),
+    /// The record has this many names (hard links).
+    Links(u64),
+}
+
+impl Doubt {
+    pub fn describe(self) -> String {
+        match self {
+            Doubt::DirOwner(uid) => format!("gpudrain/ belongs to uid {uid}, who may rename or remove any drain in it"),
+            Doubt::Links(n) => format!("the record has {n} names (hard links), which another user may have made"),
+        }
+    }
+}
+
+/// Who controls `gpudrain/`: its owner, and the lock directory's (who
+/// may put another `gpudrain/` in its place). Root, the lock directory's
+/// owner and a record's own owner are trusted with its name; any other
+/// owner of `gpudrain/` could have renamed the record.
+#[derive(Debug, Clone, Copy)]
+pub struct Place {
+    dir_owner: u32,
+    lock_dir_owner: u32,
+}
+
+impl Place {
+    fn of(dir_fd: &OwnedFd, drain_fd: &OwnedFd) -> Option<Place> {
+        let dir_owner = rustix::fs::fstat(drain_fd).ok()?.st_uid;
+        Some(Place { dir_owner, lock_dir_owner: rustix::fs::fstat(dir_fd).ok()?.st_uid })
+    }
+
+    /// Whether `gpudrain/`'s owner may be trusted with the names of
+    /// `uid`'s records.
+    fn trusted_for(self, uid: u32) -> bool {
+        self.dir_owner == 0 || self.dir_owner == self.lock_dir_owner || self.dir_owner == uid
+    }
 }
 
 impl Drained {
@@ -98,7 +149,15 @@ impl Drained {
 
     /// Reads a file's text; whatever is missing or garbled stays unknown.
     pub fn parse(gpu: &[u8], text: &[u8]) -> Drained {
-        let mut d = Drained { gpu: gpu.to_vec(), reason: Vec::new(), time: None, uid: None, user: None, owner: None };
+        let mut d = Drained {
+            gpu: gpu.to_vec(),
+            reason: Vec::new(),
+            time: None,
+            uid: None,
+            user: None,
+            owner: None,
+            doubt: None,
+        };
         for line in text.split(|&b| b == b'\n') {
             let at = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
             let (key, value) = (&line[..at], line.get(at + 1..).unwrap_or(b""));
@@ -144,8 +203,9 @@ pub fn open(dir_fd: impl AsFd) -> Option<OwnedFd> {
     rustix::fs::openat(dir_fd, DRAIN_DIR, DIR_FLAGS, Mode::empty()).ok()
 }
 
-/// The record of the GPU named `name` in lock file names, when drained.
-fn read_one(drain_fd: &OwnedFd, name: &[u8]) -> Option<Drained> {
+/// The record of the GPU named `name` in lock file names, when drained,
+/// with what makes its name doubtful in `place`.
+fn read_one(drain_fd: &OwnedFd, place: Option<Place>, name: &[u8]) -> Option<Drained> {
     if !is_gpu_name(name) {
         return None;
     }
@@ -166,14 +226,20 @@ fn read_one(drain_fd: &OwnedFd, name: &[u8]) -> Option<Drained> {
             Err(_) => break,
         }
     }
-    Some(Drained { owner: Some(st.st_uid), ..Drained::parse(name, &text) })
+    let doubt = match place {
+        Some(p) if !p.trusted_for(st.st_uid) => Some(Doubt::DirOwner(p.dir_owner)),
+        #[allow(clippy::useless_conversion)] // st_nlink is u32 on some targets
+        _ if u64::from(st.st_nlink) != 1 => Some(Doubt::Links(u64::from(st.st_nlink))),
+        _ => None,
+    };
+    Some(Drained { owner: Some(st.st_uid), doubt, ..Drained::parse(name, &text) })
 }
 
 /// The drained GPUs of `pool`, as (index in the pool, record); `None`, at
 /// the cost of one failed `openat`, when no GPU of the directory is drained.
 pub fn of_pool(dir_fd: &OwnedFd, pool: &Pool) -> Option<Vec<(usize, Drained)>> {
     let drain_fd = open(dir_fd)?;
-    Some((0..pool.ids.len()).filter_map(|i| read_one(&drain_fd, pool.lock_name(i)).map(|d| (i, d))).collect())
+    Some((0..pool.ids.len()).filter_map(|i| read_one(&drain_fd, None, pool.lock_name(i)).map(|d| (i, d))).collect())
 }
 
 /// Every drained GPU of the lock directory `dir` (for `--status`).
@@ -187,7 +253,8 @@ pub fn all(dir: &CStr) -> Vec<Drained> {
         }
         ControlFlow::<()>::Continue(())
     });
-    let mut out: Vec<Drained> = names.iter().filter_map(|n| read_one(&drain_fd, n)).collect();
+    let place = Place::of(&dir_fd, &drain_fd);
+    let mut out: Vec<Drained> = names.iter().filter_map(|n| read_one(&drain_fd, place, n)).collect();
     crate::sys::sort::sort_by(&mut out, &mut |a, b| a.gpu < b.gpu);
     out
 }
@@ -217,6 +284,11 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
             Err(e @ (Errno::LOOP | Errno::NOTDIR)) => return Err(failed(dir, "use gpudrain (not a directory)", e)),
             Err(e) => return Err(failed(dir, "open gpudrain/", e)),
         };
+        if let Some(place) = Place::of(&dir_fd, &drain_fd) {
+            if !place.trusted_for(rustix::process::geteuid().as_raw()) {
+                return Err(foreign_dir(dir, &record.gpu, place.dir_owner));
+            }
+        }
         repair_shared_mode(&drain_fd);
         let _ = rustix::fs::unlinkat(&dir_fd, tmp_name.as_cstr(), AtFlags::empty());
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -232,7 +304,7 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
         match rustix::fs::renameat(&dir_fd, tmp_name.as_cstr(), &drain_fd, gpu.as_cstr()) {
             Ok(()) => return Ok(()),
             // Another user's record in the sticky directory.
-            Err(e @ (Errno::PERM | Errno::ACCESS)) if read_one(&drain_fd, &record.gpu).is_some() => {
+            Err(e @ (Errno::PERM | Errno::ACCESS)) if read_one(&drain_fd, None, &record.gpu).is_some() => {
                 let _ = rustix::fs::unlinkat(&dir_fd, tmp_name.as_cstr(), AtFlags::empty());
                 return Err(not_yours(&drain_fd, &record.gpu, "replace the drain of", e));
             }
@@ -249,10 +321,20 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
     Err(failed(dir, "write gpudrain/", Errno::AGAIN))
 }
 
+/// A `gpudrain/` of a user who could rename or remove this drain.
+#[cold]
+fn foreign_dir(dir: &CStr, gpu: &[u8], owner: u32) -> Error {
+    let dir = Bytes(dir.to_bytes());
+    Error::Drain(format!(
+        "cannot drain GPU {}: {dir}/gpudrain/ belongs to uid {owner}, who could rename or remove the drain (only root's, the lock directory owner's or your own is used); root runs: chown root {dir}/gpudrain",
+        Bytes(gpu)
+    ))
+}
+
 /// Another user's drain, which this one may not replace or remove.
 #[cold]
 fn not_yours(drain_fd: &OwnedFd, gpu: &[u8], action: &str, errno: Errno) -> Error {
-    let owner = read_one(drain_fd, gpu).and_then(|d| d.owner);
+    let owner = read_one(drain_fd, None, gpu).and_then(|d| d.owner);
     Error::Drain(format!(
         "cannot {action} GPU {}: it was drained by uid {} ({}), and only that user or root may undrain it or replace its record",
         Bytes(gpu),
@@ -302,7 +384,7 @@ pub fn undrain(dir: &CStr, gpu: &[u8]) -> Result<bool, Error> {
     match rustix::fs::unlinkat(&drain_fd, name.as_cstr(), AtFlags::empty()) {
         Ok(()) => {}
         Err(Errno::NOENT) => return Ok(false),
-        Err(e @ (Errno::PERM | Errno::ACCESS)) if read_one(&drain_fd, gpu).is_some() => {
+        Err(e @ (Errno::PERM | Errno::ACCESS)) if read_one(&drain_fd, None, gpu).is_some() => {
             return Err(not_yours(&drain_fd, gpu, "undrain", e));
         }
         Err(e) => return Err(failed(dir, "remove a file from gpudrain/", e)),
@@ -337,6 +419,7 @@ mod tests {
             uid: Some(1000),
             user: Some(b"alice".to_vec()),
             owner: None,
+            doubt: None,
         };
         assert_eq!(Drained::parse(b"3", &d.record()), d);
         let g = Drained::parse(b"1", b"reason x\ntime soon\nuid -1\nuser \n\xff\xfe");
