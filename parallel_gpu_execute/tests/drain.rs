@@ -457,3 +457,44 @@ fn every_kind_of_gpu_id_that_can_be_drained_reads_back() {
         assert!(!f.lock_dir.join("gpudrain").exists(), "{gpu}: gpudrain/ left behind");
     }
 }
+
+/// Another user's entry where the drain state goes: a symbolic link or a
+/// FIFO named `gpudrain`, a directory named `0` or a symbolic link named
+/// `2` in `gpudrain/`. `--drain` names the entry, its owner and the repair;
+/// `--undrain` says the GPU was not drained, and leaves the entry alone.
+#[test]
+fn another_users_entry_in_the_way_is_named_with_its_repair() {
+    if !common::root("another user's entries") {
+        return;
+    }
+    let f = shared_fixture("drain-planted");
+    f.make_lock_dir_shared();
+    let d = f.lock_dir.display().to_string();
+    let as_nobody = |script: &str| {
+        let mut c = Cmd::new("sh");
+        c.args(["-c", script]).arg(&f.lock_dir).as_user(NOBODY, NOBODY);
+        c.run().assert_success();
+    };
+    for (script, kind) in [("ln -s /etc \"$0/gpudrain\"", "symbolic link"), ("mkfifo \"$0/gpudrain\"", "FIFO")] {
+        as_nobody(script);
+        let out = on(&f, 3).args(["--drain=0", "--reason=x"]).run();
+        out.assert_code(2).assert_one_error_line(&format!(
+            "cannot drain GPU 0: {d}/gpudrain is a {kind} of uid 65534, not the drain directory; root or uid 65534 removes it (rm {d}/gpudrain), then drain again"
+        ));
+        std::fs::remove_file(f.lock_dir.join("gpudrain")).unwrap();
+    }
+    drain(&f, 3, "1", "fan");
+    as_nobody("mkdir \"$0/gpudrain/0\" && ln -s /etc/passwd \"$0/gpudrain/2\"");
+    let out = on(&f, 3).args(["--drain=0", "--reason=x"]).run();
+    out.assert_code(2).assert_one_error_line(&format!(
+        "cannot drain GPU 0: {d}/gpudrain/0 is a directory of uid 65534, not a drain record; root or uid 65534 removes it (rm -r {d}/gpudrain/0), then drain again"
+    ));
+    let out = on(&f, 3).arg("--undrain=2").run();
+    out.assert_success().assert_stdout_contains(&format!(
+        "GPU 2 was not drained in {d}: {d}/gpudrain/2 is a symbolic link of uid 65534, not a drain record, left as it is"
+    ));
+    assert!(!out.stdout.contains("back in service"), "{}", out.explain());
+    assert!(f.lock_dir.join("gpudrain/2").symlink_metadata().is_ok(), "the entry was removed\n{}", out.explain());
+    let out = on(&f, 3).arg("--undrain=0").run();
+    out.assert_success().assert_stdout_contains("GPU 0 was not drained in").assert_stdout_contains("is a directory");
+}

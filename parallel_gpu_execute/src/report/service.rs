@@ -80,12 +80,15 @@ pub fn drain(settings: &Settings, gpu: &[u8], reason: &[u8]) -> Result<String, E
 pub fn undrain(settings: &Settings, gpu: &[u8]) -> Result<String, Error> {
     let name = resolve(settings, "--undrain", gpu)?;
     let lock_dir = settings.lock_dir.path();
-    let was = drain::undrain(&lock_dir, &name)?;
+    let found = drain::undrain(&lock_dir, &name)?;
     let (gpu, dir) = (Bytes(gpu), Bytes(lock_dir.to_bytes()));
-    Ok(if was {
-        format!("GPU {gpu} is back in service in {dir}\n")
-    } else {
-        format!("GPU {gpu} was not drained in {dir}; nothing to do\n")
+    Ok(match found {
+        drain::Undrained::Removed => format!("GPU {gpu} is back in service in {dir}\n"),
+        drain::Undrained::NotDrained => format!("GPU {gpu} was not drained in {dir}; nothing to do\n"),
+        drain::Undrained::NotARecord(kind, owner) => format!(
+            "GPU {gpu} was not drained in {dir}: {dir}/gpudrain/{} is a {kind} of uid {owner}, not a drain record, left as it is (it keeps --drain={gpu} from working until root or uid {owner} removes it)\n",
+            Bytes(&name)
+        ),
     })
 }
 

@@ -281,7 +281,17 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
                 make_shared_dir(&dir_fd, DRAIN_DIR).map_err(|e| failed(dir, "create gpudrain/", e))?;
                 continue;
             }
-            Err(e @ (Errno::LOOP | Errno::NOTDIR)) => return Err(failed(dir, "use gpudrain (not a directory)", e)),
+            Err(e @ (Errno::LOOP | Errno::NOTDIR)) => {
+                return Err(match planted(&dir_fd, DRAIN_DIR) {
+                    Some((kind, owner)) => Error::Drain(format!(
+                        "cannot drain GPU {}: {}/gpudrain is a {kind} of uid {owner}, not the drain directory; root or uid {owner} removes it (rm {}/gpudrain), then drain again",
+                        Bytes(&record.gpu),
+                        Bytes(dir.to_bytes()),
+                        Bytes(dir.to_bytes())
+                    )),
+                    None => failed(dir, "use gpudrain (not a directory)", e),
+                });
+            }
             Err(e) => return Err(failed(dir, "open gpudrain/", e)),
         };
         if let Some(place) = Place::of(&dir_fd, &drain_fd) {
@@ -301,7 +311,18 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
             let _ = rustix::fs::unlinkat(&dir_fd, tmp_name.as_cstr(), AtFlags::empty());
             return Err(failed(dir, "write a file", e));
         }
-        match rustix::fs::renameat(&dir_fd, tmp_name.as_cstr(), &drain_fd, gpu.as_cstr()) {
+        let renamed = rustix::fs::renameat(&dir_fd, tmp_name.as_cstr(), &drain_fd, gpu.as_cstr());
+        if renamed.is_err() {
+            if let Some((kind, owner)) = planted(&drain_fd, gpu.as_cstr()) {
+                let _ = rustix::fs::unlinkat(&dir_fd, tmp_name.as_cstr(), AtFlags::empty());
+                let path = format!("{}/gpudrain/{}", Bytes(dir.to_bytes()), Bytes(&record.gpu));
+                return Err(Error::Drain(format!(
+                    "cannot drain GPU {}: {path} is a {kind} of uid {owner}, not a drain record; root or uid {owner} removes it (rm -r {path}), then drain again",
+                    Bytes(&record.gpu)
+                )));
+            }
+        }
+        match renamed {
             Ok(()) => return Ok(()),
             // Another user's record in the sticky directory.
             Err(e @ (Errno::PERM | Errno::ACCESS)) if read_one(&drain_fd, None, &record.gpu).is_some() => {
@@ -329,6 +350,25 @@ fn foreign_dir(dir: &CStr, gpu: &[u8], owner: u32) -> Error {
         "cannot drain GPU {}: {dir}/gpudrain/ belongs to uid {owner}, who could rename or remove the drain (only root's, the lock directory owner's or your own is used); root runs: chown root {dir}/gpudrain",
         Bytes(gpu)
     ))
+}
+
+/// What `name` in `dir_fd` is, and whose, when it is there but is neither
+/// a directory (`gpudrain`) nor a regular file (a record): another
+/// user's entry, in the way.
+fn planted(dir_fd: &OwnedFd, name: &CStr) -> Option<(&'static str, u32)> {
+    let st = rustix::fs::statat(dir_fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    let kind = match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile if name != DRAIN_DIR => return None,
+        FileType::Directory if name == DRAIN_DIR => return None,
+        FileType::RegularFile => "regular file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symbolic link",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice | FileType::BlockDevice => "device",
+        FileType::Unknown => "file of unknown type",
+    };
+    Some((kind, st.st_uid))
 }
 
 /// Another user's drain, which this one may not replace or remove.
@@ -374,16 +414,30 @@ fn wake_waiters(dir_fd: &OwnedFd) {
     }
 }
 
-/// Removes the record of the GPU named `gpu` (as lock file names have it);
-/// `Ok(false)` when it was not drained.
-pub fn undrain(dir: &CStr, gpu: &[u8]) -> Result<bool, Error> {
-    let Ok(dir_fd) = crate::sys::dirs::open_dir(dir) else { return Ok(false) };
-    let Some(drain_fd) = open(&dir_fd) else { return Ok(false) };
+/// What an undrain found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Undrained {
+    /// The record was removed: the GPU is back in service.
+    Removed,
+    /// No record: it was not drained.
+    NotDrained,
+    /// Another entry in the record's place (its kind and owner), left
+    /// alone: it drains nothing.
+    NotARecord(&'static str, u32),
+}
+
+/// Removes the record of the GPU named `gpu` (as lock file names have it).
+pub fn undrain(dir: &CStr, gpu: &[u8]) -> Result<Undrained, Error> {
+    let Ok(dir_fd) = crate::sys::dirs::open_dir(dir) else { return Ok(Undrained::NotDrained) };
+    let Some(drain_fd) = open(&dir_fd) else { return Ok(Undrained::NotDrained) };
     let mut name = LockName::new();
     name.push(gpu).map_err(|_| Error::Drain("GPU name too long".to_string()))?;
+    if let Some((kind, owner)) = planted(&drain_fd, name.as_cstr()) {
+        return Ok(Undrained::NotARecord(kind, owner));
+    }
     match rustix::fs::unlinkat(&drain_fd, name.as_cstr(), AtFlags::empty()) {
         Ok(()) => {}
-        Err(Errno::NOENT) => return Ok(false),
+        Err(Errno::NOENT) => return Ok(Undrained::NotDrained),
         Err(e @ (Errno::PERM | Errno::ACCESS)) if read_one(&drain_fd, None, gpu).is_some() => {
             return Err(not_yours(&drain_fd, gpu, "undrain", e));
         }
@@ -393,7 +447,7 @@ pub fn undrain(dir: &CStr, gpu: &[u8]) -> Result<bool, Error> {
     // failed openat. Fails (ENOTEMPTY) while another GPU is drained.
     let _ = rustix::fs::unlinkat(&dir_fd, DRAIN_DIR, AtFlags::REMOVEDIR);
     wake_waiters(&dir_fd);
-    Ok(true)
+    Ok(Undrained::Removed)
 }
 
 #[cfg(test)]
