@@ -55,7 +55,8 @@ options (each wins over its environment variable):
                    take GPU (as --status names it) out of service for every
                    test that shares the lock directory, and exit: new tests
                    are not given it, running ones finish
-  --undrain=GPU    put a drained GPU back into service, and exit
+  --undrain=GPU    put a drained GPU back into service, and exit (each of
+                   the two: one GPU per run, a result line on stdout)
   --help, -h       this text
   --version        the version
 
@@ -249,7 +250,13 @@ pub fn parse(argv: &Argv) -> Result<Invocation, Error> {
         for (name, slot) in [("--drain", &mut drain), ("--undrain", &mut undrain), ("--reason", &mut reason)] {
             if let Some(found) = valued(argv, i, name) {
                 let (value, words) = found?;
-                *slot = Some(value);
+                if let Some(first) = slot.replace(value) {
+                    return Err(Error::Drain(format!(
+                        "{name} given twice ('{}', then '{}'): one GPU per run; run the wrapper once for each",
+                        Excerpt(first),
+                        Excerpt(value)
+                    )));
+                }
                 i += words;
                 taken = true;
                 break;
@@ -444,6 +451,9 @@ mod tests {
             &["pge", "--reason=x", "./t"],
             &["pge", "--drain=1", "--reason=x", "--status"],
             &["pge", "--drain"],
+            &["pge", "--drain=1", "--drain=2", "--reason=x"],
+            &["pge", "--undrain=1", "--undrain", "2"],
+            &["pge", "--drain=1", "--reason=x", "--reason=y"],
         ] {
             assert!(matches!(parse(&argv(bad)), Err(Error::Drain(_))), "{bad:?}");
         }

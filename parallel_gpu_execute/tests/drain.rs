@@ -498,3 +498,34 @@ fn another_users_entry_in_the_way_is_named_with_its_repair() {
     let out = on(&f, 3).arg("--undrain=0").run();
     out.assert_success().assert_stdout_contains("GPU 0 was not drained in").assert_stdout_contains("is a directory");
 }
+
+/// `--drain` or `--undrain` given twice is one usage line, exit 2, and
+/// changes nothing (before, the last one won, unsaid).
+#[test]
+fn a_repeated_drain_or_undrain_is_a_usage_error() {
+    let f = Fixture::new("drain-twice");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--drain=1", "--drain=2", "--reason=x"], "--drain given twice ('1', then '2'): one GPU per run"),
+        (&["--undrain=1", "--undrain", "2"], "--undrain given twice ('1', then '2'): one GPU per run"),
+        (&["--drain=1", "--reason=x", "--reason=y"], "--reason given twice ('x', then 'y')"),
+    ];
+    for (args, needle) in cases {
+        on(&f, 3).args(*args).run().assert_code(2).assert_one_error_line(needle);
+    }
+    assert!(!f.lock_dir.join("gpudrain").exists(), "a GPU was drained");
+}
+
+/// A reason at the limit (another writer's record may hold more) is cut
+/// between characters, never in the middle of one.
+#[test]
+fn a_long_reason_is_cut_between_characters() {
+    let f = Fixture::new("drain-cut");
+    drain(&f, 2, "0", "x");
+    let reason = format!("{}\u{20ac}", "r".repeat(999));
+    std::fs::write(f.lock_dir.join("gpudrain/1"), format!("reason {reason}\n")).unwrap();
+    let out = on(&f, 2).arg("--status=json").run();
+    let cut = format!(r#""reason": "{}", "time": null"#, "r".repeat(999));
+    assert!(out.stdout.contains(&cut), "not cut before the character\n{}", out.explain());
+    let out = on(&f, 2).arg("--status").run();
+    assert!(!out.stdout.contains("\\x"), "half a character shown\n{}", out.explain());
+}

@@ -163,7 +163,7 @@ impl Drained {
             let (key, value) = (&line[..at], line.get(at + 1..).unwrap_or(b""));
             let number = || core::str::from_utf8(value).ok().and_then(|v| v.parse::<u64>().ok());
             match key {
-                b"reason" => d.reason = value[..value.len().min(MAX_REASON)].to_vec(),
+                b"reason" => d.reason = cut(value, MAX_REASON).to_vec(),
                 b"time" => d.time = number(),
                 b"uid" => d.uid = number().and_then(|n| u32::try_from(n).ok()),
                 b"user" if !value.is_empty() => d.user = Some(value.to_vec()),
@@ -183,6 +183,19 @@ impl Drained {
     pub fn disowned(&self) -> bool {
         matches!((self.uid, self.owner), (Some(said), Some(owner)) if said != owner)
     }
+}
+
+/// The first `max` bytes of `text`, or fewer: never half of a UTF-8
+/// character (a byte that is not UTF-8 is cut as one).
+fn cut(text: &[u8], max: usize) -> &[u8] {
+    let mut end = text.len().min(max);
+    // A continuation byte where the cut falls: back to its lead byte (at
+    // most three bytes back, the longest character being four).
+    let floor = end.saturating_sub(3);
+    while end > floor && end < text.len() && text[end] & 0xc0 == 0x80 {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// Whether `name` can be a GPU's name in lock file names (an id, or a MIG
@@ -479,6 +492,14 @@ mod tests {
         let g = Drained::parse(b"1", b"reason x\ntime soon\nuid -1\nuser \n\xff\xfe");
         assert_eq!((g.reason.as_slice(), g.time, g.uid, g.user), (&b"x"[..], None, None, None));
         assert_eq!(Drained::parse(b"1", b"").reason, b"");
+    }
+
+    #[test]
+    fn a_reason_is_cut_between_characters() {
+        assert_eq!(cut("ab€".as_bytes(), 3), b"ab");
+        assert_eq!(cut("ab€".as_bytes(), 5), "ab€".as_bytes());
+        assert_eq!(cut("ab€c".as_bytes(), 5), "ab€".as_bytes());
+        assert_eq!(cut(b"ab\xff\xfe", 3), b"ab\xff");
     }
 
     #[test]
