@@ -11,7 +11,7 @@
 //!
 //! | family | labels | value |
 //! |---|---|---|
-//! | `parallel_gpu_execute_slots` | `lock_dir`, `gpu`, `state` (`held`, `free`) | slots of the settings in that state |
+//! | `parallel_gpu_execute_slots` | `lock_dir`, `gpu`, `state` (`held`, `free`; `unknown` only where `/proc/locks` cannot be read) | slots of the settings in that state |
 //! | `parallel_gpu_execute_waiters` | `lock_dir` | processes waiting for a slot (`--status`'s waiters) |
 //! | `parallel_gpu_execute_oldest_wait_seconds` | `lock_dir` | how long the oldest waiter has waited (from its record; from its start for a process blocked on a lock file), 0 without waiters |
 //! | `parallel_gpu_execute_gpu_drained` | `lock_dir`, `gpu`, `reason` | 1 when drained (`reason` its reason), else 0 (`reason` empty) |
@@ -59,11 +59,19 @@ pub fn render(r: &Report) -> String {
     }
     for gpu in &gpus {
         let of = || r.slots.iter().filter(|s| s.configured && s.gpu == *gpu);
-        let held = of().filter(|s| !s.holders.is_empty()).count();
-        let free = of().count() - held;
+        let held = of().filter(|s| s.held()).count();
+        let free = of().filter(|s| s.free()).count();
         let g = escape(gpu.as_bytes());
         let _ = writeln!(out, "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"held\"}} {held}");
         let _ = writeln!(out, "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"free\"}} {free}");
+        if !r.locks_readable {
+            // Neither held nor free: `/proc/locks` cannot be read.
+            let unknown = of().count() - held - free;
+            let _ = writeln!(
+                out,
+                "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"unknown\"}} {unknown}"
+            );
+        }
     }
     family(&mut out, "parallel_gpu_execute_waiters", "Processes waiting for a GPU slot.");
     let _ = writeln!(out, "parallel_gpu_execute_waiters{{lock_dir=\"{dir}\"}} {}", r.waiters.len());

@@ -52,7 +52,7 @@
 //! | `slots[].profile` | `xla` (`gpulock…`) or `jax` (`jax_accelerator_lock_…`) |
 //! | `slots[].gpu` | the GPU id as the lock file names it (CUDA's MIG form with `/`) |
 //! | `slots[].slot` | the slot number |
-//! | `slots[].held` | whether some process holds it |
+//! | `slots[].held` | whether some process holds it; `null` when unknown (`/proc/locks` cannot be read and no visible process holds it) |
 //! | `slots[].holders` | the processes that hold it (process objects, see below) |
 //! | `slots[].since` | when it was granted, `YYYY-MM-DDTHH:MM:SSZ` (UTC), or `null`: free or unknown |
 //! | `slots[].file_exists` | whether its lock file exists (not before a test first takes the slot) |
@@ -73,6 +73,7 @@
 //! | `gpus[].kernel_users` | the processes that amdgpu's KFD lists on it (`/sys/class/kfd/kfd/proc/<pid>/vram_<gpu_id>`), each `{"pid", "vram_bytes"}` (`vram_bytes` `null` when unreadable), PIDs in the host's PID namespace; `null` where the kernel does not tell: not an AMD GPU counted from KFD, or no KFD process directory. NVIDIA's driver lists no users without NVML, so NVIDIA GPUs have `null` |
 //! | `gpus[].health` | `"ok"`, or why not: `uncorrectable memory errors (RAS): umc 3` from amdgpu's RAS counters (`/sys/class/drm/renderD<minor>/device/ras/*_err_count`) |
 //! | `gpus[].configured` | whether it is a GPU of these settings |
+//! | `locks_readable` | whether `/proc/locks` could be read; `false`: a slot no visible process holds is of unknown state (`held` `null`) |
 //!
 //! A process object:
 //!
@@ -238,6 +239,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         configured: true,
         holders: Vec::new(),
         since: None,
+        unknown: false,
     };
     let mut report = Report {
         lock_dir: dir.to_bytes().to_vec(),
@@ -245,6 +247,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         slots: Vec::new(),
         waiters: Vec::new(),
         host_namespace: host_pid_namespace(),
+        locks_readable: true,
         gpus: Vec::new(),
         not_shown: 0,
     };
@@ -285,17 +288,24 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     // /proc/locks before and after the scan of the processes: a lock listed
     // in both is held, whoever holds it, and one gone from the second was
     // let go in between (`lockers`).
-    let locks = read_locks();
+    // Unreadable (`/proc` mounted with `subset=pid`): what the kernel
+    // says of the locks is not known, and a slot no visible process holds
+    // is of unknown state, never free.
+    let table = read_locks();
+    report.locks_readable = table.is_some();
+    let locks = table.unwrap_or_default();
     let open = openers(&files);
-    let mut again = read_locks();
+    let mut again = read_locks().unwrap_or_default();
     // A process that exits closes its descriptors a moment before the
     // kernel lets its locks go: read then, its lock has no holder to be
     // found. Where a lock is unaccounted for, /proc/locks is read once more
     // a millisecond later; a lock still listed then is held, unseen.
-    let partial = !report.host_namespace;
+    // Without the lock table, a visible waiter proves an unseen holder,
+    // as from another PID namespace.
+    let partial = !report.host_namespace || !report.locks_readable;
     if files.iter().zip(&open).any(|(file, open)| lockers(file, open, &locks, &again, partial).hidden_holders > 0) {
         crate::sys::clock::sleep(Duration::from_millis(1));
-        again = read_locks();
+        again = read_locks().unwrap_or_default();
     }
     let mut extra = Vec::new();
     for ((f, file), open) in found.iter().zip(&files).zip(&open) {
@@ -324,6 +334,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
             file_exists: true,
             configured: configured.contains(profile, id, slot),
             since: granted(&f.st, &holders),
+            unknown: !report.locks_readable && holders.is_empty(),
             holders,
         });
     }
@@ -388,6 +399,11 @@ pub const MAX_OTHERS: usize = 64;
 pub fn render(settings: &Settings, format: Format) -> Result<String, Error> {
     let lock_dir = settings.lock_dir.path();
     let report = survey(settings, &lock_dir)?;
+    if format != Format::Text && report.slots.iter().any(|s| s.unknown) {
+        // The text says it in a note; JSON and metrics on stderr (a
+        // metrics unit's journal).
+        wrapper_common::diag::report(crate::TOOL, format_args!("warning: {}", status_format::UNREADABLE_LOCKS));
+    }
     Ok(match format {
         Format::Text => status_format::text(&report),
         Format::Json => status_format::json(&report),

@@ -26,6 +26,21 @@ pub struct Slot {
     /// that cannot be seen.
     pub holders: Vec<ProcessInfo>,
     pub since: Option<SystemTime>,
+    /// Held or free cannot be told: `/proc/locks` cannot be read and no
+    /// visible process holds it.
+    pub unknown: bool,
+}
+
+impl Slot {
+    /// Some process holds it.
+    pub fn held(&self) -> bool {
+        !self.holders.is_empty()
+    }
+
+    /// Nothing holds it, as far as the kernel says.
+    pub fn free(&self) -> bool {
+        !self.held() && !self.unknown
+    }
 }
 
 /// A waiter: a wrapper with a record in the queue, or a process blocked on
@@ -90,12 +105,18 @@ pub struct Report {
     /// [`crate::slots::holders::host_pid_namespace`]): else a slot held from outside, with nobody
     /// here waiting for it, is listed as free.
     pub host_namespace: bool,
+    /// Whether `/proc/locks` could be read: else a slot that no visible
+    /// process holds is of unknown state.
+    pub locks_readable: bool,
     pub gpus: Vec<Gpu>,
     /// Lock files and drain records of the directory that are not of these
     /// settings and were left out, so that what any user may put there
     /// cannot make the report grow past the host's GPUs and waiters.
     pub not_shown: usize,
 }
+
+/// Why slots are of unknown state, and the repair: one line.
+pub const UNREADABLE_LOCKS: &str = "/proc/locks cannot be read (a /proc mounted with subset=pid, as systemd's ProcSubset=pid makes, or none), so a slot that no visible process holds may be held or free: its state is unknown; run --status where /proc is whole (drop ProcSubset=pid from the unit)";
 
 /// What a waiter asks for: as its record says; else from its arguments
 /// (`--num_processes` and `--gpus_per_process`, as the wrapper reads them).
@@ -182,7 +203,7 @@ fn gpu_text(s: &Slot) -> String {
 fn slot_rows(out: &mut String, s: &Slot, gpu_w: usize, state_w: usize, since_w: usize) {
     let lead = format!("{:<8} {:<gpu_w$} {:>4}", s.profile, gpu_text(s), s.slot);
     if s.holders.is_empty() {
-        let _ = writeln!(out, "{lead}  free");
+        let _ = writeln!(out, "{lead}  {}", if s.unknown { "unknown" } else { "free" });
         return;
     }
     let since = time_text(s.since);
@@ -197,10 +218,12 @@ fn slot_rows(out: &mut String, s: &Slot, gpu_w: usize, state_w: usize, since_w: 
 }
 
 pub fn text(r: &Report) -> String {
-    let held = r.slots.iter().filter(|s| !s.holders.is_empty()).count();
+    let held = r.slots.iter().filter(|s| s.held()).count();
+    let unknown = r.slots.iter().filter(|s| s.unknown).count();
+    let unknown_text = if unknown > 0 { format!(", {unknown} unknown") } else { String::new() };
     let mut out = if r.exists {
         format!(
-            "lock dir {}: {} slot(s), {held} held, {} waiting\n",
+            "lock dir {}: {} slot(s), {held} held{unknown_text}, {} waiting\n",
             Bytes(&r.lock_dir),
             r.slots.len(),
             r.waiters.len()
@@ -219,7 +242,10 @@ pub fn text(r: &Report) -> String {
             r.not_shown
         );
     }
-    if r.exists && !r.host_namespace && !r.slots.is_empty() {
+    if unknown > 0 {
+        let _ = writeln!(out, "note: {UNREADABLE_LOCKS}");
+    }
+    if r.exists && !r.host_namespace && r.locks_readable && !r.slots.is_empty() {
         out.push_str(
             "note: no kernel threads in /proc (a PID namespace of its own?): a slot held from outside it,\n      \
              with nobody here waiting for it, cannot be told from a free one\n",
@@ -417,7 +443,7 @@ pub fn json(r: &Report) -> String {
                 ("profile", json::string(s.profile.as_bytes())),
                 ("gpu", json::string(s.gpu.as_bytes())),
                 ("slot", s.slot.to_string()),
-                ("held", (!s.holders.is_empty()).to_string()),
+                ("held", if s.unknown { "null".to_string() } else { s.held().to_string() }),
                 ("holders", json::array(&holders)),
                 ("since", time_json(s.since)),
                 ("file_exists", s.file_exists.to_string()),
@@ -450,5 +476,6 @@ pub fn json(r: &Report) -> String {
         ("host_pid_namespace", r.host_namespace.to_string()),
         ("gpus", json::array(&r.gpus.iter().map(gpu_json).collect::<Vec<_>>())),
         ("not_shown", r.not_shown.to_string()),
+        ("locks_readable", r.locks_readable.to_string()),
     ]) + "\n"
 }

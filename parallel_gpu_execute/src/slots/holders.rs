@@ -225,9 +225,38 @@ pub fn fd_key(fd: BorrowedFd) -> Option<LockKey> {
 /// In a PID namespace of its own, only its first process has a parent
 /// outside (shown as 0).
 pub fn host_pid_namespace() -> bool {
-    let Some(stat) = read_file(c"/proc/2/stat").and_then(|s| String::from_utf8(s).ok()) else { return false };
-    let rest = stat.rfind(')').map_or("", |at| &stat[at + 1..]);
-    rest.split_ascii_whitespace().nth(1) == Some("0")
+    pid_view() == PidView::Host
+}
+
+/// What `/proc` shows of its PID namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PidView {
+    /// The host's: pid 2 is `kthreadd`.
+    Host,
+    /// One of its own: no kernel threads.
+    Own,
+    /// Cannot be told: pid 2 is hidden (`/proc` mounted with `hidepid`)
+    /// or `/proc` is not there.
+    Hidden,
+}
+
+/// [`PidView`] of this `/proc`.
+pub fn pid_view() -> PidView {
+    if let Some(stat) = read_file(c"/proc/2/stat").and_then(|s| String::from_utf8(s).ok()) {
+        let rest = stat.rfind(')').map_or("", |at| &stat[at + 1..]);
+        return if rest.split_ascii_whitespace().nth(1) == Some("0") { PidView::Host } else { PidView::Own };
+    }
+    let Some(info) = read_file(c"/proc/self/mountinfo") else { return PidView::Hidden };
+    let info = String::from_utf8_lossy(&info);
+    // `... /proc rw,nosuid - proc proc rw,hidepid=invisible`
+    let hides = info.lines().any(|l| {
+        let mut fields = l.split(' ');
+        fields.nth(4) == Some("/proc")
+            && l.split(" - ").nth(1).is_some_and(|t| {
+                t.starts_with("proc ") && t.split([' ', ',']).any(|o| o.starts_with("hidepid=") && !o.ends_with("=0"))
+            })
+    });
+    if hides { PidView::Hidden } else { PidView::Own }
 }
 
 /// The descriptor of a `syscall` line that says `flock(fd, ...)` without

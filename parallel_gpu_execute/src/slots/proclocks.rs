@@ -55,9 +55,12 @@ pub fn parse_line(line: &str) -> Option<LockEntry> {
     Some(LockEntry { blocked, flock: kind == "FLOCK" || lease, pid, major, minor, inode })
 }
 
-/// Every lock of the system, as this process may see them.
-pub fn read_locks() -> Vec<LockEntry> {
-    read_text(c"/proc/locks").map(|t| t.lines().filter_map(parse_line).collect()).unwrap_or_default()
+/// Every lock of the system, as this process may see them; `None` when
+/// `/proc/locks` cannot be read (a `/proc` mounted with `subset=pid`, as
+/// systemd's `ProcSubset=pid` makes, none mounted, no descriptor left):
+/// then nothing is known of the locks, which is not "none is held".
+pub fn read_locks() -> Option<Vec<LockEntry>> {
+    read_text(c"/proc/locks").map(|t| t.lines().filter_map(parse_line).collect())
 }
 
 impl LockEntry {

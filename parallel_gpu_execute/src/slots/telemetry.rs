@@ -18,7 +18,7 @@
 //! what this namespace sees.
 
 use crate::prelude::*;
-use crate::slots::holders::{LockFile, host_pid_namespace, key_of, lockers, mount_device, openers};
+use crate::slots::holders::{LockFile, PidView, key_of, lockers, mount_device, openers, pid_view};
 use crate::slots::lockfile::{LockName, lock_file_name};
 use crate::slots::proclocks::{LockEntry, read_locks};
 use crate::slots::request::Pool;
@@ -58,13 +58,14 @@ fn listed_held(locks: &[LockEntry], key: (u32, u32, u64)) -> bool {
 /// How many of the pool's lock files (at every slot) are held, as far as
 /// this process can see; the processes of another PID namespace are looked
 /// through until `deadline` at most.
-fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32, prefix: &[u8], deadline: Option<Instant>) -> Option<usize> {
-    let total = pool.ids.len().checked_mul(slots as usize)?;
-    if total > MAX_COUNTED {
-        return None;
+fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32, prefix: &[u8], deadline: Option<Instant>) -> Busy {
+    if pool.ids.len().checked_mul(slots as usize).is_none_or(|total| total > MAX_COUNTED) {
+        return Busy::NotCounted;
     }
     let device = mount_device(dir_fd.as_fd());
-    let locks = read_locks();
+    let table = read_locks();
+    let readable = table.is_some();
+    let locks = table.unwrap_or_default();
     let mut busy = 0;
     let mut unsure: Vec<(LockName, rustix::fs::Stat)> = Vec::new();
     for slot in 0..slots {
@@ -82,24 +83,69 @@ fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32, prefix: &[u8], deadline
     // In the host's PID namespace, a lock that `/proc/locks` does not list
     // is not held: reading every process's descriptors would tell nothing
     // more, at a cost that grows with the host's descriptors.
+    // Without the lock table, the holders this process can see are all it
+    // can count: at least that many are busy.
     let in_time = deadline.is_none_or(|d| Instant::now() < d);
-    if !unsure.is_empty() && !host_pid_namespace() && in_time {
+    let view = pid_view();
+    if !unsure.is_empty() && (view != PidView::Host || !readable) && in_time {
         let files: Vec<LockFile> =
             unsure.iter().map(|(name, st)| LockFile::new(name.as_bytes(), st, device, false)).collect();
         let found = openers(&files);
         busy += files.iter().zip(&found).filter(|(file, o)| lockers(file, o, &locks, &locks, true).held()).count();
     }
-    Some(busy)
+    match (readable, view) {
+        (false, _) => Busy::AtLeast(busy),
+        (true, PidView::Host) => Busy::Counted(busy),
+        (true, PidView::Own) => Busy::InNamespace(busy),
+        (true, PidView::Hidden) => Busy::PidTwoHidden(busy),
+    }
+}
+
+/// How many slots are busy, and how far that count can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Busy {
+    /// Exactly, from `/proc/locks` of the host's PID namespace.
+    Counted(usize),
+    /// As this PID namespace of its own sees them.
+    InNamespace(usize),
+    /// As far as a `/proc` that hides pid 2 (`hidepid`) shows: a PID
+    /// namespace of its own cannot be told.
+    PidTwoHidden(usize),
+    /// `/proc/locks` cannot be read: only the holders in sight counted.
+    AtLeast(usize),
+    /// Too many lock files to count.
+    NotCounted,
+}
+
+impl Busy {
+    fn map(self, f: impl Fn(usize) -> usize) -> Busy {
+        match self {
+            Busy::Counted(n) => Busy::Counted(f(n)),
+            Busy::InNamespace(n) => Busy::InNamespace(f(n)),
+            Busy::PidTwoHidden(n) => Busy::PidTwoHidden(f(n)),
+            Busy::AtLeast(n) => Busy::AtLeast(f(n)),
+            Busy::NotCounted => Busy::NotCounted,
+        }
+    }
 }
 
 /// What the line says of the busy slots.
-fn busy_text(busy: Option<usize>, total: usize) -> String {
+fn busy_text(busy: Busy, total: usize) -> String {
     match busy {
-        Some(n) if n < total && !host_pid_namespace() => {
-            format!("{n} of {total} slots busy as seen from this PID namespace")
+        Busy::InNamespace(n) if n < total => format!("{n} of {total} slots busy as seen from this PID namespace"),
+        Busy::PidTwoHidden(n) if n < total => {
+            format!("{n} of {total} slots busy as far as /proc shows (it hides pid 2, hidepid)")
         }
-        Some(n) => format!("{n} of {total} slots busy"),
-        None => format!("{total} slots, busy ones not counted"),
+        Busy::AtLeast(0) if total > 0 => {
+            format!("{total} slots, busy ones not known (/proc/locks cannot be read)")
+        }
+        Busy::AtLeast(n) if n < total => {
+            format!("at least {n} of {total} slots busy (/proc/locks cannot be read: the others are not known)")
+        }
+        Busy::Counted(n) | Busy::InNamespace(n) | Busy::PidTwoHidden(n) | Busy::AtLeast(n) => {
+            format!("{n} of {total} slots busy")
+        }
+        Busy::NotCounted => format!("{total} slots, busy ones not counted"),
     }
 }
 
