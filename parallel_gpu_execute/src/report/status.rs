@@ -73,7 +73,7 @@
 //! | `gpus[].kernel_users` | the processes that amdgpu's KFD lists on it (`/sys/class/kfd/kfd/proc/<pid>/vram_<gpu_id>`), each `{"pid", "vram_bytes"}` (`vram_bytes` `null` when unreadable), PIDs in the host's PID namespace; `null` where the kernel does not tell: not an AMD GPU counted from KFD, or no KFD process directory. NVIDIA's driver lists no users without NVML, so NVIDIA GPUs have `null` |
 //! | `gpus[].health` | `"ok"`, or why not: `uncorrectable memory errors (RAS): umc 3` from amdgpu's RAS counters (`/sys/class/drm/renderD<minor>/device/ras/*_err_count`) |
 //! | `gpus[].configured` | whether it is a GPU of these settings |
-//! | `locks_readable` | whether `/proc/locks` could be read; `false`: a slot no visible process holds is of unknown state (`held` `null`) |
+//! | `locks_readable` | `false`, only where `/proc/locks` cannot be read (else absent): a slot no visible process holds is of unknown state (`held` `null`) |
 //!
 //! A process object:
 //!

@@ -468,7 +468,7 @@ pub fn json(r: &Report) -> String {
             json::object(&fields)
         })
         .collect();
-    json::object(&[
+    let mut fields = vec![
         ("lock_dir", path(&r.lock_dir)),
         ("slots", json::array(&slots)),
         ("waiters", json::array(&waiters)),
@@ -476,6 +476,9 @@ pub fn json(r: &Report) -> String {
         ("host_pid_namespace", r.host_namespace.to_string()),
         ("gpus", json::array(&r.gpus.iter().map(gpu_json).collect::<Vec<_>>())),
         ("not_shown", r.not_shown.to_string()),
-        ("locks_readable", r.locks_readable.to_string()),
-    ]) + "\n"
+    ];
+    if !r.locks_readable {
+        fields.push(("locks_readable", "false".to_string()));
+    }
+    json::object(&fields) + "\n"
 }
