@@ -244,6 +244,13 @@ fn text(plan: &Plan, settings: &Settings) -> String {
                 (DirState::Exists, None) => String::new(),
             };
             let _ = writeln!(out, "lock dir: {}{state}", String::from_utf8_lossy(dir.to_bytes()));
+            if let Some(uid) = other_owner_of(&dir) {
+                let dir = wrapper_common::diag::Bytes(dir.to_bytes());
+                let _ = writeln!(
+                    out,
+                    "note: {dir} is owned by uid {uid}, neither root nor you: uid {uid} can rename a held lock file away, so that its slot shows free and is given to another test; as root: chown root:root {dir} && chmod 1777 {dir}"
+                );
+            }
         }
         _ => out.push_str("mode: none (the test runs without a GPU: 'Execute with no GPU support')\n"),
     }
@@ -346,7 +353,7 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
     let pool = plan.pool.as_ref();
     // A pool variable that hides every GPU: no mode, as without a GPU.
     let mode = plan.vendor.filter(|_| !pool.is_some_and(Pool::hides_every_gpu));
-    json::object(&[
+    let mut fields = vec![
         ("source", json::opt_string(survey.chosen.map(|(_, s)| s.name().as_bytes()))),
         ("count", survey.count().to_string()),
         ("profile", json::string(settings.profile.name().as_bytes())),
@@ -371,7 +378,18 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
             json::array(&survey.gfx_targets().iter().map(|t| json::string(t.as_bytes())).collect::<Vec<_>>()),
         ),
         ("devices", json::array(&devices)),
-    ]) + "\n"
+    ];
+    // Only where another user than root and this one owns it.
+    if let Some(uid) = other_owner_of(&settings.lock_dir.path()) {
+        fields.push(("lock_dir_other_owner", uid.to_string()));
+    }
+    json::object(&fields) + "\n"
+}
+
+/// The uid of the user other than root and this one who owns the lock
+/// directory ([`crate::slots::lockfile::other_owner`]).
+fn other_owner_of(dir: &core::ffi::CStr) -> Option<u32> {
+    rustix::fs::stat(dir).ok().and_then(|st| crate::slots::lockfile::other_owner(st.st_uid))
 }
 
 /// `lock_dir_state`: `exists`, `missing`, `dangling`, or `private`

@@ -17,6 +17,7 @@
 //! | `parallel_gpu_execute_gpu_drained` | `lock_dir`, `gpu`, `reason` | 1 when drained (`reason` its reason), else 0 (`reason` empty) |
 //! | `parallel_gpu_execute_gpu_unhealthy` | `lock_dir`, `gpu`, `health` | 1 when the kernel shows it unhealthy (`health` why), else 0 (`health` `ok`) |
 //! | `parallel_gpu_execute_gpu_kernel_users` | `lock_dir`, `gpu` | processes the kernel lists on it; only for GPUs where it tells |
+//! | `parallel_gpu_execute_lock_dir_other_owner` | `lock_dir`, `dir`, `uid` | 1 for the lock directory or `gpuqueue/` where a user other than root and the caller owns it; only then |
 
 use crate::prelude::*;
 use crate::report::status_format::Report;
@@ -118,6 +119,20 @@ pub fn render(r: &Report) -> String {
                 "parallel_gpu_execute_gpu_kernel_users{{lock_dir=\"{dir}\",gpu=\"{}\"}} {}",
                 escape(g.gpu.as_bytes()),
                 users.len()
+            );
+        }
+    }
+    if !r.other_owners.is_empty() {
+        family(
+            &mut out,
+            "parallel_gpu_execute_lock_dir_other_owner",
+            "1 where the lock directory (or gpuqueue/) is owned by a user other than root and the caller.",
+        );
+        for (path, uid) in &r.other_owners {
+            let _ = writeln!(
+                out,
+                "parallel_gpu_execute_lock_dir_other_owner{{lock_dir=\"{dir}\",dir=\"{}\",uid=\"{uid}\"}} 1",
+                escape(path)
             );
         }
     }

@@ -65,6 +65,7 @@
 //! | `waiters[].beat_age_seconds` | seconds between now and its record's last beat, either way (over 1: it does not run, or runs on another clock, and nobody waits for it); `null` without one |
 //! | `waiters[].owner_uid` | the uid that owns its record (the kernel's word, not the record's); `null` without one |
 //! | `waiters[].record_test` | the test, as its record says (seen also where the process is hidden); `null` without one |
+//! | `other_owners` | only where the lock directory or `gpuqueue/` is owned by a user other than root and the caller: each `{"dir", "uid"}` (that user can rename a held lock file away) |
 //! | `exists` | whether the lock directory exists (the first wrapper that takes a slot creates it) |
 //! | `host_pid_namespace` | whether `/proc` shows the host's PID namespace; `false`: a slot held from outside this one, with nobody inside waiting for it, shows as free |
 //! | `gpus` | each GPU of the settings, then any other drained GPU of the directory, each an object: |
@@ -101,7 +102,7 @@ use crate::report::status_format::{self, QueueRecord, Report, Slot, Waiter};
 use crate::report::{gpus, openmetrics};
 use crate::settings::Settings;
 use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device, openers};
-use crate::slots::lockfile::{lock_file_name, split_lock_file_name};
+use crate::slots::lockfile::{lock_file_name, other_owner, split_lock_file_name};
 use crate::slots::proclocks::{ProcessInfo, process, read_locks};
 use crate::slots::queue::{DIR_FLAGS, RECORD_FLAGS};
 use crate::slots::record::{QUEUE_DIR, RecordName, Want, beat_of, ticket_of};
@@ -248,6 +249,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         waiters: Vec::new(),
         host_namespace: host_pid_namespace(),
         locks_readable: true,
+        other_owners: Vec::new(),
         gpus: Vec::new(),
         not_shown: 0,
     };
@@ -262,6 +264,15 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         }
         Err(e) => return Err(unreadable(e)),
     };
+    // Another user's lock directory or queue: that user may rename a held
+    // lock file (or a record) away, unseen here.
+    let owner = |st: Option<Stat>| st.and_then(|st| other_owner(st.st_uid));
+    if let Some(uid) = owner(rustix::fs::fstat(&dir_fd).ok()) {
+        report.other_owners.push((dir.to_bytes().to_vec(), uid));
+    }
+    if let Some(uid) = owner(rustix::fs::statat(&dir_fd, QUEUE_DIR, AtFlags::SYMLINK_NOFOLLOW).ok()) {
+        report.other_owners.push((path(QUEUE_DIR.to_str().unwrap_or("gpuqueue")), uid));
+    }
     let mut names = Vec::new();
     for_each_entry(&dir_fd, |name, _| {
         names.push(alloc::ffi::CString::from(name));

@@ -108,6 +108,10 @@ pub struct Report {
     /// Whether `/proc/locks` could be read: else a slot that no visible
     /// process holds is of unknown state.
     pub locks_readable: bool,
+    /// The lock directory and `gpuqueue/`, where a user other than root
+    /// and the caller owns it, with that uid: the owner is exempt from the
+    /// sticky bit and may rename a held lock file away.
+    pub other_owners: Vec<(Vec<u8>, u32)>,
     pub gpus: Vec<Gpu>,
     /// Lock files and drain records of the directory that are not of these
     /// settings and were left out, so that what any user may put there
@@ -240,6 +244,13 @@ pub fn text(r: &Report) -> String {
             out,
             "note: {} more lock files or drain records in the directory, not of these settings, are not shown",
             r.not_shown
+        );
+    }
+    for (dir, uid) in &r.other_owners {
+        let dir = Bytes(dir);
+        let _ = writeln!(
+            out,
+            "note: {dir} is owned by uid {uid}, neither root nor you: uid {uid} can rename a held lock file away, so that its slot shows free and is given to another test; as root: chown root:root {dir} && chmod 1777 {dir}"
         );
     }
     if unknown > 0 {
@@ -479,6 +490,14 @@ pub fn json(r: &Report) -> String {
     ];
     if !r.locks_readable {
         fields.push(("locks_readable", "false".to_string()));
+    }
+    if !r.other_owners.is_empty() {
+        let each: Vec<String> = r
+            .other_owners
+            .iter()
+            .map(|(dir, uid)| json::object(&[("dir", path(dir)), ("uid", uid.to_string())]))
+            .collect();
+        fields.push(("other_owners", json::array(&each)));
     }
     json::object(&fields) + "\n"
 }

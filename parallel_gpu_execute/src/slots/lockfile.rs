@@ -156,6 +156,37 @@ fn remove_leftovers(dir_fd: &OwnedFd, name: &CStr) {
     }
 }
 
+/// The owner of a lock directory (or of its `gpuqueue/`) whose uid is
+/// `uid`, where that is a user other than root and this one. The owner of
+/// a directory is exempt from its sticky bit: it may rename another
+/// user's held lock file away, and the slot then looks free and is given
+/// to the next test while the first still runs.
+pub fn other_owner(uid: u32) -> Option<u32> {
+    (uid != 0 && uid != rustix::process::geteuid().as_raw()).then_some(uid)
+}
+
+/// Warns, in one line, where the lock directory that `dir_fd` opens is
+/// owned by another user than root and this one ([`other_owner`]): that
+/// user can give this test's GPU to another test. One `fstat(2)`, no
+/// allocation; the test runs all the same.
+pub fn warn_other_owner(dir: &CStr, dir_fd: &OwnedFd) {
+    if let Some(uid) = rustix::fs::fstat(dir_fd).ok().and_then(|st| other_owner(st.st_uid)) {
+        say_other_owner(dir, uid);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn say_other_owner(dir: &CStr, uid: u32) {
+    let dir = wrapper_common::diag::Excerpt(dir.to_bytes());
+    wrapper_common::diag::report(
+        crate::TOOL,
+        format_args!(
+            "warning: lock directory {dir} is owned by uid {uid}, neither root nor this user: uid {uid} can rename a held lock file away and have this test's GPU given to another test; as root: chown root:root {dir} && chmod 1777 {dir}"
+        ),
+    );
+}
+
 /// A directory made by [`make_shared_dir`] that is this user's own with
 /// another mode (an older release made `gpudrain/` 0777) is given 1777.
 pub fn repair_shared_mode(fd: &OwnedFd) {
