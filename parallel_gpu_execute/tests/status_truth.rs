@@ -92,6 +92,37 @@ fn the_text_escapes_what_comes_from_a_file_name() {
     assert!(out.stdout.contains("7_0\\x0axla"), "the newline is not shown escaped\n{}", out.explain());
 }
 
+/// Unicode format characters in names another user gave lock files, a
+/// drain reason and a record's test (a zero-width space, a right-to-left
+/// override, which shows the rest of a line reversed) reach the text as
+/// `\u{NNNN}`, never raw; a lock file named with an Arabic-Indic zero
+/// (`gpulock\u{660}_0`) is listed among the other lock files, not as GPU 0.
+#[test]
+fn the_text_escapes_format_characters_and_marks_look_alike_digits() {
+    let f = Fixture::new("status-format-chars");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let names = ["gpulock\u{200b}0_0", "gpulock\u{202e}0 ,dleh_0", "gpulock\u{660}_0"];
+    for name in names {
+        test_support::write_file(f.lock_dir.join(name), "");
+    }
+    let _held = hold_lock(f.lock_dir.join(names[1]));
+    let mut c = f.cmd();
+    c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").args(["--drain=0", "--reason=bad \u{202e}MAR"]);
+    c.run().assert_success();
+    let out = status(&f, 1, 1, "text");
+    let raw = ['\u{200b}', '\u{202e}'];
+    assert!(!out.stdout.contains(raw), "a raw format character\n{}", out.explain());
+    for shown in ["\\u{200b}0", "\\u{202e}0 ,dleh", "bad \\u{202e}MAR"] {
+        assert!(out.stdout.contains(shown), "{shown} is missing\n{}", out.explain());
+    }
+    let others = out.stdout.find("other lock files in the directory").unwrap_or(usize::MAX);
+    let arabic = out.stdout.find("\u{660}").unwrap_or(0);
+    assert!(arabic > others, "GPU \u{660} is not among the other lock files\n{}", out.explain());
+    let json = status(&f, 1, 1, "json");
+    assert!(!json.stdout.contains(raw), "a raw format character in the JSON\n{}", json.explain());
+    assert!(json.stdout.contains("\"gpu\": \"\\u202e0 ,dleh\""), "{}", json.explain());
+}
+
 /// Runs `script` (sh) as PID 1 of a PID namespace of its own, with its own
 /// `/proc`, the fixture's sysroot and lock directory, and 4 GPUs of one
 /// slot each; `None` (after saying so) where no namespace can be made.

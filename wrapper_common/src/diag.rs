@@ -64,9 +64,41 @@ impl<const N: usize> fmt::Write for LineBuf<N> {
     }
 }
 
+/// Whether `c` is an invisible format character (Unicode's `Cf`): a
+/// zero-width space or joiner, a bidirectional override, embedding or
+/// isolate (`U+202E` shows the rest of a line reversed), a word joiner, a
+/// byte-order mark, a tag. Such a character in a file name can make a row
+/// look like another, or reorder the rest of the line on a terminal.
+pub fn is_format(c: char) -> bool {
+    matches!(
+        c as u32,
+        0xAD | 0x600..=0x605
+            | 0x61C
+            | 0x6DD
+            | 0x70F
+            | 0x890..=0x891
+            | 0x8E2
+            | 0x180E
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x2064
+            | 0x2066..=0x206F
+            | 0xFEFF
+            | 0xFFF9..=0xFFFB
+            | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0001
+            | 0xE0020..=0xE007F
+    )
+}
+
 /// Shows a byte string from argv, the environment or a file: valid UTF-8 as
 /// is, everything else (and control characters, which could rewrite a
-/// terminal or a CI log) as `\xNN`.
+/// terminal or a CI log) as `\xNN`; format characters ([`is_format`]) as
+/// `\u{NNNN}`.
 pub struct Bytes<'a>(pub &'a [u8]);
 
 impl fmt::Display for Bytes<'_> {
@@ -75,6 +107,8 @@ impl fmt::Display for Bytes<'_> {
             for c in chunk.valid().chars() {
                 if c.is_control() {
                     write!(f, "\\x{:02x}", c as u32)?;
+                } else if is_format(c) {
+                    write!(f, "\\u{{{:04x}}}", c as u32)?;
                 } else {
                     f.write_char(c)?;
                 }
@@ -223,6 +257,13 @@ pub fn say_line(line: &[u8]) {
 mod tests {
     use super::*;
     use std::prelude::rust_2024::*;
+
+    #[test]
+    fn format_characters_are_escaped() {
+        let shown = Bytes("a\u{200b}b\u{202e}c\u{2066}d\u{feff}e\u{61c}f\u{e0041}\u{660}".as_bytes()).to_string();
+        assert_eq!(shown, "a\\u{200b}b\\u{202e}c\\u{2066}d\\u{feff}e\\u{061c}f\\u{e0041}\u{660}");
+        assert!(!is_format('0') && !is_format('\u{e9}') && !is_format('\u{660}'));
+    }
 
     #[test]
     fn errnos_read_as_std_shows_them() {

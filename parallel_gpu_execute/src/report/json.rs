@@ -16,8 +16,12 @@ pub fn string(bytes: &[u8]) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
+            // Control and format characters (a bidirectional override
+            // would reorder a terminal's line): as UTF-16 escapes.
+            c if c.is_control() || wrapper_common::diag::is_format(c) => {
+                for unit in c.encode_utf16(&mut [0; 2]) {
+                    let _ = write!(out, "\\u{:04x}", unit);
+                }
             }
             c => out.push(c),
         }
