@@ -528,7 +528,8 @@ fn waiters_outside_the_pid_namespace_are_listed_from_their_records() {
     assert!(json.contains("\"owner_uid\": 0, \"record_test\": \"/bin/true\"}"), "{json}");
     assert_eq!(json.matches("\"position\": \"queued\"").count(), 3, "{json}");
     assert_eq!(json.matches("\"state\": \"sleeping\", \"position\": \"queued\", ").count(), 2, "{json}");
-    assert!(text.contains(": 1 slot(s), 0 held, 3 waiting\n"), "{text}");
+    // The waiters inside prove the slot held, unseen: unknown, never free.
+    assert!(text.contains(": 1 slot(s), 0 held, 1 unknown, 3 waiting\n"), "{text}");
     assert!(text.contains("/bin/true (as its record says; made by uid 0)"), "{text}");
     assert!(text.contains("note: no kernel threads in /proc"), "{text}");
     assert!(json.contains("\"host_pid_namespace\": false, \"gpus\": ["), "{json}");

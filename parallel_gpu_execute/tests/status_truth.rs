@@ -197,6 +197,45 @@ fn a_waiter_in_a_pid_namespace_counts_the_slots_it_can_prove_and_see_busy() {
     assert!(err.ends_with(": 1 of 4 slots busy as seen from this PID namespace, first in the queue"), "{explain}");
 }
 
+/// Inside a PID namespace of its own, with every slot held from outside
+/// and a waiter inside, `--status` shows no slot free: the waiter proves
+/// them held, though their holders cannot be seen. The text, the JSON and
+/// the metrics say unknown.
+#[test]
+fn a_waiter_in_a_pid_namespace_keeps_slots_held_from_outside_from_showing_free() {
+    let f = Fixture::new("status-pidns-waiter");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let _outside: Vec<_> = (0..4).map(|gpu| hold_lock(f.lock(&gpu.to_string(), 0))).collect();
+    let dir = f.dir.path().display();
+    let script = format!(
+        "{bin} /bin/true 2>{dir}/waiter.err & W=$!\n\
+         for i in $(seq 500); do [ -n \"$(ls {queue} 2>/dev/null)\" ] && break; sleep 0.02; done\n\
+         {bin} --status >{dir}/text; {bin} --status=json >{dir}/json; {bin} --status=openmetrics >{dir}/metrics\n\
+         kill $W; wait $W; true",
+        bin = bin(),
+        queue = f.lock_dir.join("gpuqueue").display(),
+    );
+    let Some(out) = in_pid_namespace(&f, &script) else { return };
+    let read = |name: &str| std::fs::read_to_string(f.dir.join(name)).unwrap_or_default();
+    let (text, json, metrics) = (read("text"), read("json"), read("metrics"));
+    let seen = format!(
+        "{}\ntext:\n{text}\njson:\n{json}\nmetrics:\n{metrics}\nwaiter:\n{}",
+        out.explain(),
+        read("waiter.err")
+    );
+    out.assert_success();
+    assert!(read("waiter.err").contains(": 4 of 4 slots busy, first in the queue"), "{seen}");
+    assert!(text.contains(": 4 slot(s), 0 held, 4 unknown, 1 waiting\n"), "{seen}");
+    assert!(!text.lines().any(|l| l.ends_with("  free")), "{seen}");
+    assert!(text.contains("a waiter here waits, so a slot with no holder in sight is of unknown state"), "{seen}");
+    let slot = slot_in(&json, &f.lock("0", 0)).unwrap_or_default();
+    assert!(slot.contains("\"held\": null"), "{seen}");
+    assert!(
+        metrics.contains("gpu=\"0\",state=\"free\"} 0\n") && metrics.contains("gpu=\"0\",state=\"unknown\"} 1\n"),
+        "{seen}"
+    );
+}
+
 /// A POSIX lock (`lockf`) on a lock file is not the slot's `flock`: the
 /// slot is free, as the wrapper finds it. A holder whose shell opened the
 /// lock file twice, and locked it through the first descriptor, holds it

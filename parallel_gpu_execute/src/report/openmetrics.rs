@@ -11,7 +11,7 @@
 //!
 //! | family | labels | value |
 //! |---|---|---|
-//! | `parallel_gpu_execute_slots` | `lock_dir`, `gpu`, `state` (`held`, `free`; `unknown` only where `/proc/locks` cannot be read) | slots of the settings in that state |
+//! | `parallel_gpu_execute_slots` | `lock_dir`, `gpu`, `state` (`held`, `free`; `unknown` only where some slot's state is unknown) | slots of the settings in that state |
 //! | `parallel_gpu_execute_waiters` | `lock_dir` | processes waiting for a slot (`--status`'s waiters) |
 //! | `parallel_gpu_execute_oldest_wait_seconds` | `lock_dir` | how long the oldest waiter has waited (from its record; from its start for a process blocked on a lock file), 0 without waiters |
 //! | `parallel_gpu_execute_gpu_drained` | `lock_dir`, `gpu`, `reason` | 1 when drained (`reason` its reason), else 0 (`reason` empty) |
@@ -65,8 +65,9 @@ pub fn render(r: &Report) -> String {
         let g = escape(gpu.as_bytes());
         let _ = writeln!(out, "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"held\"}} {held}");
         let _ = writeln!(out, "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"free\"}} {free}");
-        if !r.locks_readable {
-            // Neither held nor free: `/proc/locks` cannot be read.
+        if !r.locks_readable || r.slots.iter().any(|s| s.unknown) {
+            // Neither held nor free: `/proc/locks` cannot be read, or a
+            // PID namespace's leaves out what a waiter there waits for.
             let unknown = of().count() - held - free;
             let _ = writeln!(
                 out,

@@ -30,9 +30,12 @@
 //! user's process when not root; another PID namespace) is shown as hidden,
 //! never dropped, wherever something visible shows the lock held: a
 //! `/proc/locks` entry no visible holder accounts for, or a visible process
-//! blocked on it. From inside a PID namespace of its own, a slot held from
-//! outside with nobody inside waiting for it cannot be told from a free one
-//! without taking its lock; the text output then says so.
+//! blocked on it. From inside a PID namespace of its own, a wrapper inside
+//! waiting in the queue proves slots held without saying which: a slot of
+//! a GPU in service with a lock file and no holder in sight is then of
+//! unknown state. A slot held from outside with nobody inside waiting at
+//! all cannot be told from a free one without taking its lock; the text
+//! output then says so.
 //!
 //! When a slot was granted: the lock file's modification time, which the
 //! wrapper sets when it grants the slot (and the classic scripts'
@@ -105,7 +108,7 @@ use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device,
 use crate::slots::lockfile::{lock_file_name, other_owner, split_lock_file_name};
 use crate::slots::proclocks::{ProcessInfo, process, read_locks};
 use crate::slots::queue::{DIR_FLAGS, RECORD_FLAGS};
-use crate::slots::record::{QUEUE_DIR, RecordName, Want, beat_of, ticket_of};
+use crate::slots::record::{QUEUE_DIR, RecordName, STALE_AFTER, Want, beat_of, ticket_of};
 use crate::slots::request::{Pool, Preset};
 use crate::sys::clock::{SystemTime, UNIX_EPOCH, host_since_boot};
 use crate::sys::dirs::{for_each_entry, open_dir};
@@ -396,7 +399,32 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     let (gpus, not_shown) = gpus::survey(settings, &configured.names, dir);
     report.gpus = gpus;
     report.not_shown += not_shown;
+    unseen_holders(&mut report);
     Ok(report)
+}
+
+/// In a PID namespace of its own, `/proc/locks` leaves out the locks taken
+/// outside it. A waiter in the queue that runs (its beat is fresh) proves
+/// that slots it could take are held: then a slot of a GPU in service,
+/// with a lock file and no holder in sight, is of unknown state, never
+/// free.
+fn unseen_holders(report: &mut Report) {
+    let fresh = |w: &Waiter| {
+        w.record.as_ref().and_then(|r| r.beat_age_ms).is_some_and(|age| u128::from(age) <= STALE_AFTER.as_millis())
+    };
+    if report.host_namespace || !report.waiters.iter().any(fresh) {
+        return;
+    }
+    let drained = |gpu: &str| report.gpus.iter().any(|g| g.gpu == gpu && g.drained.is_some());
+    let unseen: Vec<usize> = (0..report.slots.len())
+        .filter(|&i| {
+            let s = &report.slots[i];
+            s.configured && s.file_exists && s.holders.is_empty() && !drained(&s.gpu)
+        })
+        .collect();
+    for i in unseen {
+        report.slots[i].unknown = true;
+    }
 }
 
 /// Most lock files not of these settings that `--status` lists (held ones
@@ -410,7 +438,7 @@ pub const MAX_OTHERS: usize = 64;
 pub fn render(settings: &Settings, format: Format) -> Result<String, Error> {
     let lock_dir = settings.lock_dir.path();
     let report = survey(settings, &lock_dir)?;
-    if format != Format::Text && report.slots.iter().any(|s| s.unknown) {
+    if format != Format::Text && !report.locks_readable && report.slots.iter().any(|s| s.unknown) {
         // The text says it in a note; JSON and metrics on stderr (a
         // metrics unit's journal).
         wrapper_common::diag::report(crate::TOOL, format_args!("warning: {}", status_format::UNREADABLE_LOCKS));

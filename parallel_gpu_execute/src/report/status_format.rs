@@ -253,10 +253,14 @@ pub fn text(r: &Report) -> String {
             "note: {dir} is owned by uid {uid}, neither root nor you: uid {uid} can rename a held lock file away, so that its slot shows free and is given to another test; as root: chown root:root {dir} && chmod 1777 {dir}"
         );
     }
-    if unknown > 0 {
+    if unknown > 0 && !r.locks_readable {
         let _ = writeln!(out, "note: {UNREADABLE_LOCKS}");
-    }
-    if r.exists && !r.host_namespace && r.locks_readable && !r.slots.is_empty() {
+    } else if unknown > 0 {
+        out.push_str(
+            "note: no kernel threads in /proc (a PID namespace of its own?): its /proc/locks leaves out locks taken\n      \
+             outside it, and a waiter here waits, so a slot with no holder in sight is of unknown state\n",
+        );
+    } else if r.exists && !r.host_namespace && r.locks_readable && !r.slots.is_empty() {
         out.push_str(
             "note: no kernel threads in /proc (a PID namespace of its own?): a slot held from outside it,\n      \
              with nobody here waiting for it, cannot be told from a free one\n",
