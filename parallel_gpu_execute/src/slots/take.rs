@@ -393,9 +393,10 @@ impl<'a> Waiting<'a> {
                     Errno::MFILE | Errno::NFILE => {
                         ("no file descriptor is left", "raise the open-files limit (ulimit -n)")
                     }
-                    // Listed first (a record is read through it), then added to.
+                    // Listed first (a record is read through it), then added
+                    // to; where it does not exist, it could not be made.
                     Errno::ACCESS | Errno::PERM
-                        if rustix::fs::access(queue.as_cstr(), rustix::fs::Access::READ_OK).is_err() =>
+                        if rustix::fs::access(queue.as_cstr(), rustix::fs::Access::READ_OK) == Err(Errno::ACCESS) =>
                     {
                         ("this user may not list it", "")
                     }
