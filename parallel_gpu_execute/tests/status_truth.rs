@@ -338,3 +338,32 @@ fn waiters_are_found_by_their_wait_channel_where_their_system_call_cannot_be_rea
     }
     assert!(!waiters.contains(&format!("{{\"pid\": {o}, ")), "O ({o}) waits for nothing\n{json}");
 }
+
+/// A pool whose GPUs cannot be told (a CUDA UUID where no NVIDIA driver
+/// tree is seen): a test here is refused, and `--status` lists none of its
+/// slots, saying why in the words of the refusal, not as a host with none.
+#[test]
+fn a_pool_whose_gpus_cannot_be_told_is_said_not_listed_as_none() {
+    let f = Fixture::new("truth-unresolved-pool");
+    let on_pool = |c: &mut test_support::Cmd| {
+        c.env("TF_GPU_COUNT", "2")
+            .env("TF_TESTS_PER_GPU", "1")
+            .env("PARALLEL_GPU_EXECUTE_VENDOR", "cuda")
+            .env("CUDA_VISIBLE_DEVICES", "GPU-abc,1");
+    };
+    let refused = f.run_test(on_pool, &[]);
+    refused.assert_code(2);
+    let why = refused.stderr.trim_end().strip_prefix("parallel_gpu_execute: ").unwrap_or_default().to_string();
+    assert!(why.contains("GPU-abc"), "{}", refused.explain());
+    let mut text = f.cmd();
+    on_pool(&mut text);
+    let text = text.arg("--status").run();
+    text.assert_success();
+    let note = format!("note: the slots of these settings are not listed, as a test here is refused: {why}");
+    assert!(text.stdout.lines().any(|l| l == note), "{}\nexpected: {note}", text.explain());
+    let mut json = f.cmd();
+    on_pool(&mut json);
+    let json = json.arg("--status=json").run();
+    json.assert_success();
+    assert!(json.stdout.contains("\"pool_error\": \"CUDA_VISIBLE_DEVICES: "), "{}", json.explain());
+}

@@ -68,6 +68,7 @@
 //! | `waiters[].beat_age_seconds` | seconds between now and its record's last beat, either way (over 1: it does not run, or runs on another clock, and nobody waits for it); `null` without one |
 //! | `waiters[].owner_uid` | the uid that owns its record (the kernel's word, not the record's); `null` without one |
 //! | `waiters[].record_test` | the test, as its record says (seen also where the process is hidden); `null` without one |
+//! | `pool_error` | only where the pool's GPUs cannot be told (then no slot of these settings is listed): the line a test here is refused with |
 //! | `other_owners` | only where the lock directory or `gpuqueue/` is owned by a user other than root and the caller: each `{"dir", "uid"}` (that user can rename a held lock file away) |
 //! | `exists` | whether the lock directory exists (the first wrapper that takes a slot creates it) |
 //! | `host_pid_namespace` | whether `/proc` shows the host's PID namespace; `false`: a slot held from outside this one, with nobody inside waiting for it, shows as free |
@@ -161,6 +162,9 @@ pub struct Configured {
     /// The pool's GPUs as lock file names have them.
     pub names: Vec<Vec<u8>>,
     slots: u32,
+    /// Why the pool's GPUs cannot be told (the line a test here is refused
+    /// with), where they cannot: then none is listed.
+    pub unresolved: Option<String>,
 }
 
 impl Configured {
@@ -168,19 +172,25 @@ impl Configured {
         let (profile, prefix) = (settings.profile.name(), settings.profile.lock_prefix());
         let (count, source) = gpu_count::count(&settings.probe());
         let source = source.filter(|_| count > 0);
-        let pool = source.and_then(|source| {
+        let pool = source.map(|source| {
             let vendor = settings.vendor.unwrap_or(source.default_vendor());
-            let mut pool = Pool::for_vendor(Preset::of(vendor), count).ok()?;
-            // A pool whose GPUs cannot be told: its slots are not listed.
+            let mut pool = Pool::for_vendor(Preset::of(vendor), count)?;
+            // A pool whose GPUs cannot be told: its slots are not listed,
+            // and a note says why.
             match settings.lock_names {
-                LockNames::Physical => pool.name_physically(&settings.probe(), source).ok()?,
-                LockNames::Index => pool.name_by_index(&settings.probe()).ok()?,
+                LockNames::Physical => pool.name_physically(&settings.probe(), source)?,
+                LockNames::Index => pool.name_by_index(&settings.probe())?,
             }
-            Some(pool)
+            Ok::<Pool, Error>(pool)
         });
+        let (pool, unresolved) = match pool {
+            Some(Ok(pool)) => (Some(pool), None),
+            Some(Err(e)) => (None, Some(e.to_string())),
+            None => (None, None),
+        };
         let names = pool.map_or_else(Vec::new, |p| (0..p.ids.len()).map(|i| p.lock_name(i).to_vec()).collect());
         let slots = source.map_or(settings.tests_per_gpu, |s| settings.slots_per_gpu(s));
-        Configured { profile, prefix, names, slots }
+        Configured { profile, prefix, names, slots, unresolved }
     }
 
     fn contains(&self, profile: &str, id: &str, slot: u32) -> bool {
@@ -253,6 +263,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         host_namespace: host_pid_namespace(),
         locks_readable: true,
         other_owners: Vec::new(),
+        unresolved: configured.unresolved.clone(),
         gpus: Vec::new(),
         not_shown: 0,
     };

@@ -112,6 +112,9 @@ pub struct Report {
     /// and the caller owns it, with that uid: the owner is exempt from the
     /// sticky bit and may rename a held lock file away.
     pub other_owners: Vec<(Vec<u8>, u32)>,
+    /// Why the settings' pool cannot be told, where it cannot: no slot of
+    /// them is listed.
+    pub unresolved: Option<String>,
     pub gpus: Vec<Gpu>,
     /// Lock files and drain records of the directory that are not of these
     /// settings and were left out, so that what any user may put there
@@ -245,6 +248,9 @@ pub fn text(r: &Report) -> String {
             "note: {} more lock files or drain records in the directory, not of these settings, are not shown",
             r.not_shown
         );
+    }
+    if let Some(why) = &r.unresolved {
+        let _ = writeln!(out, "note: the slots of these settings are not listed, as a test here is refused: {why}");
     }
     for (dir, uid) in &r.other_owners {
         let dir = Bytes(dir);
@@ -494,6 +500,9 @@ pub fn json(r: &Report) -> String {
     ];
     if !r.locks_readable {
         fields.push(("locks_readable", "false".to_string()));
+    }
+    if let Some(why) = &r.unresolved {
+        fields.push(("pool_error", json::string(why.as_bytes())));
     }
     if !r.other_owners.is_empty() {
         let each: Vec<String> = r
