@@ -38,7 +38,7 @@ fn a_lock_directory_another_user_owns_is_said_where_a_slot_is_taken_and_in_statu
     as_nobody(&["sh", "-c", &format!("mkdir {0} && chmod 1777 {0}", queue.display())]);
     let dir = f.lock_dir.display().to_string();
     let warning = format!(
-        "parallel_gpu_execute: warning: lock directory {dir} is owned by uid {NOBODY}, neither root nor this user: uid {NOBODY} can rename a held lock file away and have this test's GPU given to another test; as root: chown root:root {dir} && chmod 1777 {dir}\n"
+        "parallel_gpu_execute: warning: lock directory {dir} is owned by uid {NOBODY}, neither root nor this user: uid {NOBODY} can rename a held lock file away, so that its slot shows free and its GPU is given to another test; as root: chown root:root {dir} && chmod 1777 {dir}\n"
     );
 
     // Root's test there: one warning line, and it runs.
@@ -62,7 +62,7 @@ fn a_lock_directory_another_user_owns_is_said_where_a_slot_is_taken_and_in_statu
     as_nobody(&["mv", &f.lock("0", 0).display().to_string(), &f.lock_dir.join(".hidden0").display().to_string()]);
     let text = common::status(&f, 2, 1, "text");
     let note = format!(
-        "note: {dir} is owned by uid {NOBODY}, neither root nor you: uid {NOBODY} can rename a held lock file away, so that its slot shows free and is given to another test; as root: chown root:root {dir} && chmod 1777 {dir}\n"
+        "note: {dir} is owned by uid {NOBODY}, neither root nor this user: uid {NOBODY} can rename a held lock file away, so that its slot shows free and its GPU is given to another test; as root: chown root:root {dir} && chmod 1777 {dir}\n"
     );
     assert!(text.stdout.contains(&note), "{}", text.explain());
     let json = common::status(&f, 2, 1, "json");

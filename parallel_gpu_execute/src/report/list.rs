@@ -245,11 +245,7 @@ fn text(plan: &Plan, settings: &Settings) -> String {
             };
             let _ = writeln!(out, "lock dir: {}{state}", String::from_utf8_lossy(dir.to_bytes()));
             if let Some(uid) = other_owner_of(&dir) {
-                let dir = wrapper_common::diag::Bytes(dir.to_bytes());
-                let _ = writeln!(
-                    out,
-                    "note: {dir} is owned by uid {uid}, neither root nor you: uid {uid} can rename a held lock file away, so that its slot shows free and is given to another test; as root: chown root:root {dir} && chmod 1777 {dir}"
-                );
+                let _ = writeln!(out, "note: {}", crate::slots::lockfile::OtherOwner(dir.to_bytes(), uid));
             }
         }
         _ => out.push_str("mode: none (the test runs without a GPU: 'Execute with no GPU support')\n"),

@@ -253,11 +253,7 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(out, "note: the slots of these settings are not listed, as a test here is refused: {why}");
     }
     for (dir, uid) in &r.other_owners {
-        let dir = Bytes(dir);
-        let _ = writeln!(
-            out,
-            "note: {dir} is owned by uid {uid}, neither root nor you: uid {uid} can rename a held lock file away, so that its slot shows free and is given to another test; as root: chown root:root {dir} && chmod 1777 {dir}"
-        );
+        let _ = writeln!(out, "note: {}", crate::slots::lockfile::OtherOwner(dir, *uid));
     }
     if unknown > 0 && !r.locks_readable {
         let _ = writeln!(out, "note: {UNREADABLE_LOCKS}");

@@ -206,7 +206,8 @@ pub fn is_gpu_name(name: &[u8]) -> bool {
     if is_safe_id(name) {
         return true;
     }
-    let path: Vec<u8> = name.iter().map(|&b| if b == b'+' { b'/' } else { b }).collect();
+    let mut path = name.to_vec();
+    path.iter_mut().filter(|b| **b == b'+').for_each(|b| *b = b'/');
     !name.contains(&b'/') && is_cuda_mig_path(&path)
 }
 

@@ -235,8 +235,8 @@ pub enum PidView {
     Host,
     /// One of its own: no kernel threads.
     Own,
-    /// Cannot be told: pid 2 is hidden (`/proc` mounted with `hidepid`)
-    /// or `/proc` is not there.
+    /// Cannot be told: pid 2 cannot be read (`/proc` mounted with
+    /// `hidepid`, none mounted, or a PID namespace of one process).
     Hidden,
 }
 
@@ -246,17 +246,9 @@ pub fn pid_view() -> PidView {
         let rest = stat.rfind(')').map_or("", |at| &stat[at + 1..]);
         return if rest.split_ascii_whitespace().nth(1) == Some("0") { PidView::Host } else { PidView::Own };
     }
-    let Some(info) = read_file(c"/proc/self/mountinfo") else { return PidView::Hidden };
-    let info = String::from_utf8_lossy(&info);
-    // `... /proc rw,nosuid - proc proc rw,hidepid=invisible`
-    let hides = info.lines().any(|l| {
-        let mut fields = l.split(' ');
-        fields.nth(4) == Some("/proc")
-            && l.split(" - ").nth(1).is_some_and(|t| {
-                t.starts_with("proc ") && t.split([' ', ',']).any(|o| o.starts_with("hidepid=") && !o.ends_with("=0"))
-            })
-    });
-    if hides { PidView::Hidden } else { PidView::Own }
+    // Pid 2 cannot be read: hidden (`hidepid`), no `/proc`, or a PID
+    // namespace of its own with one process. Which cannot be told.
+    PidView::Hidden
 }
 
 /// The descriptor of a `syscall` line that says `flock(fd, ...)` without

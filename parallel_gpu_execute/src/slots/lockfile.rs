@@ -178,13 +178,25 @@ pub fn warn_other_owner(dir: &CStr, dir_fd: &OwnedFd) {
 #[cold]
 #[inline(never)]
 fn say_other_owner(dir: &CStr, uid: u32) {
-    let dir = wrapper_common::diag::Excerpt(dir.to_bytes());
     wrapper_common::diag::report(
         crate::TOOL,
-        format_args!(
-            "warning: lock directory {dir} is owned by uid {uid}, neither root nor this user: uid {uid} can rename a held lock file away and have this test's GPU given to another test; as root: chown root:root {dir} && chmod 1777 {dir}"
-        ),
+        format_args!("warning: lock directory {}", OtherOwner(dir.to_bytes(), uid)),
     );
+}
+
+/// What a directory (`.0`) owned by a user (`.1`) other than root and this
+/// one means, and the repair: said alike by the wrapper's warning and by
+/// the notes of `--status` and `--list`.
+pub struct OtherOwner<'a>(pub &'a [u8], pub u32);
+
+impl core::fmt::Display for OtherOwner<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let (dir, uid) = (wrapper_common::diag::Bytes(self.0), self.1);
+        write!(
+            f,
+            "{dir} is owned by uid {uid}, neither root nor this user: uid {uid} can rename a held lock file away, so that its slot shows free and its GPU is given to another test; as root: chown root:root {dir} && chmod 1777 {dir}"
+        )
+    }
 }
 
 /// A directory made by [`make_shared_dir`] that is this user's own with

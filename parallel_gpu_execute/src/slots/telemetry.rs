@@ -95,22 +95,18 @@ fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32, prefix: &[u8], deadline
     }
     match (readable, view) {
         (false, _) => Busy::AtLeast(busy),
-        (true, PidView::Host) => Busy::Counted(busy),
-        (true, PidView::Own) => Busy::InNamespace(busy),
-        (true, PidView::Hidden) => Busy::PidTwoHidden(busy),
+        (true, PidView::Host) => Busy::Seen(busy, ""),
+        (true, PidView::Own) => Busy::Seen(busy, " as seen from this PID namespace"),
+        (true, PidView::Hidden) => Busy::Seen(busy, " as far as /proc shows (it shows no pid 2)"),
     }
 }
 
 /// How many slots are busy, and how far that count can be trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Busy {
-    /// Exactly, from `/proc/locks` of the host's PID namespace.
-    Counted(usize),
-    /// As this PID namespace of its own sees them.
-    InNamespace(usize),
-    /// As far as a `/proc` that hides pid 2 (`hidepid`) shows: a PID
-    /// namespace of its own cannot be told.
-    PidTwoHidden(usize),
+    /// From `/proc/locks`: exactly where the host's PID namespace is seen
+    /// (no qualifier), else as far as this `/proc` shows (what it says).
+    Seen(usize, &'static str),
     /// `/proc/locks` cannot be read: only the holders in sight counted.
     AtLeast(usize),
     /// Too many lock files to count.
@@ -120,9 +116,7 @@ enum Busy {
 impl Busy {
     fn map(self, f: impl Fn(usize) -> usize) -> Busy {
         match self {
-            Busy::Counted(n) => Busy::Counted(f(n)),
-            Busy::InNamespace(n) => Busy::InNamespace(f(n)),
-            Busy::PidTwoHidden(n) => Busy::PidTwoHidden(f(n)),
+            Busy::Seen(n, how) => Busy::Seen(f(n), how),
             Busy::AtLeast(n) => Busy::AtLeast(f(n)),
             Busy::NotCounted => Busy::NotCounted,
         }
@@ -131,22 +125,16 @@ impl Busy {
 
 /// What the line says of the busy slots.
 fn busy_text(busy: Busy, total: usize) -> String {
-    match busy {
-        Busy::InNamespace(n) if n < total => format!("{n} of {total} slots busy as seen from this PID namespace"),
-        Busy::PidTwoHidden(n) if n < total => {
-            format!("{n} of {total} slots busy as far as /proc shows (it hides pid 2, hidepid)")
-        }
+    let (n, how) = match busy {
+        Busy::NotCounted => return format!("{total} slots, busy ones not counted"),
         Busy::AtLeast(0) if total > 0 => {
-            format!("{total} slots, busy ones not known (/proc/locks cannot be read)")
+            return format!("{total} slots, busy ones not known (/proc/locks cannot be read)");
         }
-        Busy::AtLeast(n) if n < total => {
-            format!("at least {n} of {total} slots busy (/proc/locks cannot be read: the others are not known)")
-        }
-        Busy::Counted(n) | Busy::InNamespace(n) | Busy::PidTwoHidden(n) | Busy::AtLeast(n) => {
-            format!("{n} of {total} slots busy")
-        }
-        Busy::NotCounted => format!("{total} slots, busy ones not counted"),
-    }
+        Busy::AtLeast(n) if n < total => (n, " at least (/proc/locks cannot be read: the others are not known)"),
+        Busy::AtLeast(n) => (n, ""),
+        Busy::Seen(n, how) => (n, if n < total { how } else { "" }),
+    };
+    format!("{n} of {total} slots busy{how}")
 }
 
 impl Telemetry {
