@@ -75,12 +75,17 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
         for (k, name) in service_names.iter().enumerate() {
             if w == *name {
                 let Some(v) = words.get(i + 1) else { return Parsed::Other };
-                service[k] = Some(v.clone());
+                // Each of them once: a second one is an error.
+                if service[k].replace(v.clone()).is_some() {
+                    return Parsed::Other;
+                }
                 i += 2;
                 continue 'words;
             }
             if let Some(v) = w.strip_prefix(*name).and_then(|r| r.strip_prefix(b"=")) {
-                service[k] = Some(v.to_vec());
+                if service[k].replace(v.to_vec()).is_some() {
+                    return Parsed::Other;
+                }
                 i += 1;
                 continue 'words;
             }
