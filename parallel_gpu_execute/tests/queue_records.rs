@@ -90,6 +90,11 @@ fn a_lock_file_behind_a_busy_one_that_the_waiter_may_not_open_holds_nobody_up() 
     let out = on(&mut f.cmd(), 2, 1).args(["--wait=2", "./pkg/gpu_test"]).run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.locks(), ["gpulock1_0"], "{}", out.explain());
+    // While GPU 0 is busy, its block is held: the waiter waits (its file
+    // may be repaired meanwhile), though its scans pass the block over.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut early = early;
+    assert!(!early.has_exited(), "the waiter gave up while GPU 0 was busy\n{}", early.wait().explain());
     drop(held);
     // Now free, GPU 0's lock file leaves it no block: no wait could end.
     let out = early.wait();

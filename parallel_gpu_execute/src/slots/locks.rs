@@ -354,7 +354,7 @@ impl<'a> Slots<'a> {
                     // reason to give up.
                     held_elsewhere |= (start..start + needed).any(|g| !ahead.allows(g, slot));
                     if passed_unusable.is_none() {
-                        passed_unusable = (start..start + needed).find(|&g| unusable(g)).map(|g| (slot, g));
+                        passed_unusable = (start..start + needed).find(|&g| unusable(g)).map(|g| (slot, start, g));
                     }
                     start = k + 1;
                     continue;
@@ -387,8 +387,10 @@ impl<'a> Slots<'a> {
             Some(e) if !held_elsewhere => Err(e),
             None if !held_elsewhere => match passed_unusable {
                 // Passed over, never tried in this pass: the error as it
-                // stands now (or the file, repaired, at the next pass).
-                Some((slot, gpu)) => match open_lock_file(self.dir_fd, self.dir, &self.name(slot, gpu)) {
+                // stands now (or the file, repaired, at the next pass),
+                // unless another GPU of that block is busy (a wait can
+                // still end: the file may be repaired meanwhile).
+                Some((slot, start, gpu)) => match open_lock_file(self.dir_fd, self.dir, &self.name(slot, gpu)) {
                     Ok(held) => {
                         let index = slot as usize * pool_len + gpu;
                         self.opened(index);
@@ -398,12 +400,28 @@ impl<'a> Slots<'a> {
                         Ok(None)
                     }
                     Err(Error::System { errno: Errno::WOULDBLOCK, .. }) => Ok(None),
+                    Err(_) if self.busy_beside(slot, start, needed, gpu)? => Ok(None),
                     Err(e) => Err(e),
                 },
                 None => Ok(None),
             },
             _ => Ok(None),
         }
+    }
+
+    /// Whether a GPU of the block of `needed` from `start` at `slot`, other
+    /// than `skip` (a lock file this user may not open), is busy: each is
+    /// tried, and one taken is given back at once.
+    #[cold]
+    fn busy_beside(&mut self, slot: u32, start: usize, needed: usize, skip: usize) -> Result<bool, Error> {
+        for gpu in (start..start + needed).filter(|&g| g != skip) {
+            match self.try_lock(slot, gpu)? {
+                Try::Taken(fd, id) => self.give_back(slot, gpu, fd, id),
+                Try::Busy => return Ok(true),
+                Try::Unusable => {}
+            }
+        }
+        Ok(false)
     }
 
     /// Is every lock of `grant` still the file at its path? A lock directory
