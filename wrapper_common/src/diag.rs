@@ -104,15 +104,24 @@ pub struct Bytes<'a>(pub &'a [u8]);
 impl fmt::Display for Bytes<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for chunk in self.0.utf8_chunks() {
-            for c in chunk.valid().chars() {
-                if c.is_control() {
-                    write!(f, "\\x{:02x}", c as u32)?;
-                } else if is_format(c) {
+            // Runs of characters shown as they are go out whole (a test's
+            // path, on the free-slot path's one line, is one run).
+            let (text, mut shown) = (chunk.valid(), 0);
+            for (at, c) in text.char_indices() {
+                // Every format character is at U+00AD or above.
+                let format = c as u32 >= 0xAD && is_format(c);
+                if !c.is_control() && !format {
+                    continue;
+                }
+                f.write_str(&text[shown..at])?;
+                shown = at + c.len_utf8();
+                if format {
                     write!(f, "\\u{{{:04x}}}", c as u32)?;
                 } else {
-                    f.write_char(c)?;
+                    write!(f, "\\x{:02x}", c as u32)?;
                 }
             }
+            f.write_str(&text[shown..])?;
             for b in chunk.invalid() {
                 write!(f, "\\x{b:02x}")?;
             }
@@ -263,6 +272,11 @@ mod tests {
         let shown = Bytes("a\u{200b}b\u{202e}c\u{2066}d\u{feff}e\u{61c}f\u{e0041}\u{660}".as_bytes()).to_string();
         assert_eq!(shown, "a\\u{200b}b\\u{202e}c\\u{2066}d\\u{feff}e\\u{061c}f\\u{e0041}\u{660}");
         assert!(!is_format('0') && !is_format('\u{e9}') && !is_format('\u{660}'));
+        // Runs shown whole between escapes, at either end too, across
+        // invalid bytes.
+        let mixed = Bytes(b"\nab\x7fc\xc3\xa9\xe2\x80\xaed\xffe\x1b");
+        assert_eq!(mixed.to_string(), "\\x0aab\\x7fc\u{e9}\\u{202e}d\\xffe\\x1b");
+        assert_eq!(Bytes(b"").to_string(), "");
     }
 
     #[test]
