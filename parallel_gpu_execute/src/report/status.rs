@@ -426,15 +426,10 @@ fn unseen_holders(report: &mut Report) {
     if report.host_namespace || !report.waiters.iter().any(fresh) {
         return;
     }
-    let drained = |gpu: &str| report.gpus.iter().any(|g| g.gpu == gpu && g.drained.is_some());
-    let unseen: Vec<usize> = (0..report.slots.len())
-        .filter(|&i| {
-            let s = &report.slots[i];
-            s.configured && s.file_exists && s.holders.is_empty() && !drained(&s.gpu)
-        })
-        .collect();
-    for i in unseen {
-        report.slots[i].unknown = true;
+    let (gpus, slots) = (&report.gpus, &mut report.slots);
+    let drained = |gpu: &str| gpus.iter().any(|g| g.gpu == gpu && g.drained.is_some());
+    for s in slots.iter_mut().filter(|s| s.configured && s.file_exists && s.holders.is_empty() && !drained(&s.gpu)) {
+        s.unknown = true;
     }
 }
 
