@@ -262,8 +262,8 @@ impl Ahead {
 /// record of its own that has no descriptor left (`EMFILE`): it cannot
 /// take part in the queue, so it takes what is free, as the classic script
 /// does, rather than wait without end behind records it can never read.
-fn not_a_record(e: Errno) -> bool {
-    matches!(
+fn not_a_record(e: Errno, has_record: bool) -> bool {
+    let gone = matches!(
         e,
         Errno::NOENT
             | Errno::LOOP
@@ -273,7 +273,8 @@ fn not_a_record(e: Errno) -> bool {
             | Errno::ACCESS
             | Errno::PERM
             | Errno::WOULDBLOCK
-    )
+    );
+    gone || e == Errno::MFILE && !has_record
 }
 
 /// Reads the records of `gpuqueue/` earlier than `mine` (every one, for a
@@ -304,7 +305,7 @@ pub fn ahead(
                 opened = dir;
                 &opened
             }
-            Err(e) if not_a_record(e) || e == Errno::MFILE && mine.is_none() => return out,
+            Err(e) if not_a_record(e, mine.is_some()) => return out,
             Err(e) => {
                 // Cannot tell who waits: as if someone earlier wanted all.
                 out.starved = e == Errno::MFILE;
@@ -453,8 +454,8 @@ fn read_live(dir: &OwnedFd, name: &RecordName, buf: &mut [u8], own: Option<(u64,
     for _ in 0..3 {
         let fd = match rustix::fs::openat(dir, name.as_cstr(), RECORD_FLAGS, Mode::empty()) {
             Ok(fd) => fd,
-            Err(e) if not_a_record(e) => return Live::No,
-            Err(Errno::MFILE) => return if own.is_some() { Live::Starved } else { Live::No },
+            Err(e) if not_a_record(e, own.is_some()) => return Live::No,
+            Err(Errno::MFILE) => return Live::Starved,
             Err(_) => return Live::Unknown,
         };
         let Ok(st) = rustix::fs::fstat(&fd) else { return Live::Unknown };

@@ -357,11 +357,9 @@ impl<'a> Waiting<'a> {
     /// anything: if not, the error stands.
     #[cold]
     fn shed(&mut self, watch: &mut Option<SlotWatch>) -> bool {
-        if !matches!(watch, Some(SlotWatch::Polling)) {
-            let watched = watch.replace(SlotWatch::Polling).is_some();
-            if watched {
-                return true;
-            }
+        // Polling from now on; an inotify instance given up frees a descriptor.
+        if matches!(watch.replace(SlotWatch::Polling), Some(SlotWatch::Inotify(_))) {
+            return true;
         }
         if self.place.take().is_none() {
             return false;
