@@ -3,11 +3,13 @@
 //! that the slot shows free and the next test is given its GPU. The
 //! wrapper warns when it takes a slot there, and `--status` and `--list`
 //! say so in every format. Root's directory and the caller's own are no
-//! warning.
+//! warning. A lock directory every user may write without the sticky bit
+//! is said the same way: any user can do what its owner could.
 
 mod common;
 
 use common::{NOBODY, on, root, shared_fixture};
+use std::os::unix::fs::PermissionsExt;
 use test_support::{Cmd, hold_lock};
 
 /// `cmd` run as `nobody`.
@@ -86,4 +88,81 @@ fn a_lock_directory_another_user_owns_is_said_where_a_slot_is_taken_and_in_statu
     let own = nobody(&f).arg("--status").run();
     own.assert_success();
     assert!(!own.stdout.contains("is owned by"), "{}", own.explain());
+}
+
+/// A lock directory every user may write without the sticky bit (root's,
+/// `chmod 777` where 1777 was meant): any user can rename a held lock
+/// file away, as its owner could. Said where a slot is taken, as root and
+/// as another user, and by `--status` and `--list` in every format; the
+/// same directory made sticky is no warning.
+#[test]
+fn a_lock_directory_without_the_sticky_bit_is_said_where_a_slot_is_taken_and_in_status() {
+    if !root("a lock directory without the sticky bit") {
+        return;
+    }
+    let f = shared_fixture("lock-dir-mode");
+    f.make_lock_dir_shared();
+    let set_mode = |mode| std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    set_mode(0o777);
+    let dir = f.lock_dir.display().to_string();
+    let said = format!(
+        "{dir} may be written by every user and has no sticky bit: any user can rename a held lock file away, so that its slot shows free and its GPU is given to another test; as root: chmod 1777 {dir}\n"
+    );
+    let warning = format!("parallel_gpu_execute: warning: lock directory {said}");
+    for who in ["root", "nobody"] {
+        let mut c = if who == "root" { f.cmd() } else { nobody(&f) };
+        let out = on(&mut c, 2, 1).arg("./pkg/gpu_test").run();
+        out.assert_success();
+        assert_eq!(out.stderr.matches("no sticky bit").count(), 1, "{who}\n{}", out.explain());
+        assert!(out.stderr.contains(&warning), "{who}\n{}", out.explain());
+    }
+
+    // Root holds GPU 0; nobody, who owns nothing there, renames its lock file away.
+    let _held = hold_lock(f.lock("0", 0));
+    as_nobody(&["mv", &f.lock("0", 0).display().to_string(), &f.lock_dir.join(".hidden0").display().to_string()]);
+    let note = format!("note: {said}");
+    let text = common::status(&f, 2, 1, "text");
+    assert!(text.stdout.contains(&note), "{}", text.explain());
+    assert!(!text.stdout.contains("is owned by"), "{}", text.explain());
+    let json = common::status(&f, 2, 1, "json");
+    assert!(json.stdout.contains(&format!("\"unsticky_dirs\": [\"{dir}\"]")), "{}", json.explain());
+    assert!(!json.stdout.contains("other_owners"), "{}", json.explain());
+    let metrics = common::status(&f, 2, 1, "openmetrics");
+    let sample = format!("parallel_gpu_execute_lock_dir_unsticky{{lock_dir=\"{dir}\",dir=\"{dir}\"}} 1\n");
+    assert!(metrics.stdout.contains(&sample), "{}", metrics.explain());
+    let mut c = f.cmd();
+    let list = on(&mut c, 2, 1).arg("--list").run();
+    list.assert_success();
+    assert!(list.stdout.contains(&note), "{}", list.explain());
+    let mut c = f.cmd();
+    let list = on(&mut c, 2, 1).arg("--list=json").run();
+    assert!(list.stdout.contains(", \"lock_dir_unsticky\": true}"), "{}", list.explain());
+
+    // A `gpuqueue/` without it: its records can be removed by anyone.
+    let queue = f.lock_dir.join("gpuqueue");
+    std::fs::create_dir(&queue).unwrap();
+    std::fs::set_permissions(&queue, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let text = common::status(&f, 2, 1, "text");
+    let q = queue.display();
+    assert!(
+        text.stdout.contains(&format!("note: {q} may be written by every user and has no sticky bit: any user can remove a waiting test's record, so that later tests are served first; as root: chmod 1777 {q}\n")),
+        "{}",
+        text.explain()
+    );
+
+    // Made sticky: nothing said.
+    set_mode(0o1777);
+    std::fs::set_permissions(&queue, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let mut c = nobody(&f);
+    let out = on(&mut c, 2, 1).arg("./pkg/gpu_test").run();
+    out.assert_success();
+    assert!(!out.stderr.contains("no sticky bit"), "{}", out.explain());
+    for format in ["text", "json", "openmetrics"] {
+        let out = common::status(&f, 2, 1, format);
+        assert!(
+            !out.stdout.contains("no sticky bit") && !out.stdout.contains("unsticky"),
+            "{format}\n{}",
+            out.explain()
+        );
+    }
 }

@@ -456,6 +456,59 @@ fn a_drain_in_another_users_gpudrain_is_refused_or_flagged() {
     assert_eq!(common::Record::of(&out).locks(), ["gpulock0_0"], "GPU 1 is passed over\n{}", out.explain());
 }
 
+/// A `gpudrain/` every user may write without the sticky bit (root's,
+/// `chmod 777`): any user could rename a drain in it. `--drain` refuses
+/// to write there unless it may give the directory its sticky bit (its
+/// owner's own); a drain that sits in one is flagged in every format, and
+/// tests still pass its GPU over.
+#[test]
+fn a_drain_in_a_gpudrain_without_the_sticky_bit_is_refused_or_flagged() {
+    if !root("a gpudrain/ without the sticky bit") {
+        return;
+    }
+    let f = shared_fixture("truth-drain-unsticky");
+    shared_locks(&f);
+    let drain_dir = f.lock_dir.join("gpudrain");
+    let unsticky = || std::fs::set_permissions(&drain_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::create_dir(&drain_dir).unwrap();
+    unsticky();
+    let d = f.lock_dir.display();
+    let refusal = format!(
+        "cannot drain GPU 0: {d}/gpudrain/ may be written by every user and has no sticky bit, so any user could rename or remove the drain; root runs: chmod 1777 {d}/gpudrain"
+    );
+    wrapper(&f, Viewer::Nobody, &["--drain=0", "--reason=ECC errors"]).assert_code(2).assert_one_error_line(&refusal);
+    assert_eq!(std::fs::read_dir(&drain_dir).unwrap().count(), 0, "a drain was written");
+    // Root, its owner, gives it the sticky bit and drains.
+    wrapper(&f, Viewer::Root, &["--drain=0", "--reason=ECC errors"]).assert_success();
+    assert_eq!(std::fs::metadata(&drain_dir).unwrap().permissions().mode() & 0o7777, 0o1777);
+    // Made 0777 again: the drain is flagged, and still passed over.
+    unsticky();
+    let why =
+        "gpudrain/ may be written by every user and has no sticky bit: any user may rename or remove a drain in it";
+    for who in VIEWERS {
+        let (line, text) = gpu_line(&f, who, "0");
+        assert!(
+            line.contains(&format!(
+                "by uid 0: ECC errors (which GPU it names cannot be trusted: {why}; tests pass it over)"
+            )),
+            "{who:?}: {line}\n{}",
+            text.explain()
+        );
+        let json = wrapper(&f, who, &["--status=json"]);
+        assert!(json.stdout.contains(&format!(r#""untrusted": "{why}"}}"#)), "{who:?}\n{}", json.explain());
+    }
+    let metrics = wrapper(&f, Viewer::Root, &["--status=openmetrics"]);
+    let sample = format!("parallel_gpu_execute_gpu_drain_untrusted{{lock_dir=\"{d}\",gpu=\"0\",why=\"{why}\"}} 1\n");
+    assert!(metrics.stdout.contains(&sample), "{}", metrics.explain());
+    assert_eq!(metrics.stdout.matches("parallel_gpu_execute_gpu_drain_untrusted{").count(), 1, "{}", metrics.explain());
+    let out = wrapper(&f, Viewer::Root, &["--wait=0", "./pkg/gpu_test"]);
+    assert_eq!(common::Record::of(&out).locks(), ["gpulock1_0"], "GPU 0 is passed over\n{}", out.explain());
+    // Trusted again once sticky: no such series.
+    std::fs::set_permissions(&drain_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let metrics = wrapper(&f, Viewer::Root, &["--status=openmetrics"]);
+    assert!(!metrics.stdout.contains("drain_untrusted"), "{}", metrics.explain());
+}
+
 /// A hard link to a drain record (another user's `ln`, where
 /// `fs.protected_hardlinks` is 0; made here by root) names a second GPU
 /// with the first one's owner: both are flagged, and both passed over.

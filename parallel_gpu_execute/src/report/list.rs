@@ -20,7 +20,7 @@ use crate::prelude::*;
 use crate::profile::{Profile, Vendor, test_variables};
 use crate::report::json;
 use crate::settings::Settings;
-use crate::slots::lockfile::{DirState, dir_state};
+use crate::slots::lockfile::{DirState, Exposed, dir_state};
 use crate::slots::privacy;
 use crate::slots::request::{Pool, Preset};
 use core::fmt::Write as _;
@@ -244,8 +244,10 @@ fn text(plan: &Plan, settings: &Settings) -> String {
                 (DirState::Exists, None) => String::new(),
             };
             let _ = writeln!(out, "lock dir: {}{state}", String::from_utf8_lossy(dir.to_bytes()));
-            if let Some(uid) = other_owner_of(&dir) {
-                let _ = writeln!(out, "note: {}", crate::slots::lockfile::OtherOwner(dir.to_bytes(), uid));
+            if let Some(st) = stat_of(&dir) {
+                if let Some(exposed) = Exposed::of(dir.to_bytes(), st.st_uid, st.st_mode, false) {
+                    let _ = writeln!(out, "note: {exposed}");
+                }
             }
         }
         _ => out.push_str("mode: none (the test runs without a GPU: 'Execute with no GPU support')\n"),
@@ -376,16 +378,20 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
         ("devices", json::array(&devices)),
     ];
     // Only where another user than root and this one owns it.
-    if let Some(uid) = other_owner_of(&settings.lock_dir.path()) {
-        fields.push(("lock_dir_other_owner", uid.to_string()));
+    let dir = settings.lock_dir.path();
+    match stat_of(&dir).and_then(|st| Exposed::of(dir.to_bytes(), st.st_uid, st.st_mode, false)) {
+        Some(Exposed { owner: Some(uid), .. }) => fields.push(("lock_dir_other_owner", uid.to_string())),
+        Some(Exposed { owner: None, .. }) => fields.push(("lock_dir_unsticky", "true".into())),
+        None => {}
     }
     json::object(&fields) + "\n"
 }
 
 /// The uid of the user other than root and this one who owns the lock
-/// directory ([`crate::slots::lockfile::other_owner`]).
-fn other_owner_of(dir: &core::ffi::CStr) -> Option<u32> {
-    rustix::fs::stat(dir).ok().and_then(|st| crate::slots::lockfile::other_owner(st.st_uid))
+/// directory, or where every user may write it without the sticky bit
+/// ([`Exposed`]): the lock directory as `stat` has it.
+fn stat_of(dir: &core::ffi::CStr) -> Option<rustix::fs::Stat> {
+    rustix::fs::stat(dir).ok()
 }
 
 /// `lock_dir_state`: `exists`, `missing`, `dangling`, or `private`

@@ -17,7 +17,9 @@
 //! | `parallel_gpu_execute_gpu_drained` | `lock_dir`, `gpu`, `reason` | 1 when drained (`reason` its reason), else 0 (`reason` empty) |
 //! | `parallel_gpu_execute_gpu_unhealthy` | `lock_dir`, `gpu`, `health` | 1 when the kernel shows it unhealthy (`health` why), else 0 (`health` `ok`) |
 //! | `parallel_gpu_execute_gpu_kernel_users` | `lock_dir`, `gpu` | processes the kernel lists on it; only for GPUs where it tells |
+//! | `parallel_gpu_execute_gpu_drain_untrusted` | `lock_dir`, `gpu`, `why` | 1 for a drained GPU whose drain record another user could have renamed there (`why`, as `--status` says it); only then |
 //! | `parallel_gpu_execute_lock_dir_other_owner` | `lock_dir`, `dir`, `uid` | 1 for the lock directory or `gpuqueue/` where a user other than root and the caller owns it; only then |
+//! | `parallel_gpu_execute_lock_dir_unsticky` | `lock_dir`, `dir` | 1 for the lock directory or `gpuqueue/` where every user may write it and it has no sticky bit; only then |
 
 use crate::prelude::*;
 use crate::report::status_format::Report;
@@ -123,16 +125,47 @@ pub fn render(r: &Report) -> String {
             );
         }
     }
-    if !r.other_owners.is_empty() {
+    let untrusted: Vec<_> =
+        r.gpus.iter().filter(|g| g.configured).filter_map(|g| Some((g, g.drained.as_ref()?.doubt?))).collect();
+    if !untrusted.is_empty() {
+        family(
+            &mut out,
+            "parallel_gpu_execute_gpu_drain_untrusted",
+            "1 for a drained GPU whose drain record another user could have renamed there.",
+        );
+        for (g, why) in untrusted {
+            let _ = writeln!(
+                out,
+                "parallel_gpu_execute_gpu_drain_untrusted{{lock_dir=\"{dir}\",gpu=\"{}\",why=\"{}\"}} 1",
+                escape(g.gpu.as_bytes()),
+                escape(why.describe().as_bytes())
+            );
+        }
+    }
+    if r.exposed.iter().any(|(_, uid, _)| uid.is_some()) {
         family(
             &mut out,
             "parallel_gpu_execute_lock_dir_other_owner",
             "1 where the lock directory (or gpuqueue/) is owned by a user other than root and the caller.",
         );
-        for (path, uid) in &r.other_owners {
+        for (path, uid) in r.exposed.iter().filter_map(|(p, uid, _)| Some((p, (*uid)?))) {
             let _ = writeln!(
                 out,
                 "parallel_gpu_execute_lock_dir_other_owner{{lock_dir=\"{dir}\",dir=\"{}\",uid=\"{uid}\"}} 1",
+                escape(path)
+            );
+        }
+    }
+    if r.exposed.iter().any(|(_, uid, _)| uid.is_none()) {
+        family(
+            &mut out,
+            "parallel_gpu_execute_lock_dir_unsticky",
+            "1 where every user may write the lock directory (or gpuqueue/) and it has no sticky bit.",
+        );
+        for (path, ..) in r.exposed.iter().filter(|(_, uid, _)| uid.is_none()) {
+            let _ = writeln!(
+                out,
+                "parallel_gpu_execute_lock_dir_unsticky{{lock_dir=\"{dir}\",dir=\"{}\"}} 1",
                 escape(path)
             );
         }

@@ -106,7 +106,7 @@ use crate::report::status_format::{self, QueueRecord, Report, Slot, Waiter};
 use crate::report::{gpus, openmetrics};
 use crate::settings::Settings;
 use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device, openers};
-use crate::slots::lockfile::{lock_file_name, other_owner, split_lock_file_name};
+use crate::slots::lockfile::{Exposed, lock_file_name, split_lock_file_name};
 use crate::slots::proclocks::{ProcessInfo, process, read_locks};
 use crate::slots::queue::{DIR_FLAGS, RECORD_FLAGS};
 use crate::slots::record::{QUEUE_DIR, RecordName, STALE_AFTER, Want, beat_of, ticket_of};
@@ -262,7 +262,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         waiters: Vec::new(),
         host_namespace: host_pid_namespace(),
         locks_readable: true,
-        other_owners: Vec::new(),
+        exposed: Vec::new(),
         unresolved: configured.unresolved.clone(),
         gpus: Vec::new(),
         not_shown: 0,
@@ -278,14 +278,19 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         }
         Err(e) => return Err(unreadable(e)),
     };
-    // Another user's lock directory or queue: that user may rename a held
-    // lock file (or a record) away, unseen here.
-    let owner = |st: Option<Stat>| st.and_then(|st| other_owner(st.st_uid));
-    if let Some(uid) = owner(rustix::fs::fstat(&dir_fd).ok()) {
-        report.other_owners.push((dir.to_bytes().to_vec(), uid));
-    }
-    if let Some(uid) = owner(rustix::fs::statat(&dir_fd, QUEUE_DIR, AtFlags::SYMLINK_NOFOLLOW).ok()) {
-        report.other_owners.push((path(QUEUE_DIR.to_str().unwrap_or("gpuqueue")), uid));
+    // Another user's lock directory or queue, or one any user may write
+    // without the sticky bit: that user, or any, may rename a held lock
+    // file (or a record) away, unseen here.
+    let queue = path(QUEUE_DIR.to_str().unwrap_or("gpuqueue"));
+    let found = [
+        (rustix::fs::fstat(&dir_fd), dir.to_bytes(), false),
+        (rustix::fs::statat(&dir_fd, QUEUE_DIR, AtFlags::SYMLINK_NOFOLLOW), &queue[..], true),
+    ];
+    for (st, at, is_queue) in found {
+        let Ok(st) = st else { continue };
+        if let Some(e) = Exposed::of(at, st.st_uid, st.st_mode, is_queue) {
+            report.exposed.push((at.to_vec(), e.owner, is_queue));
+        }
     }
     let mut names = Vec::new();
     for_each_entry(&dir_fd, |name, _| {

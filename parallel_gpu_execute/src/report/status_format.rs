@@ -108,10 +108,12 @@ pub struct Report {
     /// Whether `/proc/locks` could be read: else a slot that no visible
     /// process holds is of unknown state.
     pub locks_readable: bool,
-    /// The lock directory and `gpuqueue/`, where a user other than root
-    /// and the caller owns it, with that uid: the owner is exempt from the
-    /// sticky bit and may rename a held lock file away.
-    pub other_owners: Vec<(Vec<u8>, u32)>,
+    /// The lock directory and `gpuqueue/` (`true`), where a user other
+    /// than root and the caller owns it, with that uid (the owner is
+    /// exempt from the sticky bit), or every user may write it without the
+    /// sticky bit (`None`): that user, or any, may rename a held lock file
+    /// (or a record) away.
+    pub exposed: Vec<(Vec<u8>, Option<u32>, bool)>,
     /// Why the settings' pool cannot be told, where it cannot: no slot of
     /// them is listed.
     pub unresolved: Option<String>,
@@ -252,8 +254,8 @@ pub fn text(r: &Report) -> String {
     if let Some(why) = &r.unresolved {
         let _ = writeln!(out, "note: the slots of these settings are not listed, as a test here is refused: {why}");
     }
-    for (dir, uid) in &r.other_owners {
-        let _ = writeln!(out, "note: {}", crate::slots::lockfile::OtherOwner(dir, *uid));
+    for (dir, owner, queue) in &r.exposed {
+        let _ = writeln!(out, "note: {}", crate::slots::lockfile::Exposed { dir, owner: *owner, queue: *queue });
     }
     if unknown > 0 && !r.locks_readable {
         let _ = writeln!(out, "note: {UNREADABLE_LOCKS}");
@@ -500,13 +502,17 @@ pub fn json(r: &Report) -> String {
     if let Some(why) = &r.unresolved {
         fields.push(("pool_error", json::string(why.as_bytes())));
     }
-    if !r.other_owners.is_empty() {
-        let each: Vec<String> = r
-            .other_owners
-            .iter()
-            .map(|(dir, uid)| json::object(&[("dir", path(dir)), ("uid", uid.to_string())]))
-            .collect();
-        fields.push(("other_owners", json::array(&each)));
+    let owned: Vec<String> = r
+        .exposed
+        .iter()
+        .filter_map(|(dir, uid, _)| Some(json::object(&[("dir", path(dir)), ("uid", (*uid)?.to_string())])))
+        .collect();
+    if !owned.is_empty() {
+        fields.push(("other_owners", json::array(&owned)));
+    }
+    let unsticky: Vec<String> = r.exposed.iter().filter(|(_, uid, _)| uid.is_none()).map(|(d, ..)| path(d)).collect();
+    if !unsticky.is_empty() {
+        fields.push(("unsticky_dirs", json::array(&unsticky)));
     }
     json::object(&fields) + "\n"
 }

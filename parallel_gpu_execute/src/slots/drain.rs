@@ -29,9 +29,10 @@
 //! user who drained it, or root, may undrain it or replace its record.
 //! The sticky bit does not bind `gpudrain/`'s own owner, and any user may
 //! make it while no GPU is drained: a drain is written only into one of
-//! root's, the lock directory owner's or the drainer's own, and `--status`
-//! flags ([`Doubt`]) a record in one of anyone else's, or with a second
-//! name (a hard link).
+//! root's, the lock directory owner's or the drainer's own, and one with
+//! the sticky bit (its owner's own is given it), and `--status` flags
+//! ([`Doubt`]) a record in any other, or with a second name (a hard
+//! link).
 //!
 //! A file is written under a temporary name in the lock directory itself
 //! (`gpudrain.<pid>.tmp`), then renamed into place: a reader sees the old
@@ -93,6 +94,8 @@ pub enum Doubt {
     DirOwner(u32),
     /// The record has this many names (hard links).
     Links(u64),
+    /// `gpudrain/` may be written by every user and has no sticky bit.
+    Unsticky,
 }
 
 impl Doubt {
@@ -100,6 +103,10 @@ impl Doubt {
         match self {
             Doubt::DirOwner(uid) => format!("gpudrain/ belongs to uid {uid}, who may rename or remove any drain in it"),
             Doubt::Links(n) => format!("the record has {n} names (hard links), which another user may have made"),
+            Doubt::Unsticky => {
+                "gpudrain/ may be written by every user and has no sticky bit: any user may rename or remove a drain in it"
+                    .into()
+            }
         }
     }
 }
@@ -111,19 +118,34 @@ impl Doubt {
 #[derive(Debug, Clone, Copy)]
 pub struct Place {
     dir_owner: u32,
+    /// Whether `gpudrain/` has the sticky bit, or no user but its owner may write it.
+    sticky: bool,
     lock_dir_owner: u32,
 }
 
 impl Place {
     fn of(dir_fd: &OwnedFd, drain_fd: &OwnedFd) -> Option<Place> {
-        let dir_owner = rustix::fs::fstat(drain_fd).ok()?.st_uid;
-        Some(Place { dir_owner, lock_dir_owner: rustix::fs::fstat(dir_fd).ok()?.st_uid })
+        let st = rustix::fs::fstat(drain_fd).ok()?;
+        let sticky = !crate::slots::lockfile::unsticky(st.st_mode);
+        Some(Place { dir_owner: st.st_uid, sticky, lock_dir_owner: rustix::fs::fstat(dir_fd).ok()?.st_uid })
     }
 
     /// Whether `gpudrain/`'s owner may be trusted with the names of
     /// `uid`'s records.
     fn trusted_for(self, uid: u32) -> bool {
         self.dir_owner == 0 || self.dir_owner == self.lock_dir_owner || self.dir_owner == uid
+    }
+
+    /// Why `uid`'s record in it cannot be trusted: its owner, or any
+    /// user where it is not sticky, could have renamed it.
+    fn doubt_for(self, uid: u32) -> Option<Doubt> {
+        if !self.trusted_for(uid) {
+            Some(Doubt::DirOwner(self.dir_owner))
+        } else if !self.sticky {
+            Some(Doubt::Unsticky)
+        } else {
+            None
+        }
     }
 }
 
@@ -241,7 +263,7 @@ fn read_one(drain_fd: &OwnedFd, place: Option<Place>, name: &[u8]) -> Option<Dra
         }
     }
     let doubt = match place {
-        Some(p) if !p.trusted_for(st.st_uid) => Some(Doubt::DirOwner(p.dir_owner)),
+        Some(p) if p.doubt_for(st.st_uid).is_some() => p.doubt_for(st.st_uid),
         #[allow(clippy::useless_conversion)] // st_nlink is u32 on some targets
         _ if u64::from(st.st_nlink) != 1 => Some(Doubt::Links(u64::from(st.st_nlink))),
         _ => None,
@@ -308,12 +330,13 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
             }
             Err(e) => return Err(failed(dir, "open gpudrain/", e)),
         };
-        if let Some(place) = Place::of(&dir_fd, &drain_fd) {
-            if !place.trusted_for(rustix::process::geteuid().as_raw()) {
-                return Err(foreign_dir(dir, &record.gpu, place.dir_owner));
-            }
-        }
+        // Its owner's own, with another mode, made 1777 first.
         repair_shared_mode(&drain_fd);
+        if let Some(doubt) =
+            Place::of(&dir_fd, &drain_fd).and_then(|p| p.doubt_for(rustix::process::geteuid().as_raw()))
+        {
+            return Err(foreign_dir(dir, &record.gpu, doubt));
+        }
         let _ = rustix::fs::unlinkat(&dir_fd, tmp_name.as_cstr(), AtFlags::empty());
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(&dir_fd, tmp_name.as_cstr(), flags, Mode::from_raw_mode(0o644))
@@ -358,12 +381,17 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
 
 /// A `gpudrain/` of a user who could rename or remove this drain.
 #[cold]
-fn foreign_dir(dir: &CStr, gpu: &[u8], owner: u32) -> Error {
+fn foreign_dir(dir: &CStr, gpu: &[u8], doubt: Doubt) -> Error {
     let dir = Bytes(dir.to_bytes());
-    Error::Drain(format!(
-        "cannot drain GPU {}: {dir}/gpudrain/ belongs to uid {owner}, who could rename or remove the drain (only root's, the lock directory owner's or your own is used); root runs: chown root {dir}/gpudrain",
-        Bytes(gpu)
-    ))
+    let gpu = Bytes(gpu);
+    Error::Drain(match doubt {
+        Doubt::DirOwner(owner) => format!(
+            "cannot drain GPU {gpu}: {dir}/gpudrain/ belongs to uid {owner}, who could rename or remove the drain (only root's, the lock directory owner's or your own is used); root runs: chown root {dir}/gpudrain"
+        ),
+        _ => format!(
+            "cannot drain GPU {gpu}: {dir}/gpudrain/ may be written by every user and has no sticky bit, so any user could rename or remove the drain; root runs: chmod 1777 {dir}/gpudrain"
+        ),
+    })
 }
 
 /// What `name` in `dir_fd` is, and whose, when it is there but is neither

@@ -165,37 +165,73 @@ pub fn other_owner(uid: u32) -> Option<u32> {
     (uid != 0 && uid != rustix::process::geteuid().as_raw()).then_some(uid)
 }
 
+/// Whether a directory of mode `mode` lets users other than its owner
+/// rename or remove the files of others: writable by every user, without
+/// the sticky bit (a `chmod 777` where 1777 was meant).
+pub fn unsticky(mode: u32) -> bool {
+    mode & 0o1002 == 0o002
+}
+
 /// Warns, in one line, where the lock directory that `dir_fd` opens is
-/// owned by another user than root and this one ([`other_owner`]): that
-/// user can give this test's GPU to another test. One `fstat(2)`, no
-/// allocation; the test runs all the same.
-pub fn warn_other_owner(dir: &CStr, dir_fd: &OwnedFd) {
-    if let Some(uid) = rustix::fs::fstat(dir_fd).ok().and_then(|st| other_owner(st.st_uid)) {
-        say_other_owner(dir, uid);
+/// owned by another user than root and this one ([`other_owner`]), or
+/// may be written by every user without the sticky bit ([`unsticky`]):
+/// that user, or any, can give this test's GPU to another test. One
+/// `fstat(2)`, no allocation; the test runs all the same.
+pub fn warn_exposed(dir: &CStr, dir_fd: &OwnedFd) {
+    let Ok(st) = rustix::fs::fstat(dir_fd) else { return };
+    if other_owner(st.st_uid).is_some() || unsticky(st.st_mode) {
+        say_exposed(dir, st.st_uid, st.st_mode);
     }
 }
 
 #[cold]
 #[inline(never)]
-fn say_other_owner(dir: &CStr, uid: u32) {
-    wrapper_common::diag::report(
-        crate::TOOL,
-        format_args!("warning: lock directory {}", OtherOwner(dir.to_bytes(), uid)),
-    );
+fn say_exposed(dir: &CStr, uid: u32, mode: u32) {
+    if let Some(exposed) = Exposed::of(dir.to_bytes(), uid, mode, false) {
+        wrapper_common::diag::report(crate::TOOL, format_args!("warning: lock directory {exposed}"));
+    }
 }
 
-/// What a directory (`.0`) owned by a user (`.1`) other than root and this
-/// one means, and the repair: said alike by the wrapper's warning and by
-/// the notes of `--status` and `--list`.
-pub struct OtherOwner<'a>(pub &'a [u8], pub u32);
+/// A directory in which a user other than the caller can move or remove
+/// the caller's files: one owned by a user other than root and the caller
+/// ([`other_owner`]), or one every user may write without the sticky bit
+/// ([`unsticky`]). What it means and the repair, said alike by the
+/// wrapper's warning and by the notes of `--status` and `--list`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exposed<'a> {
+    pub dir: &'a [u8],
+    /// The other owner; `None`: every user, for want of the sticky bit.
+    pub owner: Option<u32>,
+    /// `gpuqueue/` (records at stake), not the lock directory (lock files).
+    pub queue: bool,
+}
 
-impl core::fmt::Display for OtherOwner<'_> {
+impl<'a> Exposed<'a> {
+    /// The exposure of the directory `dir`, owned by `uid` with `mode`.
+    pub fn of(dir: &'a [u8], uid: u32, mode: u32, queue: bool) -> Option<Exposed<'a>> {
+        match other_owner(uid) {
+            Some(uid) => Some(Exposed { dir, owner: Some(uid), queue }),
+            None => unsticky(mode).then_some(Exposed { dir, owner: None, queue }),
+        }
+    }
+}
+
+impl core::fmt::Display for Exposed<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let (dir, uid) = (wrapper_common::diag::Bytes(self.0), self.1);
-        write!(
-            f,
-            "{dir} is owned by uid {uid}, neither root nor this user: uid {uid} can rename a held lock file away, so that its slot shows free and its GPU is given to another test; as root: chown root:root {dir} && chmod 1777 {dir}"
-        )
+        let dir = wrapper_common::diag::Bytes(self.dir);
+        match self.owner {
+            Some(uid) => write!(f, "{dir} is owned by uid {uid}, neither root nor this user: uid {uid} can ")?,
+            None => write!(f, "{dir} may be written by every user and has no sticky bit: any user can ")?,
+        }
+        f.write_str(if self.queue {
+            "remove a waiting test's record, so that later tests are served first"
+        } else {
+            "rename a held lock file away, so that its slot shows free and its GPU is given to another test"
+        })?;
+        match self.owner {
+            Some(_) => write!(f, "; as root: chown root:root {dir} && chmod 1777 {dir}"),
+            None => write!(f, "; as root: chmod 1777 {dir}"),
+        }
     }
 }
 

@@ -66,7 +66,7 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
         match wait.in_directory(dir, &dir_fd, &mut table)? {
             Some(grant) => {
                 drop(table);
-                crate::slots::lockfile::warn_other_owner(dir, &dir_fd);
+                crate::slots::lockfile::warn_exposed(dir, &dir_fd);
                 if !pool.physical {
                     crate::slots::naming::check_index(dir, &dir_fd, prefix)?;
                 }
