@@ -341,7 +341,8 @@ fn waiters_are_found_by_their_wait_channel_where_their_system_call_cannot_be_rea
 
 /// A pool whose GPUs cannot be told (a CUDA UUID where no NVIDIA driver
 /// tree is seen): a test here is refused, and `--status` lists none of its
-/// slots, saying why in the words of the refusal, not as a host with none.
+/// slots, saying why in the words of the refusal, not as a host with none;
+/// `--list` shows the pool and the refusal beside it.
 #[test]
 fn a_pool_whose_gpus_cannot_be_told_is_said_not_listed_as_none() {
     let f = Fixture::new("truth-unresolved-pool");
@@ -366,4 +367,22 @@ fn a_pool_whose_gpus_cannot_be_told_is_said_not_listed_as_none() {
     let json = json.arg("--status=json").run();
     json.assert_success();
     assert!(json.stdout.contains("\"pool_error\": \"CUDA_VISIBLE_DEVICES: "), "{}", json.explain());
+    // `--list` shows the pool as given, and the refusal beside it.
+    let mut list = f.cmd();
+    on_pool(&mut list);
+    let list = list.arg("--list").run();
+    list.assert_success();
+    let note = format!("note: a test here is refused: {why}");
+    assert!(list.stdout.lines().any(|l| l == note), "{}\nexpected: {note}", list.explain());
+    let mut list = f.cmd();
+    on_pool(&mut list);
+    let list = list.arg("--list=json").run();
+    list.assert_success();
+    assert!(list.stdout.contains(", \"pool_error\": \"CUDA_VISIBLE_DEVICES: "), "{}", list.explain());
+    // A pool that can be told: no such note.
+    let mut plain = f.cmd();
+    plain.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").env("CUDA_VISIBLE_DEVICES", "1");
+    let plain = plain.arg("--list").run();
+    plain.assert_success();
+    assert!(!plain.stdout.contains("refused"), "{}", plain.explain());
 }

@@ -17,7 +17,7 @@ use crate::hardware::devnode::Access;
 use crate::hardware::gpu_count::Source;
 use crate::hardware::survey::{KfdGpu, NvidiaGpu, Survey};
 use crate::prelude::*;
-use crate::profile::{Profile, Vendor, test_variables};
+use crate::profile::{LockNames, Profile, Vendor, test_variables};
 use crate::report::json;
 use crate::settings::Settings;
 use crate::slots::lockfile::{DirState, Exposed, dir_state};
@@ -32,6 +32,9 @@ struct Plan {
     vendor: Option<Vendor>,
     pool: Option<Pool>,
     slots: u32,
+    /// Why a test here is refused, where the pool's GPUs cannot be told
+    /// (the refusal's line, as `--status` says it).
+    refused: Option<String>,
 }
 
 fn vendor_name(v: Vendor) -> &'static str {
@@ -51,7 +54,19 @@ fn plan(settings: &Settings) -> Result<Plan, Error> {
         }
         None => (None, None, settings.tests_per_gpu),
     };
-    Ok(Plan { survey, vendor, pool, slots })
+    // Named as a test names it: where that fails, so would every test.
+    let refused = match (&pool, survey.source()) {
+        (Some(pool), Some(source)) if !pool.hides_every_gpu() => {
+            let mut named = pool.clone();
+            let result = match settings.lock_names {
+                LockNames::Physical => named.name_physically(&settings.probe(), source),
+                LockNames::Index => named.name_by_index(&settings.probe()),
+            };
+            result.err().map(|e| e.to_string())
+        }
+        _ => None,
+    };
+    Ok(Plan { survey, vendor, pool, slots, refused })
 }
 
 /// The index each usable device of the chosen source gets.
@@ -228,6 +243,9 @@ fn text(plan: &Plan, settings: &Settings) -> String {
             };
             let _ = writeln!(out, "pool: {}{from}", ids.join(","));
             let _ = writeln!(out, "slots per GPU: {}", plan.slots);
+            if let Some(why) = &plan.refused {
+                let _ = writeln!(out, "note: a test here is refused: {why}");
+            }
             let dir = settings.lock_dir.path();
             let state = match (dir_state(&dir), privacy::judge(&dir)) {
                 (DirState::Dangling, _) => match crate::slots::lockfile::dangling(&dir) {
@@ -377,7 +395,11 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
         ),
         ("devices", json::array(&devices)),
     ];
-    // Only where another user than root and this one owns it.
+    if let Some(why) = &plan.refused {
+        fields.push(("pool_error", json::string(why.as_bytes())));
+    }
+    // Only where another user than root and this one owns it, or any user
+    // may write it without the sticky bit.
     let dir = settings.lock_dir.path();
     match stat_of(&dir).and_then(|st| Exposed::of(dir.to_bytes(), st.st_uid, st.st_mode, false)) {
         Some(Exposed { owner: Some(uid), .. }) => fields.push(("lock_dir_other_owner", uid.to_string())),
