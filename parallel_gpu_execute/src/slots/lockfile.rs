@@ -172,23 +172,25 @@ pub fn unsticky(mode: u32) -> bool {
     mode & 0o1002 == 0o002
 }
 
-/// Warns, in one line, where the lock directory that `dir_fd` opens is
-/// owned by another user than root and this one ([`other_owner`]), or
-/// may be written by every user without the sticky bit ([`unsticky`]):
-/// that user, or any, can give this test's GPU to another test. One
-/// `fstat(2)`, no allocation; the test runs all the same.
-pub fn warn_exposed(dir: &CStr, dir_fd: &OwnedFd) {
+/// Warns, in one line, where the lock directory that `dir_fd` opens (or
+/// its `gpuqueue/`, `queue`) is owned by another user than root and this
+/// one ([`other_owner`]), or may be written by every user without the
+/// sticky bit ([`unsticky`]): that user, or any, can give this test's GPU
+/// to another test (or push its wait back). One `fstat(2)`, no
+/// allocation; the test runs all the same.
+pub fn warn_exposed(dir: &CStr, dir_fd: &OwnedFd, queue: bool) {
     let Ok(st) = rustix::fs::fstat(dir_fd) else { return };
     if other_owner(st.st_uid).is_some() || unsticky(st.st_mode) {
-        say_exposed(dir, st.st_uid, st.st_mode);
+        say_exposed(dir, st.st_uid, st.st_mode, queue);
     }
 }
 
 #[cold]
 #[inline(never)]
-fn say_exposed(dir: &CStr, uid: u32, mode: u32) {
-    if let Some(exposed) = Exposed::of(dir.to_bytes(), uid, mode, false) {
-        wrapper_common::diag::report(crate::TOOL, format_args!("warning: lock directory {exposed}"));
+fn say_exposed(dir: &CStr, uid: u32, mode: u32, queue: bool) {
+    if let Some(exposed) = Exposed::of(dir.to_bytes(), uid, mode, queue) {
+        let what = if queue { "queue directory" } else { "lock directory" };
+        wrapper_common::diag::report(crate::TOOL, format_args!("warning: {what} {exposed}"));
     }
 }
 

@@ -177,6 +177,12 @@ impl Place {
         ((at_path.st_dev, at_path.st_ino) == (held.st_dev, held.st_ino)).then_some(&self.dir)
     }
 
+    /// `gpuqueue/` as this waiter made its record in it: to judge who
+    /// else may remove the record ([`crate::slots::lockfile::warn_exposed`]).
+    pub fn held_dir(&self) -> &OwnedFd {
+        &self.dir
+    }
+
     /// What the record says after its beat.
     pub fn text(&self) -> &[u8] {
         self.content.get(HEADER..).unwrap_or_default()

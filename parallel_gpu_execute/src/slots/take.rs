@@ -66,7 +66,7 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
         match wait.in_directory(dir, &dir_fd, &mut table)? {
             Some(grant) => {
                 drop(table);
-                crate::slots::lockfile::warn_exposed(dir, &dir_fd);
+                crate::slots::lockfile::warn_exposed(dir, &dir_fd, false);
                 if !pool.physical {
                     crate::slots::naming::check_index(dir, &dir_fd, prefix)?;
                 }
@@ -117,6 +117,8 @@ pub struct Waiting<'a> {
     no_place: Option<Errno>,
     /// Whether a beat it could not write was said (once a wait).
     said_renew: bool,
+    /// Whether `gpuqueue/` was judged (who else may remove its record), once a wait.
+    judged_queue: bool,
     /// Whether it ran out of descriptors while it waited, and so waits
     /// without a record from then on (`shed`).
     shed_record: bool,
@@ -138,6 +140,7 @@ impl<'a> Waiting<'a> {
             name: None,
             no_place: None,
             said_renew: false,
+            judged_queue: false,
             shed_record: false,
             described: core::cell::OnceCell::new(),
         }
@@ -331,7 +334,15 @@ impl<'a> Waiting<'a> {
                 }
                 place.remake(dir_fd, content)
             }
-            None => Place::join(dir_fd, &name, content).map(|place| self.place = Some(place)),
+            None => Place::join(dir_fd, &name, content).map(|place| {
+                // Another user's `gpuqueue/`, or one any user may write
+                // without the sticky bit: said once, as for the lock directory.
+                if !core::mem::replace(&mut self.judged_queue, true) {
+                    let queue = join(table.dir(), QUEUE_DIR.to_bytes());
+                    crate::slots::lockfile::warn_exposed(queue.as_cstr(), place.held_dir(), true);
+                }
+                self.place = Some(place);
+            }),
         };
         match made {
             Ok(()) => self.no_place = None,
