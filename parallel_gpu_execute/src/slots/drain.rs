@@ -262,12 +262,9 @@ fn read_one(drain_fd: &OwnedFd, place: Option<Place>, name: &[u8]) -> Option<Dra
             Err(_) => break,
         }
     }
-    let doubt = match place {
-        Some(p) if p.doubt_for(st.st_uid).is_some() => p.doubt_for(st.st_uid),
-        #[allow(clippy::useless_conversion)] // st_nlink is u32 on some targets
-        _ if u64::from(st.st_nlink) != 1 => Some(Doubt::Links(u64::from(st.st_nlink))),
-        _ => None,
-    };
+    #[allow(clippy::useless_conversion)] // st_nlink is u32 on some targets
+    let links = u64::from(st.st_nlink);
+    let doubt = place.and_then(|p| p.doubt_for(st.st_uid)).or((links != 1).then_some(Doubt::Links(links)));
     Some(Drained { owner: Some(st.st_uid), doubt, ..Drained::parse(name, &text) })
 }
 
