@@ -1,7 +1,8 @@
 //! A waiter at the edge of what its process may do: one with few file
 //! descriptors left never holds the queue up and is still served when its
-//! block frees up, and a signal that ends a wait at any step, the moment
-//! its record is put in place included, leaves no record behind.
+//! block frees up, a signal that ends a wait at any step, the moment
+//! its record is put in place included, leaves no record behind, and
+//! another user's records cost a look no more than their size.
 
 mod common;
 
@@ -142,4 +143,71 @@ fn a_signal_while_the_record_is_put_in_place_leaves_nothing_behind() {
     let out = r.wait();
     assert_eq!(out.status.code(), Some(143), "{}", out.explain());
     assert!(records(&f).is_empty(), "the record was left: {:?}\n{}", records(&f), out.explain());
+}
+
+/// Live records another user keeps (locked, beating) that want no lock
+/// file of these settings hold nobody up, and cost a look no more than
+/// their size, whatever they say: here 100 records of 19 KiB each, their
+/// `files` lines thousands of `*` entries that match nothing. A test on a
+/// free slot starts, and `--wait=1` with every slot busy ends, within a
+/// bound that a reader which expanded each entry missed by seconds.
+#[test]
+fn records_that_want_nothing_here_cost_a_look_no_more_than_their_size() {
+    use std::os::unix::fs::FileExt;
+    let f = Fixture::new("limits-record-cost");
+    let queue = f.lock_dir.join("gpuqueue");
+    std::fs::create_dir_all(&queue).unwrap();
+    let files = vec!["x*"; 6_500].join(" ");
+    let beat = |counter: u64| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes one timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+        let at = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+        [counter, at, counter ^ at ^ 0x9e37_79b9_7f4a_7c15].map(u64::to_le_bytes).concat()
+    };
+    let planted: Vec<(std::fs::File, test_support::HeldLock)> = (1..=100u64)
+        .map(|i| {
+            let name = format!("{i:016x}.{}", 4_000_000 + i);
+            let path = queue.join(&name);
+            let mut content = b"gpuq\x02\0\0\0".to_vec();
+            content.extend(beat(0));
+            content.extend(format!("name {name}\nneeded 1\nfiles {files}\ntest planted\n").bytes());
+            test_support::write_file(&path, content);
+            (std::fs::OpenOptions::new().write(true).open(&path).unwrap(), hold_lock(&path))
+        })
+        .collect();
+    // Their writer beats them every 200 ms while the test runs.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let beater = {
+        let stop = stop.clone();
+        let records: Vec<std::fs::File> = planted.iter().map(|(file, _)| file.try_clone().unwrap()).collect();
+        std::thread::spawn(move || {
+            for counter in 1.. {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                for file in &records {
+                    file.write_all_at(&beat(counter), 8).unwrap();
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    let mut c = f.cmd();
+    on(&mut c, 8, 8).args(["--wait=1", "./pkg/gpu_test"]).timeout(Duration::from_secs(60));
+    let started = std::time::Instant::now();
+    let free = c.run();
+    let free_took = started.elapsed();
+    let held: Vec<_> =
+        (0..8).flat_map(|g| (0..8).map(move |s| (g, s))).map(|(g, s)| hold_lock(f.lock(&g.to_string(), s))).collect();
+    let started = std::time::Instant::now();
+    let busy = c.run();
+    let busy_took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    beater.join().unwrap();
+    drop((held, planted));
+    free.assert_success();
+    assert!(free_took < Duration::from_millis(1500), "a free slot took {free_took:?}\n{}", free.explain());
+    busy.assert_code(1);
+    assert!(busy_took < Duration::from_secs(4), "--wait=1 took {busy_took:?}\n{}", busy.explain());
 }

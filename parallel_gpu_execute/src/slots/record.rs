@@ -29,7 +29,8 @@
 //! that the one ahead of it will not take. A GPU's run of slots is written
 //! `<prefix><id>_<first>-<last>`. A list longer than [`MAX_FILES`] (some
 //! 300 GPUs named by UUID) is written `<prefix>*`: every lock file of the
-//! profile.
+//! profile. A `*` counts only as the whole line: a reader's cost is bounded
+//! by the record's size, whatever another user writes in one.
 
 use crate::prelude::*;
 use crate::slots::lockfile::{LockName, lock_file_name, split_lock_file_name};
@@ -167,14 +168,22 @@ impl<'a> Want<'a> {
 
     /// Calls `mark` with the index (`slot * pool + gpu`) of each lock file
     /// of `pool` at its first `slots` slots under `prefix` that it wants.
+    /// The cost is bounded by the record's size, whatever another user
+    /// writes in one: a `<stem>*` counts only as the whole line, as it is
+    /// written, and each entry is found among the pool's GPUs by a binary
+    /// search.
     pub fn wanted(&self, prefix: &[u8], pool: &Pool, slots: u32, mut mark: impl FnMut(usize)) {
         let width = pool.ids.len();
+        if let Some(stem) = self.files.strip_suffix(b"*").filter(|stem| !stem.contains(&b' ')) {
+            (0..slots as usize * width)
+                .filter(|&i| lock_file(prefix, pool, i).as_bytes().starts_with(stem))
+                .for_each(&mut mark);
+            return;
+        }
+        let mut by_name: Vec<(&[u8], usize)> = (0..width).map(|g| (pool.lock_name(g), g)).collect();
+        crate::sys::sort::sort_by(&mut by_name, &mut |a, b| a.0 < b.0);
         for file in self.files.split(|&b| b == b' ') {
-            if let Some(stem) = file.strip_suffix(b"*") {
-                (0..slots as usize * width)
-                    .filter(|&i| lock_file(prefix, pool, i).as_bytes().starts_with(stem))
-                    .for_each(&mut mark);
-            } else if let Some((gpu, first, last)) = entry_of(file, prefix, pool) {
+            if let Some((gpu, first, last)) = entry_of(file, prefix, &by_name) {
                 (first..=last.min(u64::from(slots).saturating_sub(1))).for_each(|s| mark(s as usize * width + gpu));
             }
         }
@@ -187,10 +196,11 @@ fn lock_file(prefix: &[u8], pool: &Pool, i: usize) -> LockName {
     lock_file_name(prefix, pool.lock_name(i % width), (i / width) as u32)
 }
 
-/// The GPU of `pool` and the slots (first, last) that the `files` entry
+/// The GPU of the pool and the slots (first, last) that the `files` entry
 /// `file` names under `prefix`: `<prefix><id>_<slot>`, or
-/// `<prefix><id>_<first>-<last>` for a run of slots.
-fn entry_of(file: &[u8], prefix: &[u8], pool: &Pool) -> Option<(usize, u64, u64)> {
+/// `<prefix><id>_<first>-<last>` for a run of slots. `by_name`: the pool's
+/// lock names with their GPU, sorted by name.
+fn entry_of(file: &[u8], prefix: &[u8], by_name: &[(&[u8], usize)]) -> Option<(usize, u64, u64)> {
     // One spelling per slot: `_1`, never `_01`.
     let slot = |digits: &[u8]| parse_u64(digits).filter(|_| digits.len() == 1 || digits[0] != b'0');
     let dash = file.iter().rposition(|&b| b == b'-').filter(|&d| file[d + 1..].iter().all(u8::is_ascii_digit));
@@ -200,7 +210,7 @@ fn entry_of(file: &[u8], prefix: &[u8], pool: &Pool) -> Option<(usize, u64, u64)
     };
     let (id, digits) = split_lock_file_name(single, prefix)?;
     let first = slot(digits)?;
-    let gpu = (0..pool.ids.len()).find(|&g| pool.lock_name(g) == id)?;
+    let gpu = by_name.get(by_name.partition_point(|&(name, _)| name < id)).filter(|&&(name, _)| name == id)?.1;
     Some((gpu, first, last.unwrap_or(first)))
 }
 
@@ -313,6 +323,10 @@ mod tests {
         assert_eq!(wanted(&odd, b"gpulock", &mine, 2), [0usize; 0], "no other spelling counts");
         let all = Want { files: b"gpulock*", ..want };
         assert_eq!(wanted(&all, b"gpulock", &mine, 2), [0, 1, 2, 3, 4, 5]);
+        let starred = Want { files: b"gpulock* gpulock*", ..want };
+        assert_eq!(wanted(&starred, b"gpulock", &mine, 2), [0usize; 0], "a `*` among other entries is none");
+        let starred = Want { files: b"gpulock0_0 gpulock*", ..want };
+        assert_eq!(wanted(&starred, b"gpulock", &mine, 2), [2], "only the entry that is one");
         // The writer's line reads back as what it kept, a run of slots in one entry.
         let line = files_line(b"gpulock", &mine, 2, |i| i != 1 && i != 3);
         assert_eq!(line, b"gpulock1_0 gpulockGPU-ab_1 gpulock0_0-1");
