@@ -2,7 +2,8 @@
 //! directory, short of holding a slot: a lease (`F_SETLEASE`) on a file
 //! named like an early record, or on a lock file, and opening and closing
 //! a lock file as fast as it can. None of it may hold a test up, fail it,
-//! or make a waiter spin.
+//! or make a waiter spin; what hides the queue (`gpuqueue/` swapped for a
+//! link) is said.
 
 mod common;
 
@@ -292,4 +293,39 @@ fn a_queue_directory_this_user_may_not_list_is_named_so() {
     out.assert_code(1);
     assert!(out.stderr.contains("(this user may not list it: "), "{}", out.explain());
     assert!(!out.stderr.contains("may not add to it"), "{}", out.explain());
+}
+
+/// `gpuqueue/` swapped for a symbolic link to itself (its owner's
+/// `renameat2(RENAME_EXCHANGE)`: no moment without it) hides every record
+/// from readers, who do not follow a link there. A waiter whose record it
+/// hid notices at its next beat, and says so, with the repair, instead
+/// of counting itself in place; it is still served.
+#[test]
+fn a_queue_directory_swapped_for_a_link_is_said_by_the_waiters_it_hides() {
+    use std::ffi::CString;
+    let f = Fixture::new("others-queue-link");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).args(["--wait=10", "./pkg/gpu_test"]).timeout(Duration::from_secs(30));
+    let waiter = f.spawn_queued(&c);
+    let (queue, moved) = (f.lock_dir.join("gpuqueue"), f.lock_dir.join("gpuqueue.moved"));
+    std::os::unix::fs::symlink("gpuqueue.moved", &moved).unwrap();
+    let path = |p: &Path| CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    let (a, b) = (path(&queue), path(&moved));
+    // SAFETY: renameat2 with two NUL-terminated paths relative to the cwd.
+    let swapped =
+        unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE) };
+    assert_eq!(swapped, 0, "renameat2: {}", std::io::Error::last_os_error());
+    assert!(std::fs::symlink_metadata(&queue).unwrap().file_type().is_symlink());
+    std::thread::sleep(Duration::from_millis(800));
+    drop(held);
+    let out = waiter.wait();
+    out.assert_success();
+    let q = queue.display();
+    assert!(
+        out.stderr.contains(&format!("warning: {q} is not a directory: waiting without a place in the queue, so later tests may be served first; to repair, its owner or root runs: rm -f {q}")),
+        "{}",
+        out.explain()
+    );
 }

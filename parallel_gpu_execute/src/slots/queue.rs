@@ -27,17 +27,8 @@ pub const RECORD_FLAGS: OFlags =
     OFlags::RDONLY.union(OFlags::NOFOLLOW).union(OFlags::NONBLOCK).union(OFlags::CLOEXEC).union(OFlags::NOCTTY);
 pub const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 
-/// `gpuqueue/<name>`, relative to the lock directory.
-type QueuePath = CBuf<64>;
-
 /// `.<record name>.<unguessable number>.new`, a record while it is made.
 type TemporaryName = CBuf<72>;
-
-fn queue_path(name: &RecordName) -> QueuePath {
-    let mut p = QueuePath::from_bytes(QUEUE_DIR.to_bytes()).unwrap_or_default();
-    let _ = p.push_path(name.as_bytes());
-    p
-}
 
 /// A waiter's own record, held locked for as long as it waits.
 pub struct Place {
@@ -158,14 +149,15 @@ impl Place {
         }
     }
 
-    /// Whether the record is still at its path (one `statat`): not when it
-    /// or `gpuqueue/` was removed, or something was put in its place. A
-    /// hard link to it, anywhere, changes nothing: readers go by the name
-    /// the record says.
+    /// Whether the record is still at its path (three `stat`s): not when
+    /// it or `gpuqueue/` was removed, or something was put in its place,
+    /// a symbolic link to the directory it is in included (readers do not
+    /// follow one, and so would read no record). A hard link to it,
+    /// anywhere, changes nothing: readers go by the name the record says.
     pub fn linked(&self, lock_dir: &OwnedFd) -> bool {
-        let path = queue_path(&self.name);
-        rustix::fs::statat(lock_dir, path.as_cstr(), AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| (st.st_dev, st.st_ino) == self.id)
+        self.queue_dir(lock_dir).is_some()
+            && rustix::fs::statat(&self.dir, self.name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| (st.st_dev, st.st_ino) == self.id)
     }
 
     /// `gpuqueue/` as this waiter holds it open, when it is still the one at
