@@ -61,6 +61,24 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// Makes and removes the file `argv[1]` as fast as it can for `argv[2]`
+/// seconds, as programs do with their own files in `/var/lock`.
+const CHURNER: &str = r#"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  time_t end = time(0) + atoi(argv[2]);
+  while (time(0) < end) {
+    int fd = open(argv[1], O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) close(fd);
+    unlink(argv[1]);
+  }
+  return 0;
+}
+"#;
+
 /// A C helper built into the fixture, executable by every user.
 fn helper(f: &Fixture, name: &str, source: &str) -> PathBuf {
     let (c, out) = (f.dir.join(format!("{name}.c")), f.dir.join(name));
@@ -268,6 +286,46 @@ fn another_users_opens_and_closes_of_a_lock_file_do_not_make_a_waiter_spin() {
     assert!(storming, "the opener ended early\n{said}");
     // 2 s at 8 looks and 4 beats a second, with room for the scheduler.
     assert!(woke <= 40, "{woke} wake-ups in 2 s of another user's closes\n{}", out.explain());
+    assert!(spent < Duration::from_millis(300), "{spent:?} of CPU in 2 s\n{}", out.explain());
+    assert!(took < Duration::from_secs(1), "the slot was taken {took:?} after its release\n{}", out.explain());
+}
+
+/// Another user makes and removes a file of its own in the lock directory
+/// as fast as it can (`LCK..ttyS0`, as serial-port programs do in
+/// `/var/lock`). A waiter sees the events (the directory is watched for
+/// lock files made), but they wake it at most [`LOOK_BURST`] times at
+/// once, then 8 times a second beside its 4 beats; it still takes the
+/// slot when it is let go.
+#[test]
+fn another_users_files_made_and_removed_in_the_lock_directory_do_not_make_a_waiter_spin() {
+    if !root("another user's files") {
+        return;
+    }
+    let f = shared_fixture("others-churn");
+    f.make_lock_dir_shared();
+    let held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).args(["--wait=30", "./pkg/gpu_test"]).timeout(Duration::from_secs(40));
+    let waiter = f.spawn_queued(&c);
+    assert!(test_support::begins_to_wait(waiter.pid()), "it never watched\n{}", c.describe());
+    let churner = helper(&f, "churner", CHURNER);
+    let mut churn = as_nobody(&churner, &[&f.lock_dir.join("LCK..ttyS0"), Path::new("6")]);
+    // Past the burst: two seconds in, two seconds measured.
+    std::thread::sleep(Duration::from_secs(2));
+    let (woke, spent) = (test_support::voluntary_switches(waiter.pid()), test_support::cpu_time(waiter.pid()));
+    std::thread::sleep(Duration::from_secs(2));
+    let woke = test_support::voluntary_switches(waiter.pid()) - woke;
+    let spent = test_support::cpu_time(waiter.pid()) - spent;
+    let churning = !churn.has_exited();
+    drop(held);
+    let released = Instant::now();
+    let out = waiter.wait();
+    let took = released.elapsed();
+    let said = end(churn);
+    out.assert_success();
+    assert!(churning, "the churner ended early\n{said}");
+    // 2 s at 8 wakes and 4 beats a second, with room for the scheduler.
+    assert!(woke <= 40, "{woke} wake-ups in 2 s of another user's files\n{}", out.explain());
     assert!(spent < Duration::from_millis(300), "{spent:?} of CPU in 2 s\n{}", out.explain());
     assert!(took < Duration::from_secs(1), "the slot was taken {took:?} after its release\n{}", out.explain());
 }

@@ -270,10 +270,11 @@ pub fn alarm_now() -> ! {
 /// its directory.
 pub const MAX_FILE_WATCHES: usize = 1024;
 
-/// Looks that releases start, beyond the beats: [`LOOK_BURST`] at once,
+/// Wakes that events start, beyond the beats: [`LOOK_BURST`] at once,
 /// then one each [`LOOK_EVERY`]. Any user who may read a lock file can
 /// open and close it as often as it likes, and each close raises the
-/// event a release does: without a bound, each would be a look.
+/// event a release does; any program may make and remove its files in the
+/// lock directory: without a bound, each would be a wake (and a look).
 pub const LOOK_EVERY: Duration = Duration::from_millis(125);
 pub const LOOK_BURST: u32 = 32;
 
@@ -297,9 +298,9 @@ pub struct Watch {
     lock_dir: CString,
     /// The lock files watched one by one; empty: the directory's closes.
     names: Vec<LockName>,
-    /// When the looks that releases started would have come, at one each
-    /// [`LOOK_EVERY`] (a rate bound by its virtual schedule): a look is
-    /// taken at once while this is at most [`LOOK_BURST`] looks ahead.
+    /// When the wakes that events started would have come, at one each
+    /// [`LOOK_EVERY`] (a rate bound by its virtual schedule): events wake
+    /// it at once while this is at most [`LOOK_BURST`] wakes ahead.
     looks: Instant,
 }
 
@@ -378,15 +379,27 @@ impl SlotWatch {
                     let left = until.saturating_duration_since(Instant::now());
                     let ts = rustix::event::Timespec { tv_sec: left.as_secs() as _, tv_nsec: left.subsec_nanos() as _ };
                     let mut fds = [PollFd::new(&w.fd, PollFlags::IN)];
-                    // Only a directory closed (the drain records' and the
-                    // queue's, which this waiter reads at each wake): wait
-                    // on, or it would wake itself without end.
                     if !matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) {
                         break;
                     }
-                    if w.drain() {
-                        w.looks = core::cmp::max(w.looks, Instant::now()) + LOOK_EVERY;
+                    // Every wake counts against the bound, one that
+                    // concerns nobody too (another program's files made
+                    // and removed in the directory, a directory closed):
+                    // past it, such events are left to the kernel until
+                    // the next wake is due, and a release among them is
+                    // seen then.
+                    let release = w.drain();
+                    w.looks = core::cmp::max(w.looks, Instant::now()) + LOOK_EVERY;
+                    if release {
                         break;
+                    }
+                    let early = w.looks.saturating_duration_since(Instant::now());
+                    let early = early.saturating_sub(LOOK_EVERY * (LOOK_BURST - 1));
+                    if !early.is_zero() {
+                        crate::sys::clock::sleep(early.min(until.saturating_duration_since(Instant::now())));
+                        if Instant::now() >= until {
+                            return;
+                        }
                     }
                 }
             }
