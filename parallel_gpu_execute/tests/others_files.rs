@@ -387,3 +387,55 @@ fn a_queue_directory_swapped_for_a_link_is_said_by_the_waiters_it_hides() {
         out.explain()
     );
 }
+
+/// The owner of `gpuqueue/` (any user who made it first) removes a
+/// waiter's record and puts a file of its own at its name, which the
+/// waiter may not replace in the sticky directory. The waiter makes its
+/// record again under another name with its ticket, and keeps its place:
+/// a later test is not served first, and it waits with a place.
+#[test]
+fn a_file_put_at_a_waiters_record_name_does_not_take_its_place() {
+    if !root("another user's gpuqueue/") {
+        return;
+    }
+    let f = shared_fixture("others-record-name");
+    f.make_lock_dir_shared();
+    let queue = f.lock_dir.join("gpuqueue");
+    let mut c = Cmd::new("sh");
+    c.args(["-c", "mkdir \"$0\" && chmod 1777 \"$0\""]).arg(&queue).as_user(common::NOBODY, common::NOBODY);
+    c.run().assert_success();
+    let ran = f.dir.join("ran");
+    std::fs::create_dir_all(&ran).unwrap();
+    std::fs::set_permissions(&ran, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let waiter = |uid: u32, name: &str| {
+        let mut c = f.cmd();
+        on(&mut c, 1, 1).env("RECORD_FILE", ran.join(name)).as_user(uid, uid);
+        c.args(["--wait=20", "./pkg/gpu_test"]).timeout(Duration::from_secs(30));
+        c
+    };
+    let early = f.spawn_queued(&waiter(12345, "early"));
+    let name = std::fs::read_dir(&queue)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .find(|n| !n.to_string_lossy().starts_with('.'));
+    let record = queue.join(name.expect("no record"));
+    let mut c = Cmd::new("sh");
+    c.args(["-c", "rm -f \"$0\" && : > \"$0\""]).arg(&record).as_user(common::NOBODY, common::NOBODY);
+    c.run().assert_success();
+    // Its next beats make it again, under another name.
+    assert!(
+        wait_until(Duration::from_secs(3), || std::fs::read_dir(&queue).unwrap().count() >= 2),
+        "the record was not made again"
+    );
+    let late = f.spawn_queued(&waiter(12346, "late"));
+    std::thread::sleep(Duration::from_millis(300));
+    drop(held);
+    let (early, late) = (early.wait(), late.wait());
+    early.assert_success();
+    late.assert_success();
+    let start =
+        |name: &str| common::Record::read(&ran.join(name)).get("start").unwrap_or_default().parse::<u64>().unwrap();
+    assert!(start("early") < start("late"), "the later test was served first\n{}\n{}", early.explain(), late.explain());
+    assert!(!early.stderr.contains("without a place"), "{}", early.explain());
+}

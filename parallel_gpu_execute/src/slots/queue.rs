@@ -11,7 +11,9 @@
 
 use crate::prelude::*;
 use crate::slots::lockfile::{make_shared_dir, repair_shared_mode};
-use crate::slots::record::{HEADER, MAX_RECORD, QUEUE_DIR, RecordName, Want, beat_bytes, beat_of, fresh, ticket_of};
+use crate::slots::record::{
+    HEADER, MAX_RECORD, QUEUE_DIR, RecordName, Want, beat_bytes, beat_of, fresh, other_name, ticket_of, with_name,
+};
 use crate::slots::request::Pool;
 use crate::sys::clock::{SystemTime, UNIX_EPOCH, host_since_boot as since_boot};
 use crate::sys::dirs::for_each_entry;
@@ -79,8 +81,14 @@ impl Place {
     /// written under a temporary name, locked, then renamed into place, so
     /// that no record is ever seen unlocked or half written. The error says
     /// why it could not be made (`NOTDIR`: `gpuqueue` is not a directory).
-    pub fn join(lock_dir: &OwnedFd, name: &RecordName, content: Vec<u8>) -> Result<Place, Errno> {
-        let name = name.clone();
+    ///
+    /// Where another user's file, or anything but a record of this user's,
+    /// is at `name` (the owner of `gpuqueue/` removed the record and put a
+    /// file there, or made `gpuqueue/` again after a cleaner and filled
+    /// it with such names), it takes another name with the same ticket
+    /// ([`other_name`]), and so its place.
+    pub fn join(lock_dir: &OwnedFd, name: &RecordName, mut content: Vec<u8>) -> Result<Place, Errno> {
+        let mut name = name.clone();
         // Everything that can fail comes before the rename: a record put
         // in place is one its waiter keeps (a failure after it would leave
         // a dead record under the waiter's name, or in place of its live one).
@@ -129,6 +137,14 @@ impl Place {
                     let _ = rustix::fs::unlinkat(&dir, temporary.as_cstr(), AtFlags::empty());
                     match e {
                         Errno::NOENT | Errno::WOULDBLOCK => last = e,
+                        // Something it may not replace is at its name.
+                        Errno::PERM | Errno::ACCESS | Errno::EXIST | Errno::NOTEMPTY | Errno::ISDIR
+                            if rustix::fs::statat(&dir, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW).is_ok() =>
+                        {
+                            name = other_name(&name);
+                            content = with_name(&content, &name);
+                            last = e;
+                        }
                         e => return Err(e),
                     }
                 }

@@ -75,6 +75,26 @@ pub fn record_name(ticket: u64, pid: u32) -> RecordName {
     name
 }
 
+/// Another name with the ticket of `name`, for where its own is taken by
+/// another user's file: the ticket, a dot and 10 random digits in place of
+/// the PID, which no other user can take first.
+pub fn other_name(name: &RecordName) -> RecordName {
+    let mut other = RecordName::from_bytes(name.as_bytes().get(..17).unwrap_or_default()).unwrap_or_default();
+    let _ = other.push_u64(1_000_000_000 + crate::sys::random::unguessable() % 9_000_000_000);
+    other
+}
+
+/// `content` with its `name` line saying `name` instead.
+pub fn with_name(content: &[u8], name: &RecordName) -> Vec<u8> {
+    let text = content.get(HEADER..).unwrap_or_default();
+    let rest = text.iter().position(|&b| b == b'\n').map_or(&b""[..], |end| &text[end..]);
+    let mut out = content.get(..HEADER).unwrap_or_default().to_vec();
+    out.extend_from_slice(b"name ");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(rest);
+    out
+}
+
 /// The ticket of a record's name; `None` for any other name (a temporary
 /// file, another user's file).
 pub fn ticket_of(name: &[u8]) -> Option<u64> {
@@ -340,6 +360,20 @@ mod tests {
         assert_eq!(many, "gpulockGPU-0123456789abcdef0123456789abcdef_0-999 gpulockGPU-2_0-1 gpulockGPU-2_3-999");
         let scattered = files_line(b"gpulock", &wide, 1000, |i| i % 4 == 0);
         assert_eq!(scattered, b"gpulock*", "a list over MAX_FILES");
+    }
+
+    #[test]
+    fn another_name_keeps_the_ticket_and_the_record_says_it() {
+        let name = record_name(0xabc, 42);
+        let other = other_name(&name);
+        assert_eq!(ticket_of(other.as_bytes()), Some(0xabc), "{:?}", core::str::from_utf8(other.as_bytes()));
+        assert_ne!(other.as_bytes(), name.as_bytes());
+        assert_eq!(other.as_bytes().len(), 16 + 1 + 10);
+        let want = Want { name: name.as_bytes(), needed: 2, files: b"gpulock0_0", test: b"t" };
+        let content = with_name(&want.content(9), &other);
+        let read = Want::parse(&content).unwrap();
+        assert_eq!(read, Want { name: other.as_bytes(), ..want });
+        assert_eq!(beat_of(&content), Some((0, 9)));
     }
 
     #[test]

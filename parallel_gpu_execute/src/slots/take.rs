@@ -300,7 +300,9 @@ impl<'a> Waiting<'a> {
         let takes = table.takeable(self.ask.needed);
         let files = files_line(self.ask.profile.lock_prefix(), table.pool(), self.ask.slots, |i| takes[i]);
         let test = self.described.get_or_init(|| (self.test)());
-        let name = self.name.as_ref().map_or(&b""[..], |n| n.as_bytes());
+        // The name its record has (another than the first where that was
+        // taken: [`Place::join`]).
+        let name = self.place.as_ref().map(|p| &p.name).or(self.name.as_ref()).map_or(&b""[..], |n| n.as_bytes());
         let want = Want { name, needed: self.ask.needed as u64, files: &files, test: test.as_bytes() };
         want.content(u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX))
     }
