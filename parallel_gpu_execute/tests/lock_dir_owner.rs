@@ -27,6 +27,18 @@ fn as_nobody(args: &[&str]) {
     c.run().assert_success();
 }
 
+/// `--list` says `note`, and `--list=json` has `json`.
+fn list_says(f: &common::Fixture, note: &str, json: &str) {
+    let mut c = f.cmd();
+    let list = on(&mut c, 2, 1).arg("--list").run();
+    list.assert_success();
+    assert!(list.stdout.contains(note), "{}", list.explain());
+    let mut c = f.cmd();
+    let list = on(&mut c, 2, 1).arg("--list=json").run();
+    list.assert_success();
+    assert!(list.stdout.contains(json), "{}", list.explain());
+}
+
 #[test]
 fn a_lock_directory_another_user_owns_is_said_where_a_slot_is_taken_and_in_status() {
     if !root("a lock directory another user owns") {
@@ -76,13 +88,7 @@ fn a_lock_directory_another_user_owns_is_said_where_a_slot_is_taken_and_in_statu
     let sample =
         format!("parallel_gpu_execute_lock_dir_other_owner{{lock_dir=\"{dir}\",dir=\"{dir}\",uid=\"{NOBODY}\"}} 1\n");
     assert!(metrics.stdout.contains(&sample), "{}", metrics.explain());
-    let mut c = f.cmd();
-    let list = on(&mut c, 2, 1).arg("--list").run();
-    list.assert_success();
-    assert!(list.stdout.contains(&note), "{}", list.explain());
-    let mut c = f.cmd();
-    let list = on(&mut c, 2, 1).arg("--list=json").run();
-    assert!(list.stdout.contains(&format!(", \"lock_dir_other_owner\": {NOBODY}}}")), "{}", list.explain());
+    list_says(&f, &note, &format!(", \"lock_dir_other_owner\": {NOBODY}}}"));
 
     // As nobody, its own directory is no note.
     let own = nobody(&f).arg("--status").run();
@@ -130,13 +136,7 @@ fn a_lock_directory_without_the_sticky_bit_is_said_where_a_slot_is_taken_and_in_
     let metrics = common::status(&f, 2, 1, "openmetrics");
     let sample = format!("parallel_gpu_execute_lock_dir_unsticky{{lock_dir=\"{dir}\",dir=\"{dir}\"}} 1\n");
     assert!(metrics.stdout.contains(&sample), "{}", metrics.explain());
-    let mut c = f.cmd();
-    let list = on(&mut c, 2, 1).arg("--list").run();
-    list.assert_success();
-    assert!(list.stdout.contains(&note), "{}", list.explain());
-    let mut c = f.cmd();
-    let list = on(&mut c, 2, 1).arg("--list=json").run();
-    assert!(list.stdout.contains(", \"lock_dir_unsticky\": true}"), "{}", list.explain());
+    list_says(&f, &note, ", \"lock_dir_unsticky\": true}");
 
     // A `gpuqueue/` without it: its records can be removed by anyone.
     let queue = f.lock_dir.join("gpuqueue");
