@@ -337,7 +337,8 @@ fn a_queue_directory_this_user_may_not_list_is_named_so() {
 /// `renameat2(RENAME_EXCHANGE)`: no moment without it) hides every record
 /// from readers, who do not follow a link there. A waiter whose record it
 /// hid notices at its next beat, and says so, with the repair, instead
-/// of counting itself in place; it is still served.
+/// of counting itself in place; it is still served. `--status` says what
+/// is at `gpuqueue`.
 #[test]
 fn a_queue_directory_swapped_for_a_link_is_said_by_the_waiters_it_hides() {
     use std::ffi::CString;
@@ -356,6 +357,16 @@ fn a_queue_directory_swapped_for_a_link_is_said_by_the_waiters_it_hides() {
         unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE) };
     assert_eq!(swapped, 0, "renameat2: {}", std::io::Error::last_os_error());
     assert!(std::fs::symlink_metadata(&queue).unwrap().file_type().is_symlink());
+    // `--status` says what is there, not the link's mode.
+    let d = f.lock_dir.display();
+    let text = common::status(&f, 1, 1, "text");
+    let note = format!(
+        "note: {d}/gpuqueue is a symbolic link, not a directory: every waiter waits without a place in the queue, so later tests may be served first; its owner or root runs: rm -f {d}/gpuqueue\n"
+    );
+    assert!(text.stdout.contains(&note), "{}", text.explain());
+    assert!(!text.stdout.contains("no sticky bit"), "{}", text.explain());
+    let json = common::status(&f, 1, 1, "json");
+    assert!(json.stdout.contains("\"queue_not_a_directory\": \"symbolic link\""), "{}", json.explain());
     std::thread::sleep(Duration::from_millis(800));
     drop(held);
     let out = waiter.wait();

@@ -2,7 +2,7 @@
 //! descriptors left never holds the queue up and is still served when its
 //! block frees up, a signal that ends a wait at any step, the moment
 //! its record is put in place included, leaves no record behind, and
-//! another user's records cost a look no more than their size.
+//! another user's records cost a look no more than their entries do.
 
 mod common;
 
@@ -147,12 +147,12 @@ fn a_signal_while_the_record_is_put_in_place_leaves_nothing_behind() {
 
 /// Live records another user keeps (locked, beating) that want no lock
 /// file of these settings hold nobody up, and cost a look no more than
-/// their size, whatever they say: here 100 records of 19 KiB each, their
+/// their entries, whatever they say: here 100 records of 19 KiB each, their
 /// `files` lines thousands of `*` entries that match nothing. A test on a
 /// free slot starts, and `--wait=1` with every slot busy ends, within a
 /// bound that a reader which expanded each entry missed by seconds.
 #[test]
-fn records_that_want_nothing_here_cost_a_look_no_more_than_their_size() {
+fn records_that_want_nothing_here_cost_a_look_no_more_than_their_entries() {
     use std::os::unix::fs::FileExt;
     let f = Fixture::new("limits-record-cost");
     let queue = f.lock_dir.join("gpuqueue");

@@ -379,6 +379,15 @@ fn a_pool_whose_gpus_cannot_be_told_is_said_not_listed_as_none() {
     let list = list.arg("--list=json").run();
     list.assert_success();
     assert!(list.stdout.contains(", \"pool_error\": \"CUDA_VISIBLE_DEVICES: "), "{}", list.explain());
+    // `--list=count`, which scripts read, neither names the pool nor says
+    // anything of it.
+    for flags in [&["--list=count"][..], &["--lock-names=physical", "--list=count"]] {
+        let mut count = f.cmd();
+        on_pool(&mut count);
+        let count = count.args(flags).run();
+        count.assert_success();
+        assert_eq!((count.stdout.as_str(), count.stderr.as_str()), ("2\n", ""), "{}", count.explain());
+    }
     // A pool that can be told: no such note.
     let mut plain = f.cmd();
     plain.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").env("CUDA_VISIBLE_DEVICES", "1");

@@ -32,9 +32,6 @@ struct Plan {
     vendor: Option<Vendor>,
     pool: Option<Pool>,
     slots: u32,
-    /// Why a test here is refused, where the pool's GPUs cannot be told
-    /// (the refusal's line, as `--status` says it).
-    refused: Option<String>,
 }
 
 fn vendor_name(v: Vendor) -> &'static str {
@@ -54,8 +51,15 @@ fn plan(settings: &Settings) -> Result<Plan, Error> {
         }
         None => (None, None, settings.tests_per_gpu),
     };
-    // Named as a test names it: where that fails, so would every test.
-    let refused = match (&pool, survey.source()) {
+    Ok(Plan { survey, vendor, pool, slots })
+}
+
+/// Why a test here is refused, where the pool's GPUs cannot be told (the
+/// refusal's line, as `--status` says it): the pool named as a test names
+/// it. Only for the text and the JSON (naming may survey the hardware
+/// again, and say a note).
+fn refused(plan: &Plan, settings: &Settings) -> Option<String> {
+    match (&plan.pool, plan.survey.source()) {
         (Some(pool), Some(source)) if !pool.hides_every_gpu() => {
             let mut named = pool.clone();
             let result = match settings.lock_names {
@@ -65,8 +69,7 @@ fn plan(settings: &Settings) -> Result<Plan, Error> {
             result.err().map(|e| e.to_string())
         }
         _ => None,
-    };
-    Ok(Plan { survey, vendor, pool, slots, refused })
+    }
 }
 
 /// The index each usable device of the chosen source gets.
@@ -243,7 +246,7 @@ fn text(plan: &Plan, settings: &Settings) -> String {
             };
             let _ = writeln!(out, "pool: {}{from}", ids.join(","));
             let _ = writeln!(out, "slots per GPU: {}", plan.slots);
-            if let Some(why) = &plan.refused {
+            if let Some(why) = refused(plan, settings) {
                 let _ = writeln!(out, "note: a test here is refused: {why}");
             }
             let dir = settings.lock_dir.path();
@@ -395,7 +398,7 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
         ),
         ("devices", json::array(&devices)),
     ];
-    if let Some(why) = &plan.refused {
+    if let Some(why) = refused(plan, settings) {
         fields.push(("pool_error", json::string(why.as_bytes())));
     }
     // Only where another user than root and this one owns it, or any user

@@ -263,6 +263,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         host_namespace: host_pid_namespace(),
         locks_readable: true,
         exposed: Vec::new(),
+        queue_not_dir: None,
         unresolved: configured.unresolved.clone(),
         gpus: Vec::new(),
         not_shown: 0,
@@ -288,7 +289,11 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     ];
     for (st, at, is_queue) in found {
         let Ok(st) = st else { continue };
-        if let Some(e) = Exposed::of(at, st.st_uid, st.st_mode, is_queue) {
+        // Something else at `gpuqueue` (a link, a file): no waiter has a
+        // place, whatever its mode says.
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            report.queue_not_dir = Some(crate::slots::lockfile::kind_of(st.st_mode));
+        } else if let Some(e) = Exposed::of(at, st.st_uid, st.st_mode, is_queue) {
             report.exposed.push((at.to_vec(), e.owner, is_queue));
         }
     }

@@ -114,6 +114,9 @@ pub struct Report {
     /// sticky bit (`None`): that user, or any, may rename a held lock file
     /// (or a record) away.
     pub exposed: Vec<(Vec<u8>, Option<u32>, bool)>,
+    /// What is at `gpuqueue` where it is not a directory (a symbolic link,
+    /// a file): no waiter has a place in the queue.
+    pub queue_not_dir: Option<&'static str>,
     /// Why the settings' pool cannot be told, where it cannot: no slot of
     /// them is listed.
     pub unresolved: Option<String>,
@@ -256,6 +259,13 @@ pub fn text(r: &Report) -> String {
     }
     for (dir, owner, queue) in &r.exposed {
         let _ = writeln!(out, "note: {}", crate::slots::lockfile::Exposed { dir, owner: *owner, queue: *queue });
+    }
+    if let Some(kind) = r.queue_not_dir {
+        let q = Bytes(&r.lock_dir);
+        let _ = writeln!(
+            out,
+            "note: {q}/gpuqueue is a {kind}, not a directory: every waiter waits without a place in the queue, so later tests may be served first; its owner or root runs: rm -f {q}/gpuqueue"
+        );
     }
     if unknown > 0 && !r.locks_readable {
         let _ = writeln!(out, "note: {UNREADABLE_LOCKS}");
@@ -513,6 +523,9 @@ pub fn json(r: &Report) -> String {
     let unsticky: Vec<String> = r.exposed.iter().filter(|(_, uid, _)| uid.is_none()).map(|(d, ..)| path(d)).collect();
     if !unsticky.is_empty() {
         fields.push(("unsticky_dirs", json::array(&unsticky)));
+    }
+    if let Some(kind) = r.queue_not_dir {
+        fields.push(("queue_not_a_directory", json::string(kind.as_bytes())));
     }
     json::object(&fields) + "\n"
 }

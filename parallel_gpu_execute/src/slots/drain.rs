@@ -396,18 +396,11 @@ fn foreign_dir(dir: &CStr, gpu: &[u8], doubt: Doubt) -> Error {
 /// user's entry, in the way.
 fn planted(dir_fd: &OwnedFd, name: &CStr) -> Option<(&'static str, u32)> {
     let st = rustix::fs::statat(dir_fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-    let kind = match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile if name != DRAIN_DIR => return None,
-        FileType::Directory if name == DRAIN_DIR => return None,
-        FileType::RegularFile => "regular file",
-        FileType::Directory => "directory",
-        FileType::Symlink => "symbolic link",
-        FileType::Fifo => "FIFO",
-        FileType::Socket => "socket",
-        FileType::CharacterDevice | FileType::BlockDevice => "device",
-        FileType::Unknown => "file of unknown type",
-    };
-    Some((kind, st.st_uid))
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile if name != DRAIN_DIR => None,
+        FileType::Directory if name == DRAIN_DIR => None,
+        _ => Some((crate::slots::lockfile::kind_of(st.st_mode), st.st_uid)),
+    }
 }
 
 /// Another user's drain, which this one may not replace or remove.

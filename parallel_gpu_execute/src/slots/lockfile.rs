@@ -165,6 +165,20 @@ pub fn other_owner(uid: u32) -> Option<u32> {
     (uid != 0 && uid != rustix::process::geteuid().as_raw()).then_some(uid)
 }
 
+/// What a file of mode `mode` is, for a message: `regular file`,
+/// `symbolic link`, ...
+pub fn kind_of(mode: u32) -> &'static str {
+    match FileType::from_raw_mode(mode) {
+        FileType::RegularFile => "regular file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symbolic link",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice | FileType::BlockDevice => "device",
+        FileType::Unknown => "file of unknown type",
+    }
+}
+
 /// Whether a directory of mode `mode` lets users other than its owner
 /// rename or remove the files of others: writable by every user, without
 /// the sticky bit (a `chmod 777` where 1777 was meant).
@@ -172,26 +186,28 @@ pub fn unsticky(mode: u32) -> bool {
     mode & 0o1002 == 0o002
 }
 
-/// Warns, in one line, where the lock directory that `dir_fd` opens (or
-/// its `gpuqueue/`, `queue`) is owned by another user than root and this
-/// one ([`other_owner`]), or may be written by every user without the
-/// sticky bit ([`unsticky`]): that user, or any, can give this test's GPU
-/// to another test (or push its wait back). One `fstat(2)`, no
+/// Warns, in one line, where the lock directory that `dir_fd` opens is
+/// owned by another user than root and this one ([`other_owner`]), or
+/// where it (or its `gpuqueue/`, `queue`) may be written by every user
+/// without the sticky bit ([`unsticky`]): that user, or any, can give this
+/// test's GPU to another test (or push its wait back). `gpuqueue/` is
+/// made by whichever user's waiter comes first, so another owner is
+/// routine there and not said (`--status` says it). One `fstat(2)`, no
 /// allocation; the test runs all the same.
 pub fn warn_exposed(dir: &CStr, dir_fd: &OwnedFd, queue: bool) {
     let Ok(st) = rustix::fs::fstat(dir_fd) else { return };
-    if other_owner(st.st_uid).is_some() || unsticky(st.st_mode) {
-        say_exposed(dir, st.st_uid, st.st_mode, queue);
+    let owner = other_owner(st.st_uid).filter(|_| !queue);
+    if owner.is_some() || unsticky(st.st_mode) {
+        say_exposed(dir, owner, queue);
     }
 }
 
 #[cold]
 #[inline(never)]
-fn say_exposed(dir: &CStr, uid: u32, mode: u32, queue: bool) {
-    if let Some(exposed) = Exposed::of(dir.to_bytes(), uid, mode, queue) {
-        let what = if queue { "queue directory" } else { "lock directory" };
-        wrapper_common::diag::report(crate::TOOL, format_args!("warning: {what} {exposed}"));
-    }
+fn say_exposed(dir: &CStr, owner: Option<u32>, queue: bool) {
+    let what = if queue { "queue directory" } else { "lock directory" };
+    let exposed = Exposed { dir: dir.to_bytes(), owner, queue };
+    wrapper_common::diag::report(crate::TOOL, format_args!("warning: {what} {exposed}"));
 }
 
 /// A directory in which a user other than the caller can move or remove

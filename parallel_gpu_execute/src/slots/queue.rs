@@ -143,7 +143,9 @@ impl Place {
                         {
                             name = other_name(&name);
                             content = with_name(&content, &name);
-                            last = e;
+                            // Said, where every name tried was taken so,
+                            // as names taken.
+                            last = Errno::EXIST;
                         }
                         e => return Err(e),
                     }

@@ -30,7 +30,7 @@
 //! `<prefix><id>_<first>-<last>`. A list longer than [`MAX_FILES`] (some
 //! 300 GPUs named by UUID) is written `<prefix>*`: every lock file of the
 //! profile. A `*` counts only as the whole line: a reader's cost is bounded
-//! by the record's size, whatever another user writes in one.
+//! by the record's entries, whatever another user writes in one.
 
 use crate::prelude::*;
 use crate::slots::lockfile::{LockName, lock_file_name, split_lock_file_name};
@@ -188,10 +188,10 @@ impl<'a> Want<'a> {
 
     /// Calls `mark` with the index (`slot * pool + gpu`) of each lock file
     /// of `pool` at its first `slots` slots under `prefix` that it wants.
-    /// The cost is bounded by the record's size, whatever another user
-    /// writes in one: a `<stem>*` counts only as the whole line, as it is
-    /// written, and each entry is found among the pool's GPUs by a binary
-    /// search.
+    /// The cost is bounded by the record's entries (times the slots a run
+    /// names), whatever another user writes in one: a `<stem>*` counts
+    /// only as the whole line, as it is written, and each entry is found
+    /// among the pool's GPUs by a binary search.
     pub fn wanted(&self, prefix: &[u8], pool: &Pool, slots: u32, mut mark: impl FnMut(usize)) {
         let width = pool.ids.len();
         if let Some(stem) = self.files.strip_suffix(b"*").filter(|stem| !stem.contains(&b' ')) {

@@ -117,7 +117,7 @@ pub struct Waiting<'a> {
     no_place: Option<Errno>,
     /// Whether a beat it could not write was said (once a wait).
     said_renew: bool,
-    /// Whether `gpuqueue/` was judged (who else may remove its record), once a wait.
+    /// Whether `gpuqueue/` was judged (whether any user may remove its record), once a wait.
     judged_queue: bool,
     /// Whether it ran out of descriptors while it waited, and so waits
     /// without a record from then on (`shed`).
@@ -337,8 +337,8 @@ impl<'a> Waiting<'a> {
                 place.remake(dir_fd, content)
             }
             None => Place::join(dir_fd, &name, content).map(|place| {
-                // Another user's `gpuqueue/`, or one any user may write
-                // without the sticky bit: said once, as for the lock directory.
+                // A `gpuqueue/` any user may write without the sticky bit
+                // (not its own, which it made 1777): said once.
                 if !core::mem::replace(&mut self.judged_queue, true) {
                     let queue = join(table.dir(), QUEUE_DIR.to_bytes());
                     crate::slots::lockfile::warn_exposed(queue.as_cstr(), place.held_dir(), true);
