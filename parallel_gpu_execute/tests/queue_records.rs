@@ -381,9 +381,14 @@ fn on_btrfs(label: &str, lock_dir: &str, what: &str) -> Option<(Fixture, test_su
 
 /// Fills the file system `fs` up (kept full while the file is open).
 fn fill_up(fs: &test_support::mounts::Mounted) -> std::fs::File {
-    let mut fill = std::fs::File::create(fs.path().join("fill")).unwrap();
+    fill_with(fs, "fill", 1 << 20)
+}
+
+/// Fills `fs` up through the file `name`, `chunk` bytes at a time.
+fn fill_with(fs: &test_support::mounts::Mounted, name: &str, chunk: usize) -> std::fs::File {
+    let mut fill = std::fs::File::create(fs.path().join(name)).unwrap();
     let full = loop {
-        if let Err(e) = std::io::Write::write_all(&mut fill, &[7u8; 1 << 20]).and_then(|()| fill.sync_data()) {
+        if let Err(e) = std::io::Write::write_all(&mut fill, &vec![7u8; chunk]).and_then(|()| fill.sync_data()) {
             break e;
         }
     };
@@ -451,10 +456,13 @@ fn a_beat_that_cannot_be_written_is_said() {
         snapshot.to_str().unwrap(),
     ])
     .assert_success();
+    // What the snapshot left, a page at a time: no block is left to copy
+    // a record's into.
+    let top_up = fill_with(&fs, "fill2", 4096);
     std::thread::sleep(Duration::from_millis(1000));
     drop(held);
     let out = waiter.wait();
-    drop(fill);
+    drop((fill, top_up));
     Record::of(out.assert_success());
     let queue = f.lock_dir.join("gpuqueue");
     let said =
