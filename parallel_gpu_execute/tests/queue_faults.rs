@@ -505,6 +505,38 @@ fn the_callers_alarm_ends_a_waiting_wrapper() {
     assert_eq!(left, 0, "a record left behind\n{}", out.explain());
 }
 
+/// A pipe nobody reads, already full (a log reader that stalled), whose
+/// write end is closed when it is dropped.
+struct FullPipe([i32; 2]);
+
+impl FullPipe {
+    fn new() -> FullPipe {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into `fds`.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) }, 0);
+        let chunk = [b'x'; 4096];
+        // SAFETY: writes from a live buffer to the pipe this test made.
+        while unsafe { libc::write(fds[1], chunk.as_ptr().cast(), chunk.len()) } > 0 {}
+        FullPipe(fds)
+    }
+
+    /// `f`'s wrapper with this pipe, opened again blocking, as its stderr.
+    fn stderr_of(&self, f: &Fixture) -> Cmd {
+        let script = format!("exec 2>/proc/{}/fd/{}; exec \"$@\"", std::process::id(), self.0[1]);
+        f.cmd_under("sh", ["-c", &script, "sh"])
+    }
+}
+
+impl Drop for FullPipe {
+    fn drop(&mut self) {
+        // SAFETY: closing the two descriptors this pipe made, once.
+        unsafe {
+            libc::close(self.0[0]);
+            libc::close(self.0[1]);
+        }
+    }
+}
+
 /// Stderr a pipe nobody reads, already full (a log reader that stalled):
 /// the waiting line cannot be written, and `--wait=1` still ends at its
 /// limit, exit 1, instead of when the pipe drains (then with the test run).
@@ -513,26 +545,46 @@ fn a_full_stderr_nobody_reads_does_not_outlast_the_wait_limit() {
     let f = Fixture::new("faults-full-stderr");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let held = hold_lock(f.lock("0", 0));
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into `fds`.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) }, 0);
-    let chunk = [b'x'; 4096];
-    // SAFETY: writes from a live buffer to the pipe this test made.
-    while unsafe { libc::write(fds[1], chunk.as_ptr().cast(), chunk.len()) } > 0 {}
-    // The same pipe opened again, blocking, as the wrapper's stderr.
-    let script = format!("exec 2>/proc/{}/fd/{}; exec \"$@\"", std::process::id(), fds[1]);
-    let mut c = f.cmd_under("sh", ["-c", &script, "sh"]);
+    let pipe = FullPipe::new();
+    let mut c = pipe.stderr_of(&f);
     on(&mut c, 1, 1).args(["--wait=1", "./pkg/gpu_test"]).timeout(Duration::from_secs(20));
     let started = Instant::now();
     let out = c.run();
     let took = started.elapsed();
-    // SAFETY: closing the two descriptors this test made, once.
-    unsafe {
-        libc::close(fds[0]);
-        libc::close(fds[1]);
-    }
-    drop(held);
+    drop((pipe, held));
     out.assert_code(1);
     assert!(took < Duration::from_secs(3), "--wait=1 ended after {took:?}\n{}", out.explain());
     assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
+}
+
+/// A waiter whose stderr is a full pipe nobody reads, with and without a
+/// limit, neither stops on its lines nor loses its place: it beats, a
+/// later waiter does not pass it, and it takes the slot when it frees up
+/// and runs its test (its lines dropped).
+#[test]
+fn a_full_stderr_nobody_reads_neither_stalls_a_waiter_nor_costs_it_its_place() {
+    for limit in [&["--wait=20"][..], &[]] {
+        let f = Fixture::new("faults-full-stderr-place");
+        std::fs::create_dir_all(&f.lock_dir).unwrap();
+        let ran = f.dir.join("ran");
+        std::fs::create_dir_all(&ran).unwrap();
+        let held = hold_lock(f.lock("0", 0));
+        let pipe = FullPipe::new();
+        let mut first = pipe.stderr_of(&f);
+        on(&mut first, 1, 1).env("RECORD_FILE", ran.join("first")).args(limit).arg("./pkg/gpu_test");
+        let first = f.spawn_queued(first.timeout(Duration::from_secs(30)));
+        std::thread::sleep(Duration::from_millis(300));
+        let mut later = f.cmd();
+        on(&mut later, 1, 1).env("RECORD_FILE", ran.join("later")).args(limit).arg("./pkg/gpu_test");
+        let later = f.spawn_queued(later.timeout(Duration::from_secs(30)));
+        std::thread::sleep(Duration::from_millis(700));
+        drop(held);
+        let (first, later) = (first.wait(), later.wait());
+        drop(pipe);
+        let what = format!("{limit:?}\n{}\n{}", first.explain(), later.explain());
+        first.assert_success();
+        later.assert_success();
+        let start = |name: &str| Record::read(&ran.join(name)).get("start").unwrap_or_default().parse::<u64>().unwrap();
+        assert!(start("first") < start("later"), "the later waiter was served first: {what}");
+    }
 }

@@ -194,28 +194,32 @@ pub fn write_all(fd: impl rustix::fd::AsFd, bytes: &[u8]) -> Result<(), rustix::
     Ok(())
 }
 
-/// While not zero: the `CLOCK_MONOTONIC` nanoseconds after which a line
-/// that stderr cannot take at once is dropped ([`stderr_until`]).
-static STDERR_UNTIL: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+/// While not zero: how long (nanoseconds) a line waits for stderr to take
+/// it before it is dropped ([`stderr_patience`]).
+static STDERR_PATIENCE: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
-/// Until `deadline` (`CLOCK_MONOTONIC` nanoseconds; `None`: for ever, the
-/// default), a line waits for stderr to take it, and is dropped after: a
-/// wrapper that must end by a deadline does not block past it on a pipe
-/// nobody reads.
-pub fn stderr_until(deadline: Option<u64>) {
-    STDERR_UNTIL.store(deadline.unwrap_or(0), core::sync::atomic::Ordering::Relaxed);
+/// From now on, a line waits at most `patience` for stderr to take it,
+/// and is dropped after (`None`: as long as it takes, the default): a
+/// process that must keep doing something else (a waiter, which beats and
+/// looks) does not stop on a pipe nobody reads.
+pub fn stderr_patience(patience: Option<core::time::Duration>) {
+    let ns = patience.map_or(0, |p| u64::try_from(p.as_nanos()).unwrap_or(u64::MAX).max(1));
+    STDERR_PATIENCE.store(ns, core::sync::atomic::Ordering::Relaxed);
 }
 
 /// Whether stderr takes a line (of at most a pipe's atomic 4 KiB, which a
-/// pipe with room for any takes whole) before `until`.
+/// pipe with room for any takes whole) within `patience` nanoseconds.
 #[cold]
-fn takes_by(stderr: rustix::fd::BorrowedFd<'_>, until: u64) -> bool {
-    loop {
+fn takes_within(stderr: rustix::fd::BorrowedFd<'_>, patience: u64) -> bool {
+    let now = || {
         let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: clock_gettime writes one timespec into `now`.
         unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-        let now = (now.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64);
-        let left = until.saturating_sub(now);
+        (now.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64)
+    };
+    let until = now().saturating_add(patience);
+    loop {
+        let left = until.saturating_sub(now());
         let ts = rustix::event::Timespec { tv_sec: (left / 1_000_000_000) as _, tv_nsec: (left % 1_000_000_000) as _ };
         let mut fds = [rustix::event::PollFd::new(&stderr, rustix::event::PollFlags::OUT)];
         match rustix::event::poll(&mut fds, Some(&ts)) {
@@ -233,8 +237,8 @@ pub fn write_stderr(bytes: &[u8]) {
     // through a borrowed fd for the duration of the call is sound even if
     // it was closed (the call then fails with EBADF).
     let stderr = unsafe { rustix::fd::BorrowedFd::borrow_raw(2) };
-    let until = STDERR_UNTIL.load(core::sync::atomic::Ordering::Relaxed);
-    if until != 0 && !takes_by(stderr, until) {
+    let patience = STDERR_PATIENCE.load(core::sync::atomic::Ordering::Relaxed);
+    if patience != 0 && !takes_within(stderr, patience) {
         return;
     }
     let _ = write_all(stderr, bytes);

@@ -98,6 +98,11 @@ fn removed_yet_reached(dir: &CStr, dir_fd: &OwnedFd, left: Option<(u64, u64)>) -
     }
 }
 
+/// How long a waiter's line waits for stderr to take it (a pipe nobody
+/// reads) before it is dropped: well within a beat, so that its record
+/// stays fresh, and a block freed meanwhile is taken.
+const STDERR_PATIENCE: Duration = Duration::from_millis(50);
+
 /// What a wrapper keeps while it looks for a block, across lock
 /// directories (one removed and made again: it starts over there, with its
 /// place).
@@ -241,9 +246,11 @@ impl<'a> Waiting<'a> {
                 // SIGTERM from now on removes the record.
                 self.signals.get_or_insert_with(WaitingSignals::install);
                 self.deadline = self.ask.wait.map(|w| Instant::now() + w);
-                // A line stderr cannot take (a pipe nobody reads) blocks
-                // the wait no further than its deadline.
-                diag::stderr_until(self.deadline.map(|d| d.as_nanos()));
+                // A line stderr cannot take (a pipe nobody reads) is
+                // dropped after STDERR_PATIENCE: the waiter keeps beating
+                // and looking, and takes its block when it frees up (and
+                // then execs the test, its lines dropped as well).
+                diag::stderr_patience(Some(STDERR_PATIENCE));
                 let ticket = u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX);
                 let pid = rustix::process::getpid().as_raw_nonzero().get().unsigned_abs();
                 self.name = Some(record_name(ticket, pid));
@@ -464,7 +471,6 @@ impl<'a> Waiting<'a> {
     fn granted(&mut self, mut grant: Grant) -> Grant {
         self.place = None;
         self.signals = None;
-        diag::stderr_until(None);
         grant.waited = self.telemetry.waited();
         grant
     }
