@@ -186,27 +186,34 @@ pub fn unsticky(mode: u32) -> bool {
     mode & 0o1002 == 0o002
 }
 
-/// Warns, in one line, where the lock directory that `dir_fd` opens is
+/// Warns, in one line, where the lock directory `dir` that `fd` opens is
 /// owned by another user than root and this one ([`other_owner`]), or
-/// where it (or its `gpuqueue/`, `queue`) may be written by every user
-/// without the sticky bit ([`unsticky`]): that user, or any, can give this
-/// test's GPU to another test (or push its wait back). `gpuqueue/` is
-/// made by whichever user's waiter comes first, so another owner is
-/// routine there and not said (`--status` says it). One `fstat(2)`, no
-/// allocation; the test runs all the same.
-pub fn warn_exposed(dir: &CStr, dir_fd: &OwnedFd, queue: bool) {
-    let Ok(st) = rustix::fs::fstat(dir_fd) else { return };
+/// where it (or its `gpuqueue/`, which `fd` then opens: `queue`) may be
+/// written by every user without the sticky bit ([`unsticky`]): that
+/// user, or any, can give this test's GPU to another test (or push its
+/// wait back). `gpuqueue/` is made by whichever user's waiter comes
+/// first, so another owner is routine there and not said (`--status` says
+/// it). One `fstat(2)`, no allocation; the test runs all the same.
+pub fn warn_exposed(dir: &CStr, fd: &OwnedFd, queue: bool) {
+    let Ok(st) = rustix::fs::fstat(fd) else { return };
     let owner = other_owner(st.st_uid).filter(|_| !queue);
     if owner.is_some() || unsticky(st.st_mode) {
         say_exposed(dir, owner, queue);
     }
 }
 
+/// Out of line, as is the path it builds (a page of stack).
 #[cold]
 #[inline(never)]
 fn say_exposed(dir: &CStr, owner: Option<u32>, queue: bool) {
-    let what = if queue { "queue directory" } else { "lock directory" };
-    let exposed = Exposed { dir: dir.to_bytes(), owner, queue };
+    let queue_path;
+    let (what, path) = if queue {
+        queue_path = join(dir, b"gpuqueue");
+        ("queue directory", queue_path.as_bytes())
+    } else {
+        ("lock directory", dir.to_bytes())
+    };
+    let exposed = Exposed { dir: path, owner, queue };
     wrapper_common::diag::report(crate::TOOL, format_args!("warning: {what} {exposed}"));
 }
 

@@ -347,8 +347,7 @@ impl<'a> Waiting<'a> {
                 // A `gpuqueue/` any user may write without the sticky bit
                 // (not its own, which it made 1777): said once.
                 if !core::mem::replace(&mut self.judged_queue, true) {
-                    let queue = join(table.dir(), QUEUE_DIR.to_bytes());
-                    crate::slots::lockfile::warn_exposed(queue.as_cstr(), place.held_dir(), true);
+                    crate::slots::lockfile::warn_exposed(table.dir(), place.held_dir(), true);
                 }
                 self.place = Some(place);
             }),
