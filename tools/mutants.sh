@@ -42,6 +42,7 @@ guarded=(
   sanitizer_wrapper/src/environment.rs
   sanitizer_wrapper/src/locate.rs
   parallel_gpu_execute/src/slots/lockfile.rs
+  parallel_gpu_execute/src/slots/exposure.rs
   parallel_gpu_execute/src/slots/locks.rs
   parallel_gpu_execute/src/slots/request.rs
   parallel_gpu_execute/src/slots/queue.rs
@@ -68,7 +69,7 @@ tests_for() {
     parallel_gpu_execute/src/launch.rs)
       echo "--lib --test test_and_environment --test slots --test jax_profile --test flags_and_bad_input --test classic_fidelity --test shared_hosts" ;;
     parallel_gpu_execute/src/slots/*)
-      echo "--lib --test slots --test slot_contract --test queue_stalls --test queue_sharing --test queue_faults --test queue_limits --test lock_dir_faults --test others_files --test shared_hosts --test one_name_per_gpu --test lock_dir_layouts --test operator_truth --test status --test status_truth --test drain --test gpu_kernel --test lock_dir_privacy --test sizing --test classic_fidelity --test flags_and_bad_input --test jax_profile --test test_and_environment" ;;
+      echo "--lib --test slots --test slot_contract --test queue_stalls --test queue_sharing --test queue_faults --test queue_limits --test lock_dir_faults --test lock_dir_owner --test queue_records --test others_files --test shared_hosts --test one_name_per_gpu --test lock_dir_layouts --test operator_truth --test status --test status_truth --test drain --test gpu_kernel --test lock_dir_privacy --test sizing --test classic_fidelity --test flags_and_bad_input --test jax_profile --test test_and_environment" ;;
     *) echo "--lib --tests" ;;
   esac
 }

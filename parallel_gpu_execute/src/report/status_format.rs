@@ -258,7 +258,7 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(out, "note: the slots of these settings are not listed, as a test here is refused: {why}");
     }
     for (dir, owner, queue) in &r.exposed {
-        let _ = writeln!(out, "note: {}", crate::slots::lockfile::Exposed { dir, owner: *owner, queue: *queue });
+        let _ = writeln!(out, "note: {}", crate::slots::exposure::Exposed { dir, owner: *owner, queue: *queue });
     }
     if let Some(kind) = r.queue_not_dir {
         let q = Bytes(&r.lock_dir);

@@ -126,7 +126,7 @@ pub struct Place {
 impl Place {
     fn of(dir_fd: &OwnedFd, drain_fd: &OwnedFd) -> Option<Place> {
         let st = rustix::fs::fstat(drain_fd).ok()?;
-        let sticky = !crate::slots::lockfile::unsticky(st.st_mode);
+        let sticky = !crate::slots::exposure::unsticky(st.st_mode);
         Some(Place { dir_owner: st.st_uid, sticky, lock_dir_owner: rustix::fs::fstat(dir_fd).ok()?.st_uid })
     }
 

@@ -188,7 +188,7 @@ impl Place {
     }
 
     /// `gpuqueue/` as this waiter made its record in it: to judge who
-    /// else may remove the record ([`crate::slots::lockfile::warn_exposed`]).
+    /// else may remove the record ([`crate::slots::exposure::warn_exposed`]).
     pub fn held_dir(&self) -> &OwnedFd {
         &self.dir
     }

@@ -66,7 +66,7 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
         match wait.in_directory(dir, &dir_fd, &mut table)? {
             Some(grant) => {
                 drop(table);
-                crate::slots::lockfile::warn_exposed(dir, &dir_fd, false);
+                crate::slots::exposure::warn_exposed(dir, &dir_fd, false);
                 if !pool.physical {
                     crate::slots::naming::check_index(dir, &dir_fd, prefix)?;
                 }
@@ -347,7 +347,7 @@ impl<'a> Waiting<'a> {
                 // A `gpuqueue/` any user may write without the sticky bit
                 // (not its own, which it made 1777): said once.
                 if !core::mem::replace(&mut self.judged_queue, true) {
-                    crate::slots::lockfile::warn_exposed(table.dir(), place.held_dir(), true);
+                    crate::slots::exposure::warn_exposed(table.dir(), place.held_dir(), true);
                 }
                 self.place = Some(place);
             }),
