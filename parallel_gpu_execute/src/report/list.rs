@@ -266,10 +266,8 @@ fn text(plan: &Plan, settings: &Settings) -> String {
                 (DirState::Exists, None) => String::new(),
             };
             let _ = writeln!(out, "lock dir: {}{state}", String::from_utf8_lossy(dir.to_bytes()));
-            if let Some(st) = stat_of(&dir) {
-                if let Some(exposed) = Exposed::of(dir.to_bytes(), st.st_uid, st.st_mode, false) {
-                    let _ = writeln!(out, "note: {exposed}");
-                }
+            if let Some(exposed) = Exposed::of_dir(&dir) {
+                let _ = writeln!(out, "note: {exposed}");
             }
         }
         _ => out.push_str("mode: none (the test runs without a GPU: 'Execute with no GPU support')\n"),
@@ -405,19 +403,12 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
     // Only where another user than root and this one owns it, or any user
     // may write it without the sticky bit.
     let dir = settings.lock_dir.path();
-    match stat_of(&dir).and_then(|st| Exposed::of(dir.to_bytes(), st.st_uid, st.st_mode, false)) {
+    match Exposed::of_dir(&dir) {
         Some(Exposed { owner: Some(uid), .. }) => fields.push(("lock_dir_other_owner", uid.to_string())),
         Some(Exposed { owner: None, .. }) => fields.push(("lock_dir_unsticky", "true".into())),
         None => {}
     }
     json::object(&fields) + "\n"
-}
-
-/// The uid of the user other than root and this one who owns the lock
-/// directory, or where every user may write it without the sticky bit
-/// ([`Exposed`]): the lock directory as `stat` has it.
-fn stat_of(dir: &core::ffi::CStr) -> Option<rustix::fs::Stat> {
-    rustix::fs::stat(dir).ok()
 }
 
 /// `lock_dir_state`: `exists`, `missing`, `dangling`, or `private`

@@ -292,7 +292,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         let Ok(st) = st else { continue };
         // Something else at `gpuqueue` (a link, a file): no waiter has a
         // place, whatever its mode says.
-        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+        if is_queue && FileType::from_raw_mode(st.st_mode) != FileType::Directory {
             report.queue_not_dir = Some(crate::slots::lockfile::kind_of(st.st_mode));
         } else if let Some(e) = Exposed::of(at, st.st_uid, st.st_mode, is_queue) {
             report.exposed.push((at.to_vec(), e.owner, is_queue));

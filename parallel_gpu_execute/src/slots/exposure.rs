@@ -69,6 +69,12 @@ pub struct Exposed<'a> {
 }
 
 impl<'a> Exposed<'a> {
+    /// The exposure of the lock directory `dir`, as `stat` finds it.
+    pub fn of_dir(dir: &'a CStr) -> Option<Exposed<'a>> {
+        let st = rustix::fs::stat(dir).ok()?;
+        Exposed::of(dir.to_bytes(), st.st_uid, st.st_mode, false)
+    }
+
     /// The exposure of the directory `dir`, owned by `uid` with `mode`.
     pub fn of(dir: &'a [u8], uid: u32, mode: u32, queue: bool) -> Option<Exposed<'a>> {
         match other_owner(uid) {
