@@ -347,6 +347,7 @@ pub fn ahead(
     // The lock files one record wants.
     let mut wants = vec![false; files];
     let mut removed = false;
+    let by_name = crate::slots::record::by_name(pool);
     for name in earlier {
         let live = read_live(dir, &name, &mut buf, own);
         let fd = match live {
@@ -355,7 +356,7 @@ pub fn ahead(
                 // in `gpuqueue/` would put its waiter earlier).
                 let Some(want) = Want::parse(&buf[..n]).filter(|w| w.name == name.as_bytes()) else { continue };
                 wants.fill(false);
-                want.wanted(prefix, pool, slots, |i| wants[i] = true);
+                want.wanted(prefix, pool, &by_name, slots, |i| wants[i] = true);
                 Some(fd)
             }
             Live::Unknown | Live::Starved => {

@@ -192,7 +192,16 @@ impl<'a> Want<'a> {
     /// names), whatever another user writes in one: a `<stem>*` counts
     /// only as the whole line, as it is written, and each entry is found
     /// among the pool's GPUs by a binary search.
-    pub fn wanted(&self, prefix: &[u8], pool: &Pool, slots: u32, mut mark: impl FnMut(usize)) {
+    /// `by_name`: the pool's lock names, sorted once for every record a
+    /// look reads ([`by_name`]).
+    pub fn wanted(
+        &self,
+        prefix: &[u8],
+        pool: &Pool,
+        by_name: &[(&[u8], usize)],
+        slots: u32,
+        mut mark: impl FnMut(usize),
+    ) {
         let width = pool.ids.len();
         if let Some(stem) = self.files.strip_suffix(b"*").filter(|stem| !stem.contains(&b' ')) {
             (0..slots as usize * width)
@@ -200,14 +209,20 @@ impl<'a> Want<'a> {
                 .for_each(&mut mark);
             return;
         }
-        let mut by_name: Vec<(&[u8], usize)> = (0..width).map(|g| (pool.lock_name(g), g)).collect();
-        crate::sys::sort::sort_by(&mut by_name, &mut |a, b| a.0 < b.0);
         for file in self.files.split(|&b| b == b' ') {
-            if let Some((gpu, first, last)) = entry_of(file, prefix, &by_name) {
+            if let Some((gpu, first, last)) = entry_of(file, prefix, by_name) {
                 (first..=last.min(u64::from(slots).saturating_sub(1))).for_each(|s| mark(s as usize * width + gpu));
             }
         }
     }
+}
+
+/// The lock names of `pool`'s GPUs, each with its GPU, sorted by name: what
+/// [`Want::wanted`] finds a record's entries in.
+pub fn by_name(pool: &Pool) -> Vec<(&[u8], usize)> {
+    let mut by_name: Vec<(&[u8], usize)> = (0..pool.ids.len()).map(|g| (pool.lock_name(g), g)).collect();
+    crate::sys::sort::sort_by(&mut by_name, &mut |a, b| a.0 < b.0);
+    by_name
 }
 
 /// The lock file of index `i` (`slot * pool + gpu`).
@@ -297,7 +312,7 @@ mod tests {
 
     fn wanted(want: &Want<'_>, prefix: &[u8], pool: &Pool, slots: u32) -> Vec<usize> {
         let mut out = Vec::new();
-        want.wanted(prefix, pool, slots, |i| out.push(i));
+        want.wanted(prefix, pool, &by_name(pool), slots, |i| out.push(i));
         out.sort_unstable();
         out
     }
