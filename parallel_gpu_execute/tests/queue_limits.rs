@@ -1,7 +1,8 @@
 //! A waiter at the edge of what its process may do: one with few file
 //! descriptors left never holds the queue up and is still served when its
-//! block frees up, a signal that ends a wait at any step, the moment
-//! its record is put in place included, leaves no record behind, and
+//! block frees up, a signal that ends a wait at any step, the moments
+//! its queue and record are made and put in place included, leaves no
+//! record behind, and
 //! another user's records cost a look no more than their entries do.
 
 mod common;
@@ -143,6 +144,39 @@ fn a_signal_while_the_record_is_put_in_place_leaves_nothing_behind() {
     let out = r.wait();
     assert_eq!(out.status.code(), Some(143), "{}", out.explain());
     assert!(records(&f).is_empty(), "the record was left: {:?}\n{}", records(&f), out.explain());
+}
+
+/// SIGTERM, SIGINT or SIGHUP that comes while a waiter makes `gpuqueue/`
+/// or its temporary record (here just after the `fchmod` of each, by
+/// strace) ends the wrapper once the record is registered for removal:
+/// neither a temporary directory nor a temporary record is left, where a
+/// handled signal left each for a minute.
+#[test]
+fn a_signal_while_the_queue_or_the_record_is_made_leaves_nothing_behind() {
+    if test_support::find_program("strace").is_none() {
+        test_support::prerequisite(false, "strace", "a signal in the middle of making a record");
+        return;
+    }
+    // The first `fchmod` is `gpuqueue/`'s, made under a temporary name; the
+    // second the temporary record's.
+    for (when, signal, code) in [(1, "SIGINT", 130), (2, "SIGTERM", 143), (2, "SIGHUP", 129)] {
+        let f = Fixture::new("limits-made");
+        f.make_lock_dir_shared();
+        let _held = hold_lock(f.lock("0", 0));
+        let inject = format!("inject=fchmod:signal={signal}:when={when}");
+        let mut c = f.cmd_under("strace", ["-qq", "-o", "/dev/null", "-e", "trace=fchmod", "-e", &inject]);
+        on(&mut c, 1, 1).args(["--wait=20", "./pkg/gpu_test"]).timeout(Duration::from_secs(60));
+        let out = c.run();
+        let what = format!("{signal} at fchmod {when}\n{}", out.explain());
+        assert_eq!(out.status.code(), Some(code), "{what}");
+        let mut left: Vec<String> = Vec::new();
+        for dir in [f.lock_dir.clone(), f.lock_dir.join("gpuqueue")] {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            left.extend(entries.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()));
+        }
+        left.retain(|n| n != "gpulock0_0");
+        assert!(left.is_empty(), "left behind: {left:?}: {what}");
+    }
 }
 
 /// Live records another user keeps (locked, beating) that want no lock

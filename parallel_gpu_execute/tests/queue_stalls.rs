@@ -4,7 +4,8 @@
 //! queue's directory removed; records that lie about their beat, that belong
 //! to the dead, or that are no records; a queue this user cannot use; and
 //! SIGALRM inherited blocked. A multi-GPU waiter keeps its place through a
-//! stop. Each case runs the built wrapper against locks held by this test
+//! stop. A test served after a wait inherits no SIGCHLD of the wrapper's
+//! own children. Each case runs the built wrapper against locks held by this test
 //! process (docs/design.md, "The wait queue"; issue 46's points 1, 2 and 6).
 
 mod common;
@@ -315,6 +316,47 @@ fn sigalrm_inherited_blocked_neither_stalls_a_waiter_nor_stays_unblocked_for_the
     let mask = out.stdout.trim().rsplit(['\t', ' ']).next().unwrap_or("");
     let mask = u64::from_str_radix(mask, 16).unwrap_or_else(|_| panic!("no SigBlk line\n{}", out.explain()));
     assert_ne!(mask & (1 << (libc::SIGALRM - 1)), 0, "SIGALRM was not blocked again for the test\n{}", out.explain());
+}
+
+/// Served after a wait where the wrapper closes its inotify instance in a
+/// short-lived grandchild (PID 1 reaps orphans: here a shell in a PID
+/// namespace of its own), a test whose caller blocks SIGCHLD starts with
+/// no SIGCHLD pending, as it does after a free slot: the one the reaped
+/// child raised is taken, since pending signals survive the exec.
+#[test]
+fn a_test_served_after_a_wait_inherits_no_sigchld_pending() {
+    if !test_support::prerequisite(is_root(), "root", "a PID namespace (unshare --pid) with a shell as PID 1") {
+        return;
+    }
+    let (f, _) = fixture("q-sigchld");
+    let held = hold_lock(f.lock("0", 0));
+    let Some(python) = test_support::find_program("python3") else {
+        test_support::prerequisite(false, "python3", "a caller that blocks SIGCHLD under a shell as PID 1");
+        return;
+    };
+    // bash, PID 1, empties the mask of what it runs: python blocks SIGCHLD
+    // and execs the wrapper.
+    let block = "import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD]); os.execv(sys.argv[1], sys.argv[1:])";
+    let shell = ["--pid", "--fork", "--mount-proc", "bash", "-c", "\"$@\"; true", "bash"];
+    let mut c = f.cmd_under("unshare", shell.into_iter().chain([python.to_str().unwrap(), "-c", block]));
+    c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1");
+    // grep itself is the test: it reads its own status before it forks anything.
+    c.args(["grep", "-E", "^(ShdPnd|SigPnd|SigBlk):", "/proc/self/status"]).timeout(Duration::from_secs(30));
+    let w = c.spawn();
+    let queue = f.lock_dir.join("gpuqueue");
+    wait_until(Duration::from_secs(10), || std::fs::read_dir(&queue).is_ok_and(|mut d| d.next().is_some()));
+    std::thread::sleep(Duration::from_millis(200));
+    drop(held);
+    let out = w.wait();
+    out.assert_success();
+    let field = |name: &str| {
+        let line = out.stdout.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{}", out.explain()));
+        u64::from_str_radix(line[name.len()..].trim(), 16).unwrap_or_else(|_| panic!("{}", out.explain()))
+    };
+    let bit = 1 << (libc::SIGCHLD - 1);
+    assert_ne!(field("SigBlk:") & bit, 0, "SIGCHLD did not reach the test blocked\n{}", out.explain());
+    assert_eq!(field("ShdPnd:") & bit, 0, "the test started with SIGCHLD pending\n{}", out.explain());
+    assert_eq!(field("SigPnd:") & bit, 0, "the test started with SIGCHLD pending\n{}", out.explain());
 }
 
 /// A queue this user cannot use (a file, a FIFO or a link in its place, or

@@ -3,7 +3,8 @@
 //! while tests start and end by the hundred), a file name reaches the text
 //! escaped, a lock of another kind is no slot's, a process is found
 //! holding or waiting through any of its descriptors and by its wait
-//! channel where its system call cannot be read, and a waiter in a PID
+//! channel where its system call cannot be read, a waiter served while
+//! it looks is not listed as still queued, and a waiter in a PID
 //! namespace of its own counts the busy slots it can prove and those it
 //! can see held.
 
@@ -66,6 +67,40 @@ fn root_in_the_host_namespace_never_calls_a_holder_hidden_while_tests_churn() {
         hidden_rows.len(),
         hidden_rows.join("\n")
     );
+}
+
+/// A waiter served (its record removed, its test exec'd) after `--status`
+/// read its record is not listed as a hidden waiter still queued: here
+/// strace holds `--status` up for a second in the `flock` that shows the
+/// record held, and the slot is let go meanwhile.
+#[test]
+fn a_waiter_served_while_status_looks_is_not_listed_as_a_hidden_one() {
+    if test_support::find_program("strace").is_none() {
+        test_support::prerequisite(false, "strace", "a waiter served in the middle of a --status");
+        return;
+    }
+    let f = Fixture::new("status-served");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("0", 0));
+    let mut w = f.cmd();
+    w.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").args(["/bin/sleep", "2"]);
+    let w = f.spawn_queued(&w);
+    let delay = ["-qq", "-o", "/dev/null", "-e", "trace=flock", "-e", "inject=flock:delay_exit=1000000:when=1"];
+    let mut c = f.cmd_under("strace", delay);
+    c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").arg("--status=json");
+    let looking = c.spawn();
+    std::thread::sleep(Duration::from_millis(400));
+    drop(held);
+    // Served: its record is gone, its test runs.
+    wait_until(Duration::from_secs(5), || f.waiters().is_empty());
+    let out = looking.wait();
+    out.assert_success();
+    let what = format!("{}\nthe waiter's {}", out.explain(), w.pid());
+    assert!(f.waiters().is_empty(), "the waiter was not served: {what}");
+    assert!(!common::waiters_json(&out).contains("\"queued\""), "a waiter served is listed as queued: {what}");
+    let served = slot_json(&out, &f.lock("0", 0));
+    assert!(served.contains(&format!("\"pid\": {}", w.pid())), "its slot does not name it: {what}");
+    w.wait().assert_success();
 }
 
 /// Any user may name a file in a 1777 lock directory: a terminal escape or

@@ -315,7 +315,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
             found.push(Found { name: name.to_string(), st });
         }
     }
-    let queued = queued(&dir_fd);
+    let (queued, queue_dir) = queued(&dir_fd);
     let device = mount_device(dir_fd.as_fd());
     // The lock files, then the records: one scan of the processes for both.
     let mut files: Vec<LockFile> =
@@ -395,7 +395,11 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     let mut queue_waiters = Vec::new();
     for (r, (file, open)) in queued.iter().zip(files.iter().zip(&open).skip(found.len())) {
         let l = lockers(file, open, &locks, &again, partial);
-        // The process that holds the record, or a hidden one: its lock is held.
+        // No process holds it: its waiter left (served, or died) since its
+        // record was read, unless its lock is still held, unseen (hidden).
+        if l.holders.is_empty() && r.left(queue_dir.as_ref()) {
+            continue;
+        }
         let process = l.holders.first().map_or_else(|| process(0), |&pid| process(pid));
         let ticket = Duration::from_nanos(r.ticket);
         let since = wall.checked_sub(boot.saturating_sub(ticket));
@@ -482,13 +486,29 @@ struct Queued {
     test: Vec<u8>,
 }
 
+impl Queued {
+    /// Whether its waiter has left since it was read (`dir`: `gpuqueue/`):
+    /// its record is gone, or free and not made again in its place.
+    fn left(&self, dir: Option<&rustix::fd::OwnedFd>) -> bool {
+        use rustix::fs::{FlockOperation, Mode};
+        let Some(dir) = dir else { return false };
+        let fd = match rustix::fs::openat(dir, self.name.as_cstr(), RECORD_FLAGS, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(e) => return e == rustix::io::Errno::NOENT,
+        };
+        rustix::fs::fstat(&fd).is_ok_and(|now| (now.st_dev, now.st_ino) == (self.st.st_dev, self.st.st_ino))
+            && rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared).is_ok()
+    }
+}
+
 /// The records of `gpuqueue/` whose lock is held (a waiter's), earliest
-/// first. A record whose lock is free (a dead waiter's) is not listed, nor
-/// left locked: the shared lock that shows it free is let go at once.
-fn queued(lock_dir: &rustix::fd::OwnedFd) -> Vec<Queued> {
+/// first, and `gpuqueue/`. A record whose lock is free (a dead waiter's)
+/// is not listed, nor left locked: the shared lock that shows it free is
+/// let go at once.
+fn queued(lock_dir: &rustix::fd::OwnedFd) -> (Vec<Queued>, Option<rustix::fd::OwnedFd>) {
     use rustix::fs::{FlockOperation, Mode};
     let mut out = Vec::new();
-    let Ok(dir) = rustix::fs::openat(lock_dir, QUEUE_DIR, DIR_FLAGS, Mode::empty()) else { return out };
+    let Ok(dir) = rustix::fs::openat(lock_dir, QUEUE_DIR, DIR_FLAGS, Mode::empty()) else { return (out, None) };
     let mut names: Vec<RecordName> = Vec::new();
     let _ = for_each_entry(&dir, |name, _| {
         if ticket_of(name.to_bytes()).is_some() {
@@ -518,7 +538,7 @@ fn queued(lock_dir: &rustix::fd::OwnedFd) -> Vec<Queued> {
         });
     }
     crate::sys::sort::sort_by(&mut out, &mut |a, b| a.name.as_bytes() < b.name.as_bytes());
-    out
+    (out, Some(dir))
 }
 
 #[cfg(test)]

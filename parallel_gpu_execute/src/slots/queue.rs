@@ -104,6 +104,10 @@ impl Place {
             let _ = temporary.push(b".");
             let _ = temporary.push_u64(unguessable());
             let _ = temporary.push(b".new");
+            // SIGTERM, SIGINT and SIGHUP wait from before anything is made
+            // (`gpuqueue/` or the temporary record, which a handled signal
+            // would leave) until the record is registered for removal.
+            let deferred = crate::slots::wait::Deferred::hold();
             let dir = open_queue_dir(&lock_dir)?;
             let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             let fd = match rustix::fs::openat(&dir, temporary.as_cstr(), flags, Mode::from_raw_mode(0o644)) {
@@ -121,9 +125,6 @@ impl Place {
                 // that takes.
                 .and_then(|()| wrapper_common::diag::write_all(&fd, &content))
                 .and_then(|()| rustix::fs::fstat(&fd));
-            // A signal that ends the wait while the record is put in place
-            // comes once it is registered for removal (`Deferred`).
-            let deferred = crate::slots::wait::Deferred::hold();
             let renamed = written
                 .and_then(|st| rustix::fs::renameat(&dir, temporary.as_cstr(), &dir, name.as_cstr()).map(|()| st));
             match renamed {

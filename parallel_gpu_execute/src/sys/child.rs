@@ -15,6 +15,7 @@ pub fn run(argv: &[*const c_char], search_path: bool, mut on_output: impl FnMut(
     debug_assert!(argv.last().is_some_and(|p| p.is_null()));
     let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let envp = env::environ_ptr();
+    let pending_before = sigchld_pending();
     // SAFETY: the wrapper is single-threaded, so the child may run any code;
     // it only calls dup2/fcntl/execve (or execvpe)/_exit.
     let pid = unsafe { libc::fork() };
@@ -50,15 +51,40 @@ pub fn run(argv: &[*const c_char], search_path: bool, mut on_output: impl FnMut(
         }
     }
     drop(read_end);
+    Ok(reap(pid, pending_before))
+}
+
+/// Whether SIGCHLD is pending for this process (it can be only while it is
+/// blocked: a mask inherited from the caller, which the test inherits too).
+fn sigchld_pending() -> bool {
+    // SAFETY: sigpending writes one sigset_t, which sigismember then reads.
+    unsafe {
+        let mut set: libc::sigset_t = core::mem::zeroed();
+        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, libc::SIGCHLD) == 1
+    }
+}
+
+/// Waits for the child `pid` and returns its wait status. The SIGCHLD its
+/// exit raised, pending where the caller's mask blocks it, is taken, unless
+/// one was pending already before it was made (`pending_before`): pending
+/// signals survive `execve`, and the test would find a SIGCHLD from no
+/// child of its own.
+fn reap(pid: libc::pid_t, pending_before: bool) -> i32 {
     let mut status = 0;
-    loop {
-        // SAFETY: waiting for our own child; `status` is a valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r >= 0 || wrapper_common::last_errno() != Errno::INTR {
-            break;
+    // SAFETY: waiting for our own child; `status` is a valid out-pointer.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && wrapper_common::last_errno() == Errno::INTR {}
+    if !pending_before && sigchld_pending() {
+        // SAFETY: sigtimedwait with a valid one-signal set and a zero
+        // timeout: it only takes the pending SIGCHLD, never blocks.
+        unsafe {
+            let mut set: libc::sigset_t = core::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGCHLD);
+            let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            libc::sigtimedwait(&set, core::ptr::null_mut(), &zero);
         }
     }
-    Ok(status)
+    status
 }
 
 /// Whether a wait status says the program exited 0.
@@ -99,7 +125,7 @@ pub fn init_reaps_orphans() -> bool {
 /// instance's last close waits for an SRCU grace period (about 15 ms),
 /// during which a waiter that has just taken its GPUs would hold them
 /// idle. A child forks a grandchild and exits at once (the caller reaps
-/// it, so the test inherits no child); the grandchild closes every other
+/// it, so the test inherits no child, nor its SIGCHLD); the grandchild closes every other
 /// descriptor, waits until the caller execs (the end of a pipe the caller
 /// holds closes then), closes `fd` last and exits. The orphan is the
 /// namespace's first process's to reap, so this is done only where that one
@@ -116,6 +142,7 @@ pub fn close_after_exec(fd: rustix::fd::OwnedFd) {
     let Ok((read_end, write_end)) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC) else { return };
     let (keep, wait_on) = (fd.as_raw_fd(), read_end.as_raw_fd());
     let (low, high) = (keep.min(wait_on) as u32, keep.max(wait_on) as u32);
+    let pending_before = sigchld_pending();
     // SAFETY: the wrapper is single-threaded, so the children may run any
     // code; they only call close_range/close/read/fork/_exit.
     let pid = unsafe { libc::fork() };
@@ -142,9 +169,7 @@ pub fn close_after_exec(fd: rustix::fd::OwnedFd) {
     }
     drop(read_end);
     if pid > 0 {
-        let mut status = 0;
-        // SAFETY: waiting for our own child; `status` is a valid out-pointer.
-        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && wrapper_common::last_errno() == Errno::INTR {}
+        let status = reap(pid, pending_before);
         if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
             // Both close at the exec: `fd` at once (the grandchild holds it),
             // the pipe's end to let the grandchild go.
