@@ -56,6 +56,8 @@ guarded=(
   parallel_gpu_execute/src/slots/naming.rs
   parallel_gpu_execute/src/slots/drain.rs
   parallel_gpu_execute/src/slots/outsiders.rs
+  parallel_gpu_execute/src/report/queued.rs
+  parallel_gpu_execute/src/sys/child.rs
 )
 
 # The tests that cover a file: its crate's unit tests and the integration
@@ -70,6 +72,10 @@ tests_for() {
       echo "--lib --test test_and_environment --test slots --test jax_profile --test flags_and_bad_input --test classic_fidelity --test shared_hosts" ;;
     parallel_gpu_execute/src/slots/*)
       echo "--lib --test slots --test slot_contract --test queue_stalls --test queue_sharing --test queue_faults --test queue_limits --test lock_dir_faults --test lock_dir_owner --test queue_records --test others_files --test shared_hosts --test one_name_per_gpu --test lock_dir_layouts --test operator_truth --test status --test status_truth --test drain --test gpu_kernel --test lock_dir_privacy --test sizing --test classic_fidelity --test flags_and_bad_input --test jax_profile --test test_and_environment" ;;
+    parallel_gpu_execute/src/report/queued.rs)
+      echo "--lib --test status --test status_truth --test operator_truth" ;;
+    parallel_gpu_execute/src/sys/child.rs)
+      echo "--lib --test gpu_count --test queue_stalls --test queue_faults" ;;
     *) echo "--lib --tests" ;;
   esac
 }

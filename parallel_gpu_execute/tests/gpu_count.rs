@@ -109,6 +109,49 @@ fn kfd_with_cpu_nodes_only_leaves_the_count_to_rocminfo() {
     assert_eq!(observed_count(&f, |_| {}), "2");
 }
 
+/// A caller that blocks SIGCHLD gets a test without the SIGCHLD that the
+/// wrapper's run of rocminfo raised (pending signals survive the exec),
+/// but keeps the one of a child of its own that exited meanwhile, which
+/// the test inherits: that signal does not queue, so the wrapper takes it
+/// only where no other child is left.
+#[test]
+fn rocminfo_leaves_the_test_no_sigchld_of_its_own_and_takes_no_other() {
+    let Some(python) = test_support::find_program("python3") else {
+        test_support::prerequisite(false, "python3", "a caller that blocks SIGCHLD");
+        return;
+    };
+    // Blocks SIGCHLD, leaves a child that exits in 0.2 s when asked to
+    // (`--child`), and execs the wrapper with the rest.
+    let caller = "import os, signal, sys, time\n\
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])\n\
+args = sys.argv[1:]\n\
+if args[0] == '--child':\n    args = args[1:]\n    if os.fork() == 0:\n        time.sleep(0.2)\n        os._exit(0)\n\
+os.execv(args[0], args)\n";
+    for child in [false, true] {
+        let mut f = Fixture::new("rocminfo-sigchld");
+        f.sysroot.add_kfd_cpu();
+        // Slow enough for the caller's child to exit while it runs.
+        let rocminfo = fake_rocminfo_script(2).replacen("#!/bin/sh\n", "#!/bin/sh\nsleep 0.6\n", 1);
+        f.runfiles.add("rocm/bin/rocminfo", &rocminfo, true);
+        let mut c =
+            f.cmd_under(python.to_str().unwrap(), ["-c", caller, "--child"].into_iter().take(2 + usize::from(child)));
+        let out = c.args(["grep", "-E", "^(ShdPnd|SigPnd|SigBlk):", "/proc/self/status"]).run();
+        out.assert_success();
+        let pending = out.stdout.lines().filter(|l| l.starts_with("ShdPnd:") || l.starts_with("SigPnd:"));
+        let pending = pending.fold(0, |m, l| m | u64::from_str_radix(l[7..].trim(), 16).unwrap_or(0));
+        let bit = 1u64 << (libc::SIGCHLD - 1);
+        assert!(
+            out.stdout.contains("SigBlk:\t0000000000010000"),
+            "SIGCHLD not blocked for the test\n{}",
+            out.explain()
+        );
+        assert!(out.stderr.contains("on GPU(s) 0"), "rocminfo did not count\n{}", out.explain());
+        let what =
+            if child { "lost the SIGCHLD of the caller's child" } else { "left its own child's SIGCHLD pending" };
+        assert_eq!(pending & bit != 0, child, "the wrapper {what}\n{}", out.explain());
+    }
+}
+
 #[test]
 fn nvidia_proc_entries_give_cuda_mode() {
     let f = Fixture::new("nvproc");

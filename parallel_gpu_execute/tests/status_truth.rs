@@ -3,8 +3,9 @@
 //! while tests start and end by the hundred), a file name reaches the text
 //! escaped, a lock of another kind is no slot's, a process is found
 //! holding or waiting through any of its descriptors and by its wait
-//! channel where its system call cannot be read, a waiter served while
-//! it looks is not listed as still queued, and a waiter in a PID
+//! channel where its system call cannot be read, a waiter that is served,
+//! or makes its record again, while it looks is told as it is, and a
+//! waiter in a PID
 //! namespace of its own counts the busy slots it can prove and those it
 //! can see held.
 
@@ -69,38 +70,96 @@ fn root_in_the_host_namespace_never_calls_a_holder_hidden_while_tests_churn() {
     );
 }
 
-/// A waiter served (its record removed, its test exec'd) after `--status`
-/// read its record is not listed as a hidden waiter still queued: here
-/// strace holds `--status` up for a second in the `flock` that shows the
-/// record held, and the slot is let go meanwhile.
+/// `--status=json` held up by strace for `delay` in the `flock` that shows
+/// the first record held (as `user`, where given).
+fn status_held_up(f: &Fixture, delay: Duration, user: Option<u32>) -> test_support::Running {
+    let inject = format!("inject=flock:delay_exit={}:when=1", delay.as_micros());
+    let mut c = f.cmd_under("strace", ["-qq", "-o", "/dev/null", "-e", "trace=flock", "-e", &inject]);
+    c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").arg("--status=json");
+    if let Some(uid) = user {
+        c.as_user(uid, uid);
+    }
+    let r = c.spawn();
+    // Until `--status`, strace's child, sits in that `flock`.
+    let in_flock = || {
+        let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", r.pid())).unwrap_or_default();
+        let Some(pid) = children.split_whitespace().next() else { return false };
+        let call = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+        call.split(' ').next() == Some(&libc::SYS_flock.to_string())
+    };
+    wait_until(Duration::from_secs(10), in_flock);
+    assert!(in_flock(), "--status never reached its first flock");
+    r
+}
+
+/// What happens to a waiter between `--status`'s read of its record and
+/// its look for the record's holder (strace holds `--status` up between
+/// the two) is told as it is: one served meanwhile (its record removed, its
+/// test exec'd) is the slot's holder, not also a hidden waiter still
+/// queued; one whose `gpuqueue/` a cleaner removed, and which made its
+/// record again, is still queued, and named; one stopped, its record
+/// removed, is still queued for a user who cannot see root's processes
+/// (the kernel shows its lock held).
 #[test]
-fn a_waiter_served_while_status_looks_is_not_listed_as_a_hidden_one() {
-    if test_support::find_program("strace").is_none() {
-        test_support::prerequisite(false, "strace", "a waiter served in the middle of a --status");
+fn a_waiter_that_changes_while_status_looks_is_told_as_it_is() {
+    if !test_support::prerequisite(
+        test_support::find_program("strace").is_some() && test_support::is_root(),
+        "strace, and root",
+        "a waiter that changes in the middle of a --status",
+    ) {
         return;
     }
-    let f = Fixture::new("status-served");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    let held = hold_lock(f.lock("0", 0));
-    let mut w = f.cmd();
-    w.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").args(["/bin/sleep", "2"]);
-    let w = f.spawn_queued(&w);
-    let delay = ["-qq", "-o", "/dev/null", "-e", "trace=flock", "-e", "inject=flock:delay_exit=1000000:when=1"];
-    let mut c = f.cmd_under("strace", delay);
-    c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").arg("--status=json");
-    let looking = c.spawn();
-    std::thread::sleep(Duration::from_millis(400));
-    drop(held);
-    // Served: its record is gone, its test runs.
-    wait_until(Duration::from_secs(5), || f.waiters().is_empty());
-    let out = looking.wait();
-    out.assert_success();
-    let what = format!("{}\nthe waiter's {}", out.explain(), w.pid());
-    assert!(f.waiters().is_empty(), "the waiter was not served: {what}");
-    assert!(!common::waiters_json(&out).contains("\"queued\""), "a waiter served is listed as queued: {what}");
-    let served = slot_json(&out, &f.lock("0", 0));
-    assert!(served.contains(&format!("\"pid\": {}", w.pid())), "its slot does not name it: {what}");
-    w.wait().assert_success();
+    for case in ["served", "queue removed", "stopped, record removed"] {
+        let f = shared_fixture("status-changes");
+        f.make_lock_dir_shared();
+        let mut held = Some(hold_lock(f.lock("0", 0)));
+        let mut w = f.cmd();
+        w.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").args(["/bin/sleep", "2"]);
+        let w = f.spawn_queued(&w);
+        let queue = f.lock_dir.join("gpuqueue");
+        let looking = status_held_up(&f, Duration::from_millis(1500), (case.starts_with("stopped")).then_some(NOBODY));
+        match case {
+            "served" => {
+                drop(held.take());
+                wait_until(Duration::from_secs(5), || f.waiters().is_empty());
+            }
+            "queue removed" => {
+                std::fs::remove_dir_all(&queue).unwrap();
+                wait_until(Duration::from_secs(5), || f.waiters().contains(&w.pid()));
+            }
+            _ => {
+                w.signal(libc::SIGSTOP);
+                for e in std::fs::read_dir(&queue).unwrap() {
+                    std::fs::remove_file(e.unwrap().path()).unwrap();
+                }
+            }
+        }
+        let out = looking.wait();
+        out.assert_success();
+        let what = format!("{case}: {}\nthe waiter's {}", out.explain(), w.pid());
+        let waiters = common::waiters_json(&out);
+        let queued = waiters.contains("\"queued\"");
+        match case {
+            "served" => {
+                assert!(!queued, "a waiter served is listed as queued: {what}");
+                let slot = slot_json(&out, &f.lock("0", 0));
+                assert!(slot.contains(&format!("\"pid\": {}", w.pid())), "its slot does not name it: {what}");
+                w.wait().assert_success();
+            }
+            "queue removed" => {
+                assert!(waiters.contains(&format!("\"pid\": {}", w.pid())), "the waiter is not named: {what}");
+                drop(held.take());
+                w.wait().assert_success();
+            }
+            _ => {
+                assert!(queued, "a waiter stopped, its record removed, is not listed: {what}");
+                w.signal(libc::SIGKILL);
+                w.signal(libc::SIGCONT);
+                drop(held.take());
+                let _ = w.wait();
+            }
+        }
+    }
 }
 
 /// Any user may name a file in a 1777 lock directory: a terminal escape or

@@ -102,6 +102,7 @@ use crate::error::Error;
 use crate::hardware::gpu_count;
 use crate::prelude::*;
 use crate::profile::LockNames;
+use crate::report::queued::{Since, queued};
 use crate::report::status_format::{self, QueueRecord, Report, Slot, Waiter};
 use crate::report::{gpus, openmetrics};
 use crate::settings::Settings;
@@ -109,8 +110,7 @@ use crate::slots::exposure::Exposed;
 use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device, openers};
 use crate::slots::lockfile::{lock_file_name, split_lock_file_name};
 use crate::slots::proclocks::{ProcessInfo, process, read_locks};
-use crate::slots::queue::{DIR_FLAGS, RECORD_FLAGS};
-use crate::slots::record::{QUEUE_DIR, RecordName, STALE_AFTER, Want, beat_of, ticket_of};
+use crate::slots::record::{QUEUE_DIR, STALE_AFTER};
 use crate::slots::request::{Pool, Preset};
 use crate::sys::clock::{SystemTime, UNIX_EPOCH, host_since_boot};
 use crate::sys::dirs::{for_each_entry, open_dir};
@@ -268,6 +268,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         unresolved: configured.unresolved.clone(),
         gpus: Vec::new(),
         not_shown: 0,
+        unsettled: false,
     };
     let unreadable = |errno| Error::StatusDir { dir: dir.to_bytes().to_vec(), error: Os(errno).to_string() };
     let dir_fd = match open_dir(dir) {
@@ -315,7 +316,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
             found.push(Found { name: name.to_string(), st });
         }
     }
-    let (queued, queue_dir) = queued(&dir_fd);
+    let queued = queued(&dir_fd);
     let device = mount_device(dir_fd.as_fd());
     // The lock files, then the records: one scan of the processes for both.
     let mut files: Vec<LockFile> =
@@ -395,10 +396,14 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     let mut queue_waiters = Vec::new();
     for (r, (file, open)) in queued.iter().zip(files.iter().zip(&open).skip(found.len())) {
         let l = lockers(file, open, &locks, &again, partial);
-        // No process holds it: its waiter left (served, or died) since its
-        // record was read, unless its lock is still held, unseen (hidden).
-        if l.holders.is_empty() && r.left(queue_dir.as_ref()) {
-            continue;
+        // Its lock held by no process, seen or unseen: its waiter may have
+        // left (served, or died) since its record was read, or made it again.
+        if !l.held() {
+            match r.since(&dir_fd) {
+                Since::Left => continue,
+                Since::Remade => report.unsettled = true,
+                Since::Here => {}
+            }
         }
         let process = l.holders.first().map_or_else(|| process(0), |&pid| process(pid));
         let ticket = Duration::from_nanos(r.ticket);
@@ -458,7 +463,15 @@ pub const MAX_OTHERS: usize = 64;
 #[inline(never)]
 pub fn render(settings: &Settings, format: Format) -> Result<String, Error> {
     let lock_dir = settings.lock_dir.path();
-    let report = survey(settings, &lock_dir)?;
+    let mut report = survey(settings, &lock_dir)?;
+    // A record made again while it looked, its holder unknown: looked at
+    // again (twice at most), so that its waiter is named.
+    for _ in 0..2 {
+        if !report.unsettled {
+            break;
+        }
+        report = survey(settings, &lock_dir)?;
+    }
     if format != Format::Text && !report.locks_readable && report.slots.iter().any(|s| s.unknown) {
         // The text says it in a note; JSON and metrics on stderr (a
         // metrics unit's journal).
@@ -469,76 +482,6 @@ pub fn render(settings: &Settings, format: Format) -> Result<String, Error> {
         Format::Json => status_format::json(&report),
         Format::OpenMetrics => openmetrics::render(&report),
     })
-}
-
-/// A record of the queue, as `--status` lists it.
-struct Queued {
-    name: RecordName,
-    /// `stat` of the record: its owner (who made it, by the kernel), and
-    /// its identity, to find the process that holds it.
-    st: Stat,
-    /// When its waiter began to wait (`CLOCK_BOOTTIME` nanoseconds).
-    ticket: u64,
-    /// Its last beat, when it has a whole one.
-    beat: Option<u64>,
-    needed: u64,
-    /// The test, as the record says.
-    test: Vec<u8>,
-}
-
-impl Queued {
-    /// Whether its waiter has left since it was read (`dir`: `gpuqueue/`):
-    /// its record is gone, or free and not made again in its place.
-    fn left(&self, dir: Option<&rustix::fd::OwnedFd>) -> bool {
-        use rustix::fs::{FlockOperation, Mode};
-        let Some(dir) = dir else { return false };
-        let fd = match rustix::fs::openat(dir, self.name.as_cstr(), RECORD_FLAGS, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(e) => return e == rustix::io::Errno::NOENT,
-        };
-        rustix::fs::fstat(&fd).is_ok_and(|now| (now.st_dev, now.st_ino) == (self.st.st_dev, self.st.st_ino))
-            && rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared).is_ok()
-    }
-}
-
-/// The records of `gpuqueue/` whose lock is held (a waiter's), earliest
-/// first, and `gpuqueue/`. A record whose lock is free (a dead waiter's)
-/// is not listed, nor left locked: the shared lock that shows it free is
-/// let go at once.
-fn queued(lock_dir: &rustix::fd::OwnedFd) -> (Vec<Queued>, Option<rustix::fd::OwnedFd>) {
-    use rustix::fs::{FlockOperation, Mode};
-    let mut out = Vec::new();
-    let Ok(dir) = rustix::fs::openat(lock_dir, QUEUE_DIR, DIR_FLAGS, Mode::empty()) else { return (out, None) };
-    let mut names: Vec<RecordName> = Vec::new();
-    let _ = for_each_entry(&dir, |name, _| {
-        if ticket_of(name.to_bytes()).is_some() {
-            names.extend(RecordName::from_bytes(name.to_bytes()));
-        }
-        ControlFlow::<()>::Continue(())
-    });
-    let mut buf = vec![0u8; crate::slots::record::MAX_RECORD];
-    for name in names {
-        let Ok(fd) = rustix::fs::openat(&dir, name.as_cstr(), RECORD_FLAGS, Mode::empty()) else { continue };
-        let Ok(st) = rustix::fs::fstat(&fd) else { continue };
-        let locked =
-            rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) == Err(rustix::io::Errno::WOULDBLOCK);
-        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || !locked {
-            continue;
-        }
-        let n = rustix::io::pread(&fd, &mut buf, 0).unwrap_or(0);
-        // Under the name it says only: a hard link under another is none.
-        let Some(want) = Want::parse(&buf[..n]).filter(|w| w.name == name.as_bytes()) else { continue };
-        out.push(Queued {
-            ticket: ticket_of(name.as_bytes()).unwrap_or(0),
-            beat: beat_of(&buf[..n]).map(|(_, at)| at),
-            needed: want.needed,
-            test: want.test.to_vec(),
-            name,
-            st,
-        });
-    }
-    crate::sys::sort::sort_by(&mut out, &mut |a, b| a.name.as_bytes() < b.name.as_bytes());
-    (out, Some(dir))
 }
 
 #[cfg(test)]

@@ -125,6 +125,9 @@ pub struct Report {
     /// settings and were left out, so that what any user may put there
     /// cannot make the report grow past the host's GPUs and waiters.
     pub not_shown: usize,
+    /// Whether a waiter's record was made again while the report was made,
+    /// its holder then unknown (not shown: `render` looks again).
+    pub unsettled: bool,
 }
 
 /// Why slots are of unknown state, and the repair: one line.

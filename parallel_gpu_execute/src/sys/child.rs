@@ -64,16 +64,30 @@ fn sigchld_pending() -> bool {
     }
 }
 
+/// Whether this process has no child left (the caller may have left it
+/// some, which the test inherits).
+fn no_children() -> bool {
+    // SAFETY: waitid with WNOHANG | WNOWAIT only looks: it reaps nothing,
+    // and writes one siginfo_t.
+    unsafe {
+        let mut info: libc::siginfo_t = core::mem::zeroed();
+        libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) < 0
+            && wrapper_common::last_errno() == Errno::CHILD
+    }
+}
+
 /// Waits for the child `pid` and returns its wait status. The SIGCHLD its
-/// exit raised, pending where the caller's mask blocks it, is taken, unless
-/// one was pending already before it was made (`pending_before`): pending
-/// signals survive `execve`, and the test would find a SIGCHLD from no
-/// child of its own.
+/// exit raised, pending where the caller's mask blocks it, is taken where
+/// it can be no other's: none was pending before the child was made
+/// (`pending_before`), and no other child is left (one the caller left
+/// this process, whose exit in between would have raised the same signal,
+/// which does not queue). Pending signals survive `execve`: the test would
+/// find a SIGCHLD from no child of its own.
 fn reap(pid: libc::pid_t, pending_before: bool) -> i32 {
     let mut status = 0;
     // SAFETY: waiting for our own child; `status` is a valid out-pointer.
     while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && wrapper_common::last_errno() == Errno::INTR {}
-    if !pending_before && sigchld_pending() {
+    if !pending_before && sigchld_pending() && no_children() {
         // SAFETY: sigtimedwait with a valid one-signal set and a zero
         // timeout: it only takes the pending SIGCHLD, never blocks.
         unsafe {
