@@ -71,9 +71,6 @@ pub struct Slots<'a> {
     /// busy lock file (a free slot taken at once costs no limit query and
     /// no allocation); `None` while undecided.
     cached: Option<Cache>,
-    /// The first lock file this user may not open, and whether the last
-    /// scan found a block busy only because of such files.
-    unusable: Option<Error>,
     /// The unusable files warned about (slot x GPU indices): one warning
     /// each, however often the wrapper rescans.
     pub warned: Vec<usize>,
@@ -99,7 +96,7 @@ enum Try {
 
 impl<'a> Slots<'a> {
     pub fn new(dir: &'a CStr, dir_fd: &'a OwnedFd, pool: &'a Pool, slots: u32, prefix: &'static [u8]) -> Slots<'a> {
-        Slots { dir, dir_fd, pool, slots, prefix, cached: None, unusable: None, warned: Vec::new(), out: Vec::new() }
+        Slots { dir, dir_fd, pool, slots, prefix, cached: None, warned: Vec::new(), out: Vec::new() }
     }
 
     /// The kept descriptors, deciding (once) whether to keep them: when
@@ -157,7 +154,7 @@ impl<'a> Slots<'a> {
                     held
                 }
                 Err(e @ Error::System { errno: Errno::ACCESS | Errno::PERM, .. }) => {
-                    self.skip_unusable(index, e);
+                    self.warn_unusable(index, &e);
                     return Ok(Try::Unusable);
                 }
                 // A lease on it (`F_SETLEASE`, its owner's): busy until
@@ -173,14 +170,6 @@ impl<'a> Slots<'a> {
             c[index] = Some((fd, id));
         }
         Ok(Try::Busy)
-    }
-
-    /// One warning line per unusable lock file, naming the repair; the
-    /// error is kept for when no slot is usable at all.
-    #[cold]
-    fn skip_unusable(&mut self, index: usize, error: Error) {
-        self.warn_unusable(index, &error);
-        self.unusable.get_or_insert(error);
     }
 
     #[cold]
@@ -330,13 +319,15 @@ impl<'a> Slots<'a> {
     /// those with a lock file that an earlier waiter wants (`ahead`), or
     /// that an earlier pass found this user may not open. When no block is
     /// free and none is held by anyone or left to an earlier waiter (every
-    /// one has a lock file this user may not open), the first such file's
-    /// error.
+    /// one has a lock file this user may not open, and no other GPU of it
+    /// is busy, whichever of its lock files the pass met first), the first
+    /// such file's error.
     pub fn scan(&mut self, needed: usize, ahead: &Ahead) -> Result<Option<Grant>, Error> {
         let pool_len = self.pool.ids.len();
         let mut held_elsewhere = false;
-        // The first lock file passed over as one this user may not open.
-        let mut passed_unusable = None;
+        // The blocks passed over for a lock file this user may not open
+        // (slot, first GPU, that GPU).
+        let mut unusable_blocks = Vec::new();
         for slot in 0..self.slots {
             let mut start = 0;
             while start + needed <= pool_len {
@@ -353,9 +344,7 @@ impl<'a> Slots<'a> {
                     // a lock file this user may not open elsewhere is no
                     // reason to give up.
                     held_elsewhere |= (start..start + needed).any(|g| !ahead.allows(g, slot));
-                    if passed_unusable.is_none() {
-                        passed_unusable = (start..start + needed).find(|&g| unusable(g)).map(|g| (slot, start, g));
-                    }
+                    unusable_blocks.extend((start..start + needed).find(|&g| unusable(g)).map(|g| (slot, start, g)));
                     start = k + 1;
                     continue;
                 }
@@ -368,8 +357,13 @@ impl<'a> Slots<'a> {
                             got.push(fd);
                             ids.push(id);
                         }
-                        outcome => {
-                            held_elsewhere |= matches!(outcome, Try::Busy);
+                        Try::Busy => {
+                            held_elsewhere = true;
+                            busy_at = Some(gpu);
+                            break;
+                        }
+                        Try::Unusable => {
+                            unusable_blocks.push((slot, start, gpu));
                             busy_at = Some(gpu);
                             break;
                         }
@@ -383,30 +377,39 @@ impl<'a> Slots<'a> {
                 start = busy + 1;
             }
         }
-        match self.unusable.take() {
-            Some(e) if !held_elsewhere => Err(e),
-            None if !held_elsewhere => match passed_unusable {
-                // Passed over, never tried in this pass: the error as it
-                // stands now (or the file, repaired, at the next pass),
-                // unless another GPU of that block is busy (a wait can
-                // still end: the file may be repaired meanwhile).
-                Some((slot, start, gpu)) => match open_lock_file(self.dir_fd, self.dir, &self.name(slot, gpu)) {
-                    Ok(held) => {
-                        let index = slot as usize * pool_len + gpu;
-                        self.opened(index);
-                        if let Some(kept) = self.cache() {
-                            kept[index] = Some(held);
-                        }
-                        Ok(None)
-                    }
-                    Err(Error::System { errno: Errno::WOULDBLOCK, .. }) => Ok(None),
-                    Err(_) if self.busy_beside(slot, start, needed, gpu)? => Ok(None),
-                    Err(e) => Err(e),
-                },
-                None => Ok(None),
-            },
-            _ => Ok(None),
+        if held_elsewhere || unusable_blocks.is_empty() {
+            return Ok(None);
         }
+        self.wait_or_fail(needed, &unusable_blocks)
+    }
+
+    /// No block is free, none is held or left to an earlier waiter, and
+    /// `blocks` (slot, first GPU, that GPU) were passed over for a lock
+    /// file this user may not open: `Ok(None)` (wait) where a wait can
+    /// still end, because such a file opens now (repaired) or another GPU
+    /// of its block is busy (the file may be repaired meanwhile); else the
+    /// first file's error.
+    #[cold]
+    fn wait_or_fail(&mut self, needed: usize, blocks: &[(u32, usize, usize)]) -> Result<Option<Grant>, Error> {
+        let mut first = None;
+        for &(slot, start, gpu) in blocks {
+            match open_lock_file(self.dir_fd, self.dir, &self.name(slot, gpu)) {
+                Ok(held) => {
+                    let index = slot as usize * self.pool.ids.len() + gpu;
+                    self.opened(index);
+                    if let Some(kept) = self.cache() {
+                        kept[index] = Some(held);
+                    }
+                    return Ok(None);
+                }
+                Err(Error::System { errno: Errno::WOULDBLOCK, .. }) => return Ok(None),
+                Err(_) if self.busy_beside(slot, start, needed, gpu)? => return Ok(None),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        first.map_or(Ok(None), Err)
     }
 
     /// Whether a GPU of the block of `needed` from `start` at `slot`, other
