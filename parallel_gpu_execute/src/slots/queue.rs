@@ -99,10 +99,8 @@ impl Place {
         for _ in 0..8 {
             // A name no other user can guess and take first: in a sticky
             // directory this user could not remove their file.
-            let mut temporary = TemporaryName::from_bytes(b".").unwrap_or_default();
-            let _ = temporary.push(name.as_bytes());
-            let _ = temporary.push(b".");
-            let _ = temporary.push_u64(unguessable());
+            let mut temporary = TemporaryName::new();
+            let _ = temporary.push_all(&[b".", name.as_bytes(), b"."], Some(unguessable()));
             let _ = temporary.push(b".new");
             // SIGTERM, SIGINT and SIGHUP wait from before anything is made
             // (`gpuqueue/` or the temporary record, which a handled signal
@@ -302,11 +300,10 @@ fn not_a_record(e: Errno, has_record: bool) -> bool {
 /// whose lock is free are removed, as are temporary records left by a
 /// waiter killed while it made one. Stops at the first that wants every
 /// one of them, unless `full`. Where `gpuqueue/` does not exist: one
-/// failed `openat`. `held`: `gpuqueue/` as the caller holds it open
-/// ([`Place::queue_dir`]).
+/// failed `openat`. A participant with a record reads `gpuqueue/` as it
+/// holds it open ([`Place::queue_dir`]).
 pub fn ahead(
     lock_dir: &OwnedFd,
-    held: Option<&OwnedFd>,
     mine: Option<&Place>,
     pool: &Pool,
     prefix: &[u8],
@@ -315,7 +312,7 @@ pub fn ahead(
 ) -> Ahead {
     let mut out = Ahead { width: pool.ids.len(), ..Ahead::default() };
     let opened;
-    let dir = match held {
+    let dir = match mine.and_then(|m| m.queue_dir(lock_dir)) {
         Some(dir) if rustix::fs::seek(dir, rustix::fs::SeekFrom::Start(0)).is_ok() => dir,
         _ => match rustix::fs::openat(lock_dir, QUEUE_DIR, DIR_FLAGS, Mode::empty()) {
             Ok(dir) => {

@@ -65,13 +65,8 @@ pub type RecordName = CBuf<48>;
 
 pub fn record_name(ticket: u64, pid: u32) -> RecordName {
     let mut name = RecordName::new();
-    let mut hex = [0u8; 16];
-    for (i, h) in hex.iter_mut().enumerate() {
-        *h = b"0123456789abcdef"[((ticket >> (60 - 4 * i)) & 0xf) as usize];
-    }
-    let _ = name.push(&hex);
-    let _ = name.push(b".");
-    let _ = name.push_u64(u64::from(pid));
+    let hex: [u8; 16] = core::array::from_fn(|i| b"0123456789abcdef"[((ticket >> (60 - 4 * i)) & 0xf) as usize]);
+    let _ = name.push_all(&[&hex, b"."], Some(u64::from(pid)));
     name
 }
 

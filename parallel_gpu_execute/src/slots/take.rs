@@ -192,9 +192,8 @@ impl<'a> Waiting<'a> {
             let ahead = match stands.take() {
                 Some(ahead) if kept => ahead,
                 _ => {
-                    let held = self.place.as_ref().and_then(|p| p.queue_dir(dir_fd));
                     let takes = || table.takeable(needed);
-                    queue::ahead(dir_fd, held, self.place.as_ref(), table.pool(), prefix, &takes, false)
+                    queue::ahead(dir_fd, self.place.as_ref(), table.pool(), prefix, &takes, false)
                 }
             };
             // No descriptor left to read the records ahead with: what the
@@ -450,7 +449,7 @@ impl<'a> Waiting<'a> {
         let standing = match &self.place {
             Some(place) => {
                 let takes = || table.takeable(self.ask.needed);
-                match queue::ahead(dir_fd, place.queue_dir(dir_fd), Some(place), pool, prefix, &takes, true).count {
+                match queue::ahead(dir_fd, Some(place), pool, prefix, &takes, true).count {
                     0 => Standing::First,
                     n => Standing::Behind(n),
                 }

@@ -65,34 +65,44 @@ pub fn keep_on_exit(dir: BorrowedFd<'_>) {
     let _ = RECORD_DIR.compare_exchange(dir.as_raw_fd(), -1, Ordering::SeqCst, Ordering::SeqCst);
 }
 
-/// SIGTERM, SIGINT and SIGHUP held off (blocked) while a record is put in
-/// place and registered for removal: one that comes meanwhile ends the
-/// wrapper once the record is registered, so that no moment leaves it
-/// behind. Dropping it lets them through again.
+/// SIGTERM, SIGINT and SIGHUP held off (blocked) while a record is made,
+/// put in place and registered for removal: one that comes meanwhile ends
+/// the wrapper once the record is registered, so that no moment leaves it
+/// (or a temporary one) behind. Dropping it lets them through again.
 pub struct Deferred(libc::sigset_t);
 
 impl Deferred {
     pub fn hold() -> Deferred {
-        // SAFETY: sigprocmask with valid sets; the old mask is kept.
-        let old = unsafe {
-            let mut set: libc::sigset_t = core::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for sig in ENDING {
-                libc::sigaddset(&mut set, sig);
-            }
-            let mut old: libc::sigset_t = core::mem::zeroed();
-            libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old);
-            old
-        };
-        Deferred(old)
+        Deferred(change_mask(libc::SIG_BLOCK, &ENDING))
     }
 }
 
 impl Drop for Deferred {
     fn drop(&mut self) {
-        // SAFETY: restoring the mask that sigprocmask itself reported.
-        unsafe { libc::sigprocmask(libc::SIG_SETMASK, &self.0, core::ptr::null_mut()) };
+        set_mask(&self.0);
     }
+}
+
+/// Blocks or unblocks (`how`) `signals`; returns the mask before.
+fn change_mask(how: c_int, signals: &[c_int]) -> libc::sigset_t {
+    // SAFETY: sigprocmask with a valid set built here; the old mask is
+    // written into a zeroed one and returned.
+    unsafe {
+        let mut set: libc::sigset_t = core::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &sig in signals {
+            libc::sigaddset(&mut set, sig);
+        }
+        let mut old: libc::sigset_t = core::mem::zeroed();
+        libc::sigprocmask(how, &set, &mut old);
+        old
+    }
+}
+
+/// Restores a mask that [`change_mask`] returned.
+fn set_mask(mask: &libc::sigset_t) {
+    // SAFETY: restoring a mask that sigprocmask itself reported.
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, mask, core::ptr::null_mut()) };
 }
 
 /// The signals whose default action would end a waiter with its record
@@ -130,61 +140,59 @@ pub struct WaitingSignals {
     saved: [(c_int, libc::sigaction); 4],
     /// The signal mask inherited, restored before the test runs.
     mask: libc::sigset_t,
-    timer_armed: bool,
     /// The interval timer inherited (`alarm`, `setitimer`; it survives
     /// `execve`) and when it was due to fire: put back, with what is left
     /// of it, when the wait ends.
     inherited: Option<(libc::itimerval, Instant)>,
 }
 
-fn set_handler(sig: c_int, handler: extern "C" fn(c_int)) -> libc::sigaction {
-    // SAFETY: sigaction with valid, zero-initialised structs; the handlers
-    // only call async-signal-safe functions. No SA_RESTART, so a blocking
-    // flock or poll returns EINTR.
+/// Sets `sig`'s handler (`None`: only asks) and returns its action before.
+fn sigaction(sig: c_int, handler: Option<extern "C" fn(c_int)>) -> libc::sigaction {
+    // SAFETY: sigaction with valid, zero-initialised structs (or a NULL new
+    // action, to ask); the handlers only call async-signal-safe functions.
+    // No SA_RESTART, so a blocking flock or poll returns EINTR.
     unsafe {
         let mut new: libc::sigaction = core::mem::zeroed();
-        new.sa_sigaction = handler as usize;
-        libc::sigemptyset(&mut new.sa_mask);
+        let new_ptr = match handler {
+            Some(handler) => {
+                new.sa_sigaction = handler as usize;
+                libc::sigemptyset(&mut new.sa_mask);
+                &new as *const libc::sigaction
+            }
+            None => core::ptr::null(),
+        };
         let mut old: libc::sigaction = core::mem::zeroed();
-        libc::sigaction(sig, &new, &mut old);
+        libc::sigaction(sig, new_ptr, &mut old);
         old
     }
 }
 
-fn current_handler(sig: c_int) -> libc::sigaction {
-    // SAFETY: querying (NULL new action) into a zeroed struct.
-    unsafe {
-        let mut old: libc::sigaction = core::mem::zeroed();
-        libc::sigaction(sig, core::ptr::null(), &mut old);
-        old
-    }
+/// Sets the real-time interval timer to fire in `first`, then every
+/// `interval` (both zero: disarmed).
+fn set_timer(first: Duration, interval: Duration) {
+    let timeval = |d: Duration| libc::timeval { tv_sec: d.as_secs() as _, tv_usec: d.subsec_micros() as _ };
+    let value = libc::itimerval { it_interval: timeval(interval), it_value: timeval(first) };
+    // SAFETY: setitimer with a valid itimerval and a NULL old value.
+    unsafe { libc::setitimer(libc::ITIMER_REAL, &value, core::ptr::null_mut()) };
 }
 
 impl WaitingSignals {
     /// Exits with 128+signal on SIGTERM, SIGINT and SIGHUP, unless the
     /// caller chose to ignore or handle them (then they are left alone).
     pub fn install() -> WaitingSignals {
-        let mut saved = [(0, current_handler(libc::SIGTERM)); 4];
-        for (i, sig) in ENDING.into_iter().enumerate() {
-            let old = current_handler(sig);
-            saved[i] = (sig, old);
+        let ending = ENDING.map(|sig| {
+            let old = sigaction(sig, None);
             if old.sa_sigaction == libc::SIG_DFL {
-                set_handler(sig, exit_on_signal);
+                sigaction(sig, Some(exit_on_signal));
             }
-        }
-        saved[3] = (libc::SIGALRM, set_handler(libc::SIGALRM, interrupt_only));
+            (sig, old)
+        });
+        let alarm = (libc::SIGALRM, sigaction(libc::SIGALRM, Some(interrupt_only)));
+        let saved = [ending[0], ending[1], ending[2], alarm];
         // A wrapper started with SIGALRM blocked (a parent's mask is
         // inherited across execve) would never be interrupted by its timer
         // and so never look up from a `flock`: unblocked while it waits.
-        // SAFETY: sigprocmask with valid sets; the old mask is kept.
-        let mask = unsafe {
-            let mut alarm: libc::sigset_t = core::mem::zeroed();
-            libc::sigemptyset(&mut alarm);
-            libc::sigaddset(&mut alarm, libc::SIGALRM);
-            let mut old: libc::sigset_t = core::mem::zeroed();
-            libc::sigprocmask(libc::SIG_UNBLOCK, &alarm, &mut old);
-            old
-        };
+        let mask = change_mask(libc::SIG_UNBLOCK, &[libc::SIGALRM]);
         // SAFETY: getitimer writes one itimerval into `timer`.
         let timer = unsafe {
             let mut timer: libc::itimerval = core::mem::zeroed();
@@ -196,7 +204,7 @@ impl WaitingSignals {
             let left = Duration::new(value.tv_sec as u64, (value.tv_usec as u32).saturating_mul(1000));
             (timer, Instant::now() + left)
         });
-        WaitingSignals { saved, mask, timer_armed: false, inherited }
+        WaitingSignals { saved, mask, inherited }
     }
 
     /// When the inherited timer ends this process (SIGALRM's action is the
@@ -208,37 +216,15 @@ impl WaitingSignals {
         let blocked = unsafe { libc::sigismember(&self.mask, libc::SIGALRM) } == 1;
         (self.saved[3].1.sa_sigaction == libc::SIG_DFL && !blocked).then_some(at)
     }
-
-    /// Arms SIGALRM at `deadline`, then every 20 ms until disarmed.
-    pub fn arm_timer(&mut self, deadline: Instant) {
-        let first = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-        let timeval = |d: Duration| libc::timeval { tv_sec: d.as_secs() as _, tv_usec: d.subsec_micros() as _ };
-        let value = libc::itimerval { it_interval: timeval(Duration::from_millis(20)), it_value: timeval(first) };
-        // SAFETY: setitimer with a valid itimerval and a NULL old value.
-        unsafe { libc::setitimer(libc::ITIMER_REAL, &value, core::ptr::null_mut()) };
-        self.timer_armed = true;
-    }
-
-    pub fn disarm_timer(&mut self) {
-        if self.timer_armed {
-            // SAFETY: a zeroed itimerval disarms the timer.
-            unsafe {
-                let zero: libc::itimerval = core::mem::zeroed();
-                libc::setitimer(libc::ITIMER_REAL, &zero, core::ptr::null_mut());
-            }
-            self.timer_armed = false;
-        }
-    }
 }
 
 impl Drop for WaitingSignals {
     fn drop(&mut self) {
-        self.disarm_timer();
         // The inherited mask first: a last SIGALRM still pending then stays
         // pending (blocked, as the test inherits it) instead of meeting
-        // the default action.
-        // SAFETY: restoring the mask that sigprocmask itself reported.
-        unsafe { libc::sigprocmask(libc::SIG_SETMASK, &self.mask, core::ptr::null_mut()) };
+        // the default action. (The wait's own timer is disarmed: each
+        // sleep that arms it disarms it.)
+        set_mask(&self.mask);
         for (sig, old) in &self.saved {
             // SAFETY: restoring a disposition that sigaction itself reported.
             unsafe { libc::sigaction(*sig, old, core::ptr::null_mut()) };
@@ -246,12 +232,8 @@ impl Drop for WaitingSignals {
         if let Some((timer, at)) = self.inherited {
             // What is left of it; one due already fires at once.
             let left = at.saturating_duration_since(Instant::now()).max(Duration::from_micros(1));
-            let value = libc::itimerval {
-                it_interval: timer.it_interval,
-                it_value: libc::timeval { tv_sec: left.as_secs() as _, tv_usec: left.subsec_micros() as _ },
-            };
-            // SAFETY: setitimer with a valid itimerval and a NULL old value.
-            unsafe { libc::setitimer(libc::ITIMER_REAL, &value, core::ptr::null_mut()) };
+            let interval = Duration::new(timer.it_interval.tv_sec as u64, timer.it_interval.tv_usec as u32 * 1000);
+            set_timer(left, interval);
         }
     }
 }
@@ -356,54 +338,36 @@ impl SlotWatch {
     /// here).
     #[inline(never)]
     pub fn wait(&mut self, until: Instant) {
-        let now = Instant::now();
-        let mut timeout = until.saturating_duration_since(now);
-        if let SlotWatch::Polling = self {
-            timeout = timeout.min(POLL_INTERVAL);
-        }
-        match self {
-            SlotWatch::Inotify(w) => {
-                let until = now + timeout;
-                // Past its bound: sleep until the next look is due, events
-                // kept for it by the kernel meanwhile (a release in them is
-                // seen then).
-                let ahead = w.looks.saturating_duration_since(now);
-                let early = ahead.saturating_sub(LOOK_EVERY * (LOOK_BURST - 1));
-                if !early.is_zero() {
-                    crate::sys::clock::sleep(early.min(timeout));
-                    if Instant::now() >= until {
-                        return;
-                    }
-                }
-                loop {
-                    let left = until.saturating_duration_since(Instant::now());
-                    let ts = rustix::event::Timespec { tv_sec: left.as_secs() as _, tv_nsec: left.subsec_nanos() as _ };
-                    let mut fds = [PollFd::new(&w.fd, PollFlags::IN)];
-                    if !matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) {
-                        break;
-                    }
-                    // Every wake counts against the bound, one that
-                    // concerns nobody too (another program's files made
-                    // and removed in the directory, a directory closed):
-                    // past it, such events are left to the kernel until
-                    // the next wake is due, and a release among them is
-                    // seen then.
-                    let release = w.drain();
-                    w.looks = core::cmp::max(w.looks, Instant::now()) + LOOK_EVERY;
-                    if release {
-                        break;
-                    }
-                    let early = w.looks.saturating_duration_since(Instant::now());
-                    let early = early.saturating_sub(LOOK_EVERY * (LOOK_BURST - 1));
-                    if !early.is_zero() {
-                        crate::sys::clock::sleep(early.min(until.saturating_duration_since(Instant::now())));
-                        if Instant::now() >= until {
-                            return;
-                        }
-                    }
+        let w = match self {
+            SlotWatch::Inotify(w) => w,
+            SlotWatch::Polling => {
+                return crate::sys::clock::sleep(until.saturating_duration_since(Instant::now()).min(POLL_INTERVAL));
+            }
+        };
+        loop {
+            // Past its bound: sleep until the next wake is due, events kept
+            // for it by the kernel meanwhile (a release in them is seen then).
+            let early = w.looks.saturating_duration_since(Instant::now()).saturating_sub(LOOK_EVERY * (LOOK_BURST - 1));
+            if !early.is_zero() {
+                crate::sys::clock::sleep(early.min(until.saturating_duration_since(Instant::now())));
+                if Instant::now() >= until {
+                    return;
                 }
             }
-            SlotWatch::Polling => crate::sys::clock::sleep(timeout),
+            let left = until.saturating_duration_since(Instant::now());
+            let ts = rustix::event::Timespec { tv_sec: left.as_secs() as _, tv_nsec: left.subsec_nanos() as _ };
+            let mut fds = [PollFd::new(&w.fd, PollFlags::IN)];
+            if !matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) {
+                return;
+            }
+            // Every wake counts against the bound, one that concerns nobody
+            // too (another program's files made and removed in the
+            // directory, a directory closed).
+            let release = w.drain();
+            w.looks = core::cmp::max(w.looks, Instant::now()) + LOOK_EVERY;
+            if release {
+                return;
+            }
         }
     }
 }
@@ -482,12 +446,14 @@ impl Watch {
 /// earlier waiter, which holds it exclusively while it waits, until that
 /// waiter lets it go (it left or died: `true`) or `until` (or another
 /// signal). The shared lock, when taken, is let go at once.
-pub fn on_record(signals: &mut WaitingSignals, record: &OwnedFd, until: Instant) -> bool {
-    signals.arm_timer(until);
+pub fn on_record(_signals: &WaitingSignals, record: &OwnedFd, until: Instant) -> bool {
+    // At `until`, then every 20 ms (a SIGALRM that lands just before the
+    // `flock` blocks is not lost).
+    set_timer(until.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)), Duration::from_millis(20));
     let released = rustix::fs::flock(record, rustix::fs::FlockOperation::LockShared).is_ok();
     if released {
         let _ = rustix::fs::flock(record, rustix::fs::FlockOperation::Unlock);
     }
-    signals.disarm_timer();
+    set_timer(Duration::ZERO, Duration::ZERO);
     released
 }
