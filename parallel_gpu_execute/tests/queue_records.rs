@@ -101,32 +101,36 @@ fn a_lock_file_behind_a_busy_one_that_the_waiter_may_not_open_holds_nobody_up() 
     out.assert_code(2).assert_stderr_contains("warning: cannot open lock file");
 }
 
-/// The same block the other way round: the first GPU's lock file is the
-/// one this user may not open, the second is busy. The block is held, so
-/// the test waits for its limit (exit 1) whichever of its lock files its
-/// scan meets first, as it does where the busy one comes first, rather
-/// than fail at once (exit 2) as if no wait could end; and keeps waiting
-/// over every look.
+/// The same block the other way round (the first GPU's lock file is the
+/// one this user may not open, the second is busy), and blocks that
+/// overlap (three GPUs, 2-GPU tests: GPU 1's file unusable, GPU 2 busy):
+/// a block with the unusable file is held, so the test waits for its limit
+/// (exit 1) whichever lock file its scan meets first and on either side
+/// of that file, rather than fail at once (exit 2) as if no wait could
+/// end; with nothing held, it fails.
 #[test]
 fn a_lock_file_this_user_may_not_open_ahead_of_a_busy_one_in_its_block_is_waited_on() {
     if !root("another user's 0600 lock file") {
         return;
     }
-    let f = common::shared_fixture("records-unusable-first");
-    f.make_lock_dir_shared();
-    test_support::write_file(f.lock("0", 0), "");
-    std::fs::set_permissions(f.lock("0", 0), std::fs::Permissions::from_mode(0o600)).unwrap();
-    let held = hold_lock(f.lock("1", 0));
-    std::fs::set_permissions(f.lock("1", 0), std::fs::Permissions::from_mode(0o666)).unwrap();
-    let mut c = f.cmd();
-    on(&mut c, 2, 1).as_user(NOBODY, NOBODY).args(["--wait=1.5", "./pkg/gpu_test", "--num_processes=2"]);
-    let out = c.run();
-    out.assert_code(1).assert_stderr_contains("warning: cannot open lock file");
-    drop(held);
-    // Nothing held now: no wait could end.
-    let out =
-        on(&mut f.cmd(), 2, 1).as_user(NOBODY, NOBODY).args(["--wait=5", "./pkg/gpu_test", "--num_processes=2"]).run();
-    out.assert_code(2).assert_stderr_contains("warning: cannot open lock file");
+    for (gpus, unusable, busy) in [(2, "0", "1"), (3, "1", "2")] {
+        let f = common::shared_fixture("records-unusable-first");
+        f.make_lock_dir_shared();
+        test_support::write_file(f.lock(unusable, 0), "");
+        std::fs::set_permissions(f.lock(unusable, 0), std::fs::Permissions::from_mode(0o600)).unwrap();
+        let held = hold_lock(f.lock(busy, 0));
+        std::fs::set_permissions(f.lock(busy, 0), std::fs::Permissions::from_mode(0o666)).unwrap();
+        let two_gpus = |wait: &str| {
+            let mut c = f.cmd();
+            on(&mut c, gpus, 1).as_user(NOBODY, NOBODY).args([wait, "./pkg/gpu_test", "--num_processes=2"]).run()
+        };
+        two_gpus("--wait=1.5").assert_code(1).assert_stderr_contains("warning: cannot open lock file");
+        drop(held);
+        if gpus == 2 {
+            // Nothing held now: no wait could end.
+            two_gpus("--wait=5").assert_code(2).assert_stderr_contains("warning: cannot open lock file");
+        }
+    }
 }
 
 /// A waiter with 1,024 slots on each of two GPUs names them as two runs

@@ -319,15 +319,14 @@ impl<'a> Slots<'a> {
     /// those with a lock file that an earlier waiter wants (`ahead`), or
     /// that an earlier pass found this user may not open. When no block is
     /// free and none is held by anyone or left to an earlier waiter (every
-    /// one has a lock file this user may not open, and no other GPU of it
-    /// is busy, whichever of its lock files the pass met first), the first
-    /// such file's error.
+    /// one has a lock file this user may not open, and no block with such
+    /// a file has another GPU busy), the first such file's error.
     pub fn scan(&mut self, needed: usize, ahead: &Ahead) -> Result<Option<Grant>, Error> {
         let pool_len = self.pool.ids.len();
         let mut held_elsewhere = false;
-        // The blocks passed over for a lock file this user may not open
-        // (slot, first GPU, that GPU).
-        let mut unusable_blocks = Vec::new();
+        // Whether a block was passed over for a lock file this user may
+        // not open (each is in `warned`).
+        let mut met_unusable = false;
         for slot in 0..self.slots {
             let mut start = 0;
             while start + needed <= pool_len {
@@ -344,7 +343,7 @@ impl<'a> Slots<'a> {
                     // a lock file this user may not open elsewhere is no
                     // reason to give up.
                     held_elsewhere |= (start..start + needed).any(|g| !ahead.allows(g, slot));
-                    unusable_blocks.extend((start..start + needed).find(|&g| unusable(g)).map(|g| (slot, start, g)));
+                    met_unusable |= (start..start + needed).any(unusable);
                     start = k + 1;
                     continue;
                 }
@@ -363,7 +362,7 @@ impl<'a> Slots<'a> {
                             break;
                         }
                         Try::Unusable => {
-                            unusable_blocks.push((slot, start, gpu));
+                            met_unusable = true;
                             busy_at = Some(gpu);
                             break;
                         }
@@ -377,25 +376,26 @@ impl<'a> Slots<'a> {
                 start = busy + 1;
             }
         }
-        if held_elsewhere || unusable_blocks.is_empty() {
+        if held_elsewhere || !met_unusable {
             return Ok(None);
         }
-        self.wait_or_fail(needed, &unusable_blocks)
+        self.wait_or_fail(needed)
     }
 
     /// No block is free, none is held or left to an earlier waiter, and
-    /// `blocks` (slot, first GPU, that GPU) were passed over for a lock
-    /// file this user may not open: `Ok(None)` (wait) where a wait can
-    /// still end, because such a file opens now (repaired) or another GPU
-    /// of its block is busy (the file may be repaired meanwhile); else the
-    /// first file's error.
+    /// some were passed over for a lock file this user may not open (those
+    /// in `warned`): `Ok(None)` (wait) where a wait can still end, because
+    /// such a file opens now (repaired), or another GPU of a block with it
+    /// (and no GPU out of service) is busy, on either side of it: the file
+    /// may be repaired meanwhile. Else the first such file's error.
     #[cold]
-    fn wait_or_fail(&mut self, needed: usize, blocks: &[(u32, usize, usize)]) -> Result<Option<Grant>, Error> {
+    fn wait_or_fail(&mut self, needed: usize) -> Result<Option<Grant>, Error> {
+        let width = self.pool.ids.len();
         let mut first = None;
-        for &(slot, start, gpu) in blocks {
+        for index in self.warned.clone() {
+            let (slot, gpu) = ((index / width) as u32, index % width);
             match open_lock_file(self.dir_fd, self.dir, &self.name(slot, gpu)) {
                 Ok(held) => {
-                    let index = slot as usize * self.pool.ids.len() + gpu;
                     self.opened(index);
                     if let Some(kept) = self.cache() {
                         kept[index] = Some(held);
@@ -403,9 +403,14 @@ impl<'a> Slots<'a> {
                     return Ok(None);
                 }
                 Err(Error::System { errno: Errno::WOULDBLOCK, .. }) => return Ok(None),
-                Err(_) if self.busy_beside(slot, start, needed, gpu)? => return Ok(None),
                 Err(e) => {
                     first.get_or_insert(e);
+                }
+            }
+            for start in (gpu + 1).saturating_sub(needed)..=gpu.min(width.saturating_sub(needed)) {
+                let in_service = !(start..start + needed).any(|g| self.out.get(g).is_some_and(|&o| o));
+                if in_service && self.busy_beside(slot, start, needed, gpu)? {
+                    return Ok(None);
                 }
             }
         }
