@@ -114,7 +114,7 @@ fn a_waiter_that_changes_while_status_looks_is_told_as_it_is() {
         f.make_lock_dir_shared();
         let mut held = Some(hold_lock(f.lock("0", 0)));
         let mut w = f.cmd();
-        w.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").args(["/bin/sleep", "2"]);
+        w.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").args(["/bin/sleep", "3"]);
         let w = f.spawn_queued(&w);
         let queue = f.lock_dir.join("gpuqueue");
         let looking = status_held_up(&f, Duration::from_millis(1500), (case.starts_with("stopped")).then_some(NOBODY));
