@@ -109,6 +109,27 @@ fn kfd_with_cpu_nodes_only_leaves_the_count_to_rocminfo() {
     assert_eq!(observed_count(&f, |_| {}), "2");
 }
 
+/// A caller that ignores SIGCHLD (which has the kernel reap children
+/// itself) still gets rocminfo's failure said, and the test its SIGCHLD
+/// ignored.
+#[test]
+fn rocminfo_failing_under_an_ignored_sigchld_is_still_reported() {
+    let Some(python) = test_support::find_program("python3") else {
+        test_support::prerequisite(false, "python3", "a caller that ignores SIGCHLD");
+        return;
+    };
+    let mut f = Fixture::new("rocminfo-fail-ignored");
+    f.runfiles.add("rocm/bin/rocminfo", "#!/bin/sh\necho 'HSA init failed' >&2\nexit 4\n", true);
+    let caller =
+        "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])";
+    let mut c = f.cmd_under(python.to_str().unwrap(), ["-c", caller]);
+    let out = c.args(["grep", "^SigIgn:", "/proc/self/status"]).run();
+    out.assert_success().assert_stderr_contains("exited with status 4 and listed no GPU");
+    let ignored = out.stdout.trim().rsplit(['\t', ' ']).next().and_then(|m| u64::from_str_radix(m, 16).ok());
+    let bit = 1u64 << (libc::SIGCHLD - 1);
+    assert!(ignored.is_some_and(|m| m & bit != 0), "SIGCHLD not ignored for the test\n{}", out.explain());
+}
+
 /// A caller that blocks SIGCHLD gets a test without the SIGCHLD that the
 /// wrapper's run of rocminfo raised (pending signals survive the exec),
 /// but keeps the one of a child of its own that exited meanwhile, which

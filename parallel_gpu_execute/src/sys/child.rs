@@ -16,6 +16,7 @@ pub fn run(argv: &[*const c_char], search_path: bool, mut on_output: impl FnMut(
     let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let envp = env::environ_ptr();
     let pending_before = sigchld_pending();
+    let _reaped_here = SigchldDefault::set();
     // SAFETY: the wrapper is single-threaded, so the child may run any code;
     // it only calls dup2/fcntl/execve (or execvpe)/_exit.
     let pid = unsafe { libc::fork() };
@@ -52,6 +53,41 @@ pub fn run(argv: &[*const c_char], search_path: bool, mut on_output: impl FnMut(
     }
     drop(read_end);
     Ok(reap(pid, pending_before))
+}
+
+/// SIGCHLD's default action while a child of [`run`] runs, where the
+/// caller ignores it (`SIG_IGN`): the kernel would reap the child itself,
+/// and its wait status, a failure included, would be lost (`waitpid` then
+/// fails with `ECHILD`). Put back as it was when dropped, before the test
+/// inherits it.
+struct SigchldDefault(Option<libc::sigaction>);
+
+impl SigchldDefault {
+    fn set() -> SigchldDefault {
+        // SAFETY: sigaction with a NULL new action only reads the current
+        // one; setting SIG_DFL with a zeroed struct and an empty mask.
+        unsafe {
+            let mut old: libc::sigaction = core::mem::zeroed();
+            libc::sigaction(libc::SIGCHLD, core::ptr::null(), &mut old);
+            if old.sa_sigaction != libc::SIG_IGN {
+                return SigchldDefault(None);
+            }
+            let mut default: libc::sigaction = core::mem::zeroed();
+            default.sa_sigaction = libc::SIG_DFL;
+            libc::sigemptyset(&mut default.sa_mask);
+            libc::sigaction(libc::SIGCHLD, &default, core::ptr::null_mut());
+            SigchldDefault(Some(old))
+        }
+    }
+}
+
+impl Drop for SigchldDefault {
+    fn drop(&mut self) {
+        if let Some(old) = &self.0 {
+            // SAFETY: restoring a disposition that sigaction itself reported.
+            unsafe { libc::sigaction(libc::SIGCHLD, old, core::ptr::null_mut()) };
+        }
+    }
 }
 
 /// Whether SIGCHLD is pending for this process (it can be only while it is
