@@ -159,7 +159,8 @@ pub enum Error {
         /// Its cause and repair, in parentheses (`slots::lockfile::hint`).
         hint: Box<str>,
     },
-    /// Something other than a regular file sits at a lock path.
+    /// Something other than a regular file of its own sits at a lock path
+    /// (`what` says what).
     UnsafeLockPath {
         path: Box<[u8]>,
         what: &'static str,
@@ -323,7 +324,7 @@ impl fmt::Display for Error {
                 write!(f, "cannot create lock file {}: {}{hint}", Bytes(path), Os(*errno))
             }
             Error::UnsafeLockPath { path, what } => {
-                write!(f, "refusing lock path {}: it is {what}, not a regular file", Bytes(path))
+                write!(f, "refusing lock path {}: it is {what}", Bytes(path))
             }
             Error::System { what, path, errno } => {
                 if path.is_some() {

@@ -200,6 +200,36 @@ fn a_test_the_kernel_cannot_start_is_named_for_what_it_lacks() {
     }
 }
 
+/// What a lock path that is not a regular file of its own (`what`) does
+/// to a test on one GPU: with two slots it is skipped, in one warning line
+/// with the repair, and the test runs on the other slot; with one slot
+/// nothing is left, and the test is refused (exit 2) after the warning.
+#[track_caller]
+fn skipped_then_refused(f: &Fixture, user: Option<u32>, what: &str) {
+    let path = f.lock("0", 0);
+    let error = format!("refusing lock path {}: it is {what}", path.display());
+    let warning =
+        format!("warning: {error}: skipping that slot; to repair, its owner or root runs: rm {}", path.display());
+    let cmd = |slots: &str| {
+        let mut c = f.cmd();
+        c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", slots).arg("./pkg/gpu_test");
+        if let Some(uid) = user {
+            c.as_user(uid, uid);
+        }
+        c.timeout(std::time::Duration::from_secs(10));
+        c.run()
+    };
+    let out = cmd("2");
+    let r = Record::of(out.assert_success().assert_stderr_contains(&warning));
+    assert_eq!(r.get("locks"), Some("gpulock0_1"), "{}", out.explain());
+    assert_eq!(out.stderr.matches("warning:").count(), 1, "{}", out.explain());
+    let out = cmd("1");
+    out.assert_code(2).assert_stderr_contains(&warning);
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.explain());
+    assert_eq!(lines[1], format!("parallel_gpu_execute: {error}"), "{}", out.explain());
+}
+
 #[test]
 fn a_symlink_at_a_lock_path_is_refused_and_its_target_untouched() {
     let f = Fixture::new("symlink");
@@ -207,17 +237,13 @@ fn a_symlink_at_a_lock_path_is_refused_and_its_target_untouched() {
     let canary = f.dir.join("canary");
     write_file(&canary, "precious");
     symlink(&canary, f.lock("0", 0)).unwrap();
-    let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
-    out.assert_code(2).assert_one_error_line(&format!(
-        "refusing lock path {}: it is a symbolic link, not a regular file",
-        f.lock("0", 0).display()
-    ));
+    skipped_then_refused(&f, None, "a symbolic link, not a regular file");
     assert_eq!(std::fs::read_to_string(&canary).unwrap(), "precious");
     // A dangling symlink is refused too, and nothing is created through it.
     let target = f.dir.join("would-be-created");
     std::fs::remove_file(f.lock("0", 0)).unwrap();
     symlink(&target, f.lock("0", 0)).unwrap();
-    f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run().assert_code(2);
+    f.cmd().env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").arg("./pkg/gpu_test").run().assert_code(2);
     assert!(!target.exists(), "a file was created through the symlink");
 }
 
@@ -225,26 +251,22 @@ fn a_symlink_at_a_lock_path_is_refused_and_its_target_untouched() {
 fn a_directory_or_fifo_at_a_lock_path_is_refused() {
     let f = Fixture::new("notregular");
     std::fs::create_dir_all(f.lock("0", 0)).unwrap();
-    let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
-    out.assert_code(2).assert_one_error_line("it is a directory, not a regular file");
+    skipped_then_refused(&f, None, "a directory, not a regular file");
     std::fs::remove_dir(f.lock("0", 0)).unwrap();
     let fifo = std::ffi::CString::new(f.lock("0", 0).to_str().unwrap()).unwrap();
     // SAFETY: mkfifo with a valid path.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
-    let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
-    out.assert_code(2).assert_one_error_line("it is a FIFO, not a regular file");
+    skipped_then_refused(&f, None, "a FIFO, not a regular file");
     // Also where this user may only read it: the read-only retry does not
     // block on the FIFO either.
     if prerequisite(is_root(), "root", "a FIFO another user may only read") {
         let g = shared_fixture("fifo-readonly");
         std::fs::create_dir_all(&g.lock_dir).unwrap();
+        std::fs::set_permissions(&g.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
         let path = std::ffi::CString::new(g.lock("0", 0).to_str().unwrap()).unwrap();
         // SAFETY: mkfifo with a valid path.
         assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0);
-        let mut c = g.cmd();
-        c.env("TF_GPU_COUNT", "1").as_user(NOBODY, NOBODY).timeout(std::time::Duration::from_secs(10));
-        let out = c.arg("./pkg/gpu_test").run();
-        out.assert_code(2).assert_one_error_line("it is a FIFO, not a regular file");
+        skipped_then_refused(&g, Some(NOBODY), "a FIFO, not a regular file");
     }
     // Device nodes (/dev/null's numbers, and the first loop device's).
     if prerequisite(is_root(), "root", "device nodes at a lock path (mknod)") {
@@ -252,12 +274,39 @@ fn a_directory_or_fifo_at_a_lock_path_is_refused() {
             [(libc::S_IFCHR, (1, 3), "a character device"), (libc::S_IFBLK, (7, 0), "a block device")]
         {
             std::fs::remove_file(f.lock("0", 0)).unwrap();
+            std::fs::remove_file(f.lock("0", 1)).unwrap();
             // SAFETY: mknod with a valid path; the nodes are opened, never read or written.
             assert_eq!(unsafe { libc::mknod(fifo.as_ptr(), kind | 0o600, libc::makedev(major, minor)) }, 0);
-            let out = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
-            out.assert_code(2).assert_one_error_line(&format!("it is {what}, not a regular file"));
+            skipped_then_refused(&f, None, &format!("{what}, not a regular file"));
         }
     }
+}
+
+/// A hard link between two lock files (their owner's `ln`) would make one
+/// GPU's holder hold the other's slot too: both are skipped, each in a
+/// warning line, and a free slot elsewhere is taken. One slot left to a
+/// hard link of a file outside the lock files is refused the same way.
+#[test]
+fn a_lock_file_with_another_name_is_skipped() {
+    let f = Fixture::new("hardlink");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    write_file(f.lock("0", 0), "");
+    std::fs::hard_link(f.lock("0", 0), f.lock("1", 0)).unwrap();
+    let out = f.cmd().env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "2").arg("./pkg/gpu_test").run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.get("locks"), Some("gpulock0_1"), "{}", out.explain());
+    for gpu in ["0", "1"] {
+        out.assert_stderr_contains(&format!(
+            "warning: refusing lock path {}: it is a file with another name as well (a hard link), not a lock file of its own: skipping that slot",
+            f.lock(gpu, 0).display()
+        ));
+    }
+    // A second name outside the lock files.
+    let g = Fixture::new("hardlink-other");
+    std::fs::create_dir_all(&g.lock_dir).unwrap();
+    write_file(g.lock("0", 0), "");
+    std::fs::hard_link(g.lock("0", 0), g.lock_dir.join("elsewhere")).unwrap();
+    skipped_then_refused(&g, None, "a file with another name as well (a hard link), not a lock file of its own");
 }
 
 #[test]

@@ -430,3 +430,40 @@ fn a_file_put_at_a_waiters_record_name_does_not_take_its_place() {
     assert!(start("early") < start("late"), "the later test was served first\n{}\n{}", early.explain(), late.explain());
     assert!(!early.stderr.contains("without a place"), "{}", early.explain());
 }
+
+/// Another user's FIFO and hard link at lock paths beside a busy slot: each
+/// is skipped in one warning line, and the waiter waits for the busy slot
+/// without spinning (it does not open them again: each close would wake
+/// it), then takes it. A build that refused them failed at once (exit 2).
+#[test]
+fn a_fifo_or_hard_link_beside_a_busy_slot_is_waited_past_calmly() {
+    if !root("another user's FIFO and hard link") {
+        return;
+    }
+    for (label, planted, what) in [
+        ("others-fifo", "mkfifo \"$0/gpulock0_1\"", "a FIFO, not a regular file"),
+        ("others-link", ": > \"$0/x\" && ln \"$0/x\" \"$0/gpulock0_1\"", "a file with another name as well"),
+    ] {
+        let f = shared_fixture(label);
+        f.make_lock_dir_shared();
+        let held = hold_lock(f.lock("0", 0));
+        let made = Cmd::new("sh").args(["-c", planted]).arg(&f.lock_dir).as_user(common::NOBODY, common::NOBODY).run();
+        made.assert_success();
+        let mut c = f.cmd();
+        on(&mut c, 1, 2).args(["--wait=30", "./pkg/gpu_test"]).timeout(Duration::from_secs(40));
+        let waiter = f.spawn_queued(&c);
+        assert!(test_support::begins_to_wait(waiter.pid()), "it never watched\n{}", c.describe());
+        std::thread::sleep(Duration::from_millis(500));
+        let woke = test_support::voluntary_switches(waiter.pid());
+        std::thread::sleep(Duration::from_secs(2));
+        let woke = test_support::voluntary_switches(waiter.pid()) - woke;
+        drop(held);
+        let out = waiter.wait();
+        let r = common::Record::of(out.assert_success());
+        assert_eq!(r.locks(), ["gpulock0_0"], "{}", out.explain());
+        let warning = format!("warning: refusing lock path {}: it is {what}", f.lock("0", 1).display());
+        assert_eq!(out.stderr.matches(&warning).count(), 1, "{}", out.explain());
+        // 2 s at 4 beats a second, with room for the scheduler.
+        assert!(woke <= 16, "{woke} wake-ups in 2 s beside {what}\n{}", out.explain());
+    }
+}

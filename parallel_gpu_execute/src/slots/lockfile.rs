@@ -350,12 +350,31 @@ impl PrivatePolicy {
 /// where this user may not open it at all (an unusable slot, skipped).
 fn describe(file_type: FileType) -> &'static str {
     match file_type {
-        FileType::Fifo => "a FIFO",
-        FileType::CharacterDevice => "a character device",
-        FileType::BlockDevice => "a block device",
+        FileType::Fifo => "a FIFO, not a regular file",
+        FileType::CharacterDevice => "a character device, not a regular file",
+        FileType::BlockDevice => "a block device, not a regular file",
         _ => "not a regular file",
     }
 }
+
+/// The refusal of the lock path `name` in `dir` that `st` (from `lstat`)
+/// describes, where it is anything but a regular file of one name: told
+/// without opening it (its close would wake every waiter watching it).
+pub fn refused(dir: &CStr, name: &LockName, st: &rustix::fs::Stat) -> Option<Error> {
+    let what = match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile if st.st_nlink > 1 => LINKED,
+        FileType::RegularFile => return None,
+        FileType::Symlink => "a symbolic link, not a regular file",
+        FileType::Socket => "a socket, not a regular file",
+        FileType::Directory => "a directory, not a regular file",
+        other => describe(other),
+    };
+    Some(Error::UnsafeLockPath { path: named(dir, name.as_bytes()), what })
+}
+
+/// A lock file with another name as well (a hard link its owner made):
+/// whoever holds one of its names holds the other's GPU too.
+const LINKED: &str = "a file with another name as well (a hard link), not a lock file of its own";
 
 /// Opens (creating when missing) one lock file, refusing anything that is
 /// not a regular file. For reading and writing where this user may, as the
@@ -432,11 +451,14 @@ pub fn open_existing(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<Op
             if file_type != FileType::RegularFile {
                 return Err(refuse(describe(file_type)));
             }
+            if st.st_nlink > 1 {
+                return Err(refuse(LINKED));
+            }
             Ok(Some((fd, (st.st_dev, st.st_ino))))
         }
-        Err(Errno::LOOP) => Err(refuse("a symbolic link")),
-        Err(Errno::NXIO) => Err(refuse("a socket")),
-        Err(Errno::ISDIR) => Err(refuse("a directory")),
+        Err(Errno::LOOP) => Err(refuse("a symbolic link, not a regular file")),
+        Err(Errno::NXIO) => Err(refuse("a socket, not a regular file")),
+        Err(Errno::ISDIR) => Err(refuse("a directory, not a regular file")),
         Err(Errno::NOENT) => Ok(None),
         Err(errno) => {
             Err(Error::System { what: "cannot open lock file", path: Some(named(dir, name.as_bytes())), errno })

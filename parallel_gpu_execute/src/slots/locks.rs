@@ -30,7 +30,8 @@ use crate::prelude::*;
 use crate::profile::Profile;
 use crate::slots::drain;
 use crate::slots::lockfile::{
-    FileId, LockName, PrivatePolicy, dir_still_there, lock_file_name, named, open_existing, open_lock_file, try_flock,
+    FileId, LockName, PrivatePolicy, dir_still_there, lock_file_name, named, open_existing, open_lock_file, refused,
+    try_flock,
 };
 use crate::slots::privacy::Private;
 use crate::slots::queue::Ahead;
@@ -153,7 +154,11 @@ impl<'a> Slots<'a> {
                     self.opened(index);
                     held
                 }
-                Err(e @ Error::System { errno: Errno::ACCESS | Errno::PERM, .. }) => {
+                // One this user may not open, or anything but a regular
+                // file of its own (a FIFO, a hard link another user put
+                // there): the slot is skipped, as the classic script's
+                // would be where it could not lock it.
+                Err(e @ (Error::System { errno: Errno::ACCESS | Errno::PERM, .. } | Error::UnsafeLockPath { .. })) => {
                     self.warn_unusable(index, &e);
                     return Ok(Try::Unusable);
                 }
@@ -176,15 +181,23 @@ impl<'a> Slots<'a> {
     fn warn_unusable(&mut self, index: usize, error: &Error) {
         if !self.warned.contains(&index) {
             self.warned.push(index);
-            if let Error::System { path: Some(path), errno, .. } = error {
-                diag::report(
+            match error {
+                Error::System { path: Some(path), errno, .. } => diag::report(
                     crate::TOOL,
                     format_args!(
                         "warning: cannot open lock file {p} ({}): skipping that slot; to repair, its owner or root runs: chmod a+rw {p} (or removes it while no test runs)",
                         diag::Os(*errno),
                         p = diag::Bytes(path),
                     ),
-                );
+                ),
+                Error::UnsafeLockPath { path, .. } => diag::report(
+                    crate::TOOL,
+                    format_args!(
+                        "warning: {error}: skipping that slot; to repair, its owner or root runs: rm {} (while no test runs)",
+                        diag::Bytes(path),
+                    ),
+                ),
+                _ => {}
             }
         }
     }
@@ -270,7 +283,7 @@ impl<'a> Slots<'a> {
             // wake this waiter without end; the scan that meets it says
             // what it is.
             match rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {}
+                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_nlink == 1 => {}
                 _ => continue,
             }
             match open_existing(self.dir_fd, self.dir, &name) {
@@ -394,7 +407,14 @@ impl<'a> Slots<'a> {
         let mut first = None;
         for index in self.warned.clone() {
             let (slot, gpu) = ((index / width) as u32, index % width);
-            match open_lock_file(self.dir_fd, self.dir, &self.name(slot, gpu)) {
+            let name = self.name(slot, gpu);
+            // Anything but a regular file of its own is told by its
+            // `lstat`, not opened again: each close would wake the waiters
+            // that watch it, this one too.
+            let still = rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW)
+                .ok()
+                .and_then(|st| refused(self.dir, &name, &st));
+            match still.map_or_else(|| open_lock_file(self.dir_fd, self.dir, &name), Err) {
                 Ok(held) => {
                     self.opened(index);
                     if let Some(kept) = self.cache() {
