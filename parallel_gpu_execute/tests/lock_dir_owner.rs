@@ -212,3 +212,55 @@ fn a_waiter_says_so_where_any_user_may_remove_its_record() {
     let out = wait(&mut f.cmd());
     assert!(!out.stderr.contains("queue directory"), "{}", out.explain());
 }
+
+/// Inside a user namespace that maps the caller alone (Bazel's
+/// `linux-sandbox` for a user other than root, a rootless container), the
+/// kernel shows root's files as owned by the overflow id, 65534: root's
+/// 1777 lock directory is no warning there, nor a note of `--status` or
+/// `--list`. A build without the change warned at every test.
+#[test]
+fn roots_lock_directory_seen_from_a_user_namespace_is_no_warning() {
+    const USER: u32 = 1000;
+    let userns = std::process::Command::new("setpriv")
+        .args([format!("--reuid={USER}"), format!("--regid={USER}"), "--clear-groups".into()])
+        .args(["unshare", "-U", &format!("--map-user={USER}"), &format!("--map-group={USER}"), "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !root("a user namespace of another user")
+        || !test_support::prerequisite(userns, "unprivileged user namespaces", "root's files seen as 65534")
+    {
+        return;
+    }
+    let f = shared_fixture("lock-dir-userns");
+    f.make_lock_dir_shared();
+    let inside = || {
+        let mut c = f.cmd_under(
+            "setpriv",
+            [
+                format!("--reuid={USER}"),
+                format!("--regid={USER}"),
+                "--clear-groups".into(),
+                "unshare".into(),
+                "-U".into(),
+                format!("--map-user={USER}"),
+                format!("--map-group={USER}"),
+            ],
+        );
+        on(&mut c, 2, 1);
+        c
+    };
+    // What the kernel shows there: root's directory as 65534's.
+    let mut c = Cmd::new("setpriv");
+    c.args([format!("--reuid={USER}"), format!("--regid={USER}"), "--clear-groups".into()]);
+    c.args(["unshare", "-U", &format!("--map-user={USER}"), "stat", "-c", "%u"]).arg(&f.lock_dir);
+    let seen = c.run();
+    assert_eq!(seen.assert_success().stdout.trim(), "65534", "{}", seen.explain());
+    let out = inside().arg("./pkg/gpu_test").run();
+    common::Record::of(out.assert_success());
+    assert!(!out.stderr.contains("is owned by"), "{}", out.explain());
+    for args in [&["--status"][..], &["--status=json"], &["--list"], &["--list=json"]] {
+        let out = inside().args(args).run();
+        out.assert_success();
+        assert!(!out.stdout.contains("65534") && out.stderr.is_empty(), "{}", out.explain());
+    }
+}

@@ -12,8 +12,39 @@ use rustix::fd::OwnedFd;
 /// a directory is exempt from its sticky bit: it may rename another
 /// user's held lock file away, and the slot then looks free and is given
 /// to the next test while the first still runs.
+///
+/// An owner this process's user namespace does not map is shown as the
+/// overflow id (65534) and cannot be told: inside Bazel's `linux-sandbox`
+/// (a user namespace that maps the caller alone) or a rootless container,
+/// root's own `/var/lock` looks like that. It is not called another
+/// owner, which would be a false alarm at every test.
 pub fn other_owner(uid: u32) -> Option<u32> {
-    (uid != 0 && uid != rustix::process::geteuid().as_raw()).then_some(uid)
+    (uid != 0 && uid != rustix::process::geteuid().as_raw() && !unmapped(uid)).then_some(uid)
+}
+
+/// Whether `uid` is outside every range of `/proc/self/uid_map` (so the
+/// kernel shows it for an owner it does not map). Where the map cannot be
+/// read, it is taken as mapped.
+#[cold]
+#[inline(never)]
+fn unmapped(uid: u32) -> bool {
+    let Ok(fd) = wrapper_common::lines::open_for_reading(c"/proc/self/uid_map") else { return false };
+    let mut buf = [0u8; 4096];
+    match rustix::io::read(&fd, &mut buf) {
+        Ok(n) if n > 0 => !maps(&buf[..n], uid),
+        _ => false,
+    }
+}
+
+/// Whether the `uid_map` text `map` (lines of `inside outside count`) maps
+/// `uid`, as seen inside.
+fn maps(map: &[u8], uid: u32) -> bool {
+    let number = |w: Option<&[u8]>| w.and_then(wrapper_common::numbers::parse_u64);
+    map.split(|&b| b == b'\n').any(|line| {
+        let mut words = line.split(|&b| b == b' ').filter(|w| !w.is_empty());
+        let (inside, _, count) = (number(words.next()), words.next(), number(words.next()));
+        matches!((inside, count), (Some(first), Some(n)) if (first..first.saturating_add(n)).contains(&u64::from(uid)))
+    })
 }
 
 /// Whether a directory of mode `mode` lets users other than its owner
@@ -100,5 +131,24 @@ impl core::fmt::Display for Exposed<'_> {
             Some(_) => write!(f, "; as root: chown root:root {dir} && chmod 1777 {dir}"),
             None => write!(f, "; as root: chmod 1777 {dir}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::maps;
+
+    #[test]
+    fn a_uid_is_mapped_only_inside_a_range_of_the_map() {
+        let host = b"         0          0 4294967295\n";
+        assert!(maps(host, 65534) && maps(host, 0));
+        // Bazel's linux-sandbox, or `unshare -U --map-user=1000`: the caller alone.
+        let sandbox = b"      1000       1000          1\n";
+        assert!(maps(sandbox, 1000));
+        assert!(!maps(sandbox, 65534) && !maps(sandbox, 0) && !maps(sandbox, 1001));
+        // A rootless container: root is the caller, then a subordinate range.
+        let rootless = b"0 1000 1\n1 100000 65536\n";
+        assert!(maps(rootless, 0) && maps(rootless, 65534) && maps(rootless, 65536));
+        assert!(!maps(rootless, 65537) && !maps(b"", 0) && !maps(b"garbage\n", 0));
     }
 }
