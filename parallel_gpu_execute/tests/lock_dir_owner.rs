@@ -264,3 +264,37 @@ fn roots_lock_directory_seen_from_a_user_namespace_is_no_warning() {
         assert!(!out.stdout.contains("65534") && out.stderr.is_empty(), "{}", out.explain());
     }
 }
+
+/// A lock file is its maker's (the first test that used it), and its owner
+/// may rename it in any directory: root's test that takes `nobody`'s lock
+/// file says so in one line, with the repair; once root owns it, nothing
+/// is said. `nobody`'s test on its own file, and root's on root's, say
+/// nothing. A build without the change was silent, and `nobody`'s rename
+/// of the held file gave its GPU to the next test unsaid.
+#[test]
+fn a_lock_file_another_user_owns_is_said_where_it_is_taken() {
+    if !root("a lock file another user made") {
+        return;
+    }
+    let f = shared_fixture("lock-file-owner");
+    f.make_lock_dir_shared();
+    let own = nobody(&f).args(["--wait=0", "./pkg/gpu_test"]).run();
+    common::Record::of(own.assert_success());
+    assert!(!own.stderr.contains("is owned by"), "{}", own.explain());
+    let file = f.lock("0", 0);
+    let warning = format!(
+        "parallel_gpu_execute: warning: lock file {p} is owned by uid {NOBODY}, neither root nor this user: uid {NOBODY} can rename it away while this test holds it, so that its slot shows free and its GPU is given to another test; as root: chown root:root {p}\n",
+        p = file.display()
+    );
+    let mut c = f.cmd();
+    let out = on(&mut c, 2, 1).args(["--wait=0", "./pkg/gpu_test"]).run();
+    let r = common::Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock0_0"], "{}", out.explain());
+    assert_eq!(out.stderr.matches("is owned by").count(), 1, "{}", out.explain());
+    assert!(out.stderr.contains(&warning), "{}", out.explain());
+    std::os::unix::fs::chown(&file, Some(0), Some(0)).unwrap();
+    let mut c = f.cmd();
+    let out = on(&mut c, 2, 1).args(["--wait=0", "./pkg/gpu_test"]).run();
+    common::Record::of(out.assert_success());
+    assert!(!out.stderr.contains("is owned by"), "{}", out.explain());
+}

@@ -85,6 +85,22 @@ fn say_exposed(dir: &CStr, owner: Option<u32>, queue: bool) {
     wrapper_common::diag::report(crate::TOOL, format_args!("warning: {what} {exposed}"));
 }
 
+/// Warns, in one line, that the held lock file `path` is owned by `uid`,
+/// a user other than root and this one: that user made it (its first
+/// test), and may rename it away while this test holds it, as a
+/// directory's owner may.
+#[cold]
+#[inline(never)]
+pub fn say_lock_file_exposed(path: &[u8], uid: u32) {
+    let p = wrapper_common::diag::Bytes(path);
+    wrapper_common::diag::report(
+        crate::TOOL,
+        format_args!(
+            "warning: lock file {p} is owned by uid {uid}, neither root nor this user: uid {uid} can rename it away while this test holds it, so that its slot shows free and its GPU is given to another test; as root: chown root:root {p}"
+        ),
+    );
+}
+
 /// A directory in which a user other than the caller can move or remove
 /// the caller's files: one owned by a user other than root and the caller
 /// ([`other_owner`]), or one every user may write without the sticky bit

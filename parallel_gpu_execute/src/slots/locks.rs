@@ -58,6 +58,10 @@ pub struct Grant {
     pub slot: u32,
     /// How long the wrapper waited for it (`None`: it did not wait).
     pub waited: Option<Duration>,
+    /// A held lock file that a user other than root and this one owns
+    /// (its path, and that user), who may rename it away (found by
+    /// [`Slots::still_linked`]).
+    pub exposed: Option<(Box<[u8]>, u32)>,
 }
 
 /// The lock files of one attempt, opened lazily and (when few enough) kept
@@ -382,7 +386,7 @@ impl<'a> Slots<'a> {
                     }
                 }
                 let Some(busy) = busy_at else {
-                    return Ok(Some(Grant { fds: got, ids, start, slot, waited: None }));
+                    return Ok(Some(Grant { fds: got, ids, start, slot, waited: None, exposed: None }));
                 };
                 self.give_back_block(slot, start, got, ids);
                 // Every block that contains the busy GPU is busy too.
@@ -454,8 +458,9 @@ impl<'a> Slots<'a> {
 
     /// Is every lock of `grant` still the file at its path? A lock directory
     /// removed and re-created (or a file unlinked) under a holder would
-    /// otherwise let two tests "hold" the same slot.
-    pub fn still_linked(&self, grant: &Grant) -> bool {
+    /// otherwise let two tests "hold" the same slot. The same `stat` tells
+    /// a lock file another user owns ([`Grant::exposed`]).
+    pub fn still_linked(&self, grant: &mut Grant) -> bool {
         (0..grant.fds.len()).all(|k| {
             let name = self.name(grant.slot, grant.start + k);
             let dir = self.dir.to_bytes();
@@ -477,7 +482,14 @@ impl<'a> Slots<'a> {
             };
             // The file as opened (its descriptor keeps its inode from being
             // used again) against the one at its path now.
-            at_path.is_ok_and(|b| grant.ids.get(k) == Some(&(b.st_dev, b.st_ino)))
+            let Ok(b) = at_path else { return false };
+            if b.st_uid != 0
+                && grant.exposed.is_none()
+                && let Some(uid) = crate::slots::exposure::other_owner(b.st_uid)
+            {
+                grant.exposed = Some((named(self.dir, name.as_bytes()), uid));
+            }
+            grant.ids.get(k) == Some(&(b.st_dev, b.st_ino))
         })
     }
 }

@@ -36,6 +36,9 @@ pub fn acquire(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String
     for fd in &grant.fds {
         keep_young(fd);
     }
+    if let Some((path, uid)) = &grant.exposed {
+        crate::slots::exposure::say_lock_file_exposed(path, *uid);
+    }
     Ok(grant)
 }
 
@@ -202,7 +205,7 @@ impl<'a> Waiting<'a> {
                 continue;
             }
             match table.scan(needed, &ahead) {
-                Ok(Some(grant)) => {
+                Ok(Some(mut grant)) => {
                     // After a wait the drains are read with the block's
                     // locks held: a drain read before the scan could be
                     // older than the release that freed the block.
@@ -211,7 +214,7 @@ impl<'a> Waiting<'a> {
                         table.give_back_block(slot, start, fds, ids);
                         continue;
                     }
-                    if !table.still_linked(&grant) {
+                    if !table.still_linked(&mut grant) {
                         // A lock file replaced under its holder: its stale
                         // descriptor goes (the next scan opens the file at
                         // the path) and the record stays, with its place.
