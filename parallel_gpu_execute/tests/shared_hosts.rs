@@ -131,6 +131,7 @@ fn metrics_from_a_pid_namespace_count_no_slot_free() {
     let f = Fixture::new("metrics-pidns");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let _held = hold_lock(f.lock("0", 0));
+    test_support::write_file(f.lock("1", 0), "");
     let mut c = f.cmd_under("/usr/bin/unshare", ["--pid", "--fork", "--mount-proc", "--mount"]);
     c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").arg("--status=openmetrics");
     let out = c.run();
@@ -148,6 +149,12 @@ fn metrics_from_a_pid_namespace_count_no_slot_free() {
             ));
         }
     }
+    // A slot without a lock file is free wherever it is looked at from.
+    let mut c = f.cmd_under("/usr/bin/unshare", ["--pid", "--fork", "--mount-proc", "--mount"]);
+    let out = c.env("TF_GPU_COUNT", "3").env("TF_TESTS_PER_GPU", "1").arg("--status=openmetrics").run();
+    out.assert_success().assert_stdout_contains(&format!(
+        "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"2\",state=\"free\"}} 1\n"
+    ));
     // On the host the same slots are told: GPU 0's held, GPU 1's free.
     let mut c = f.cmd();
     let out = c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").arg("--status=openmetrics").run();

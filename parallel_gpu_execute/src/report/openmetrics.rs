@@ -11,7 +11,7 @@
 //!
 //! | family | labels | value |
 //! |---|---|---|
-//! | `parallel_gpu_execute_slots` | `lock_dir`, `gpu`, `state` (`held`, `free`; `unknown` only where some slot's state is unknown) | slots of the settings in that state; from a PID namespace other than the host's, every slot not seen held is `unknown` (one held from outside it cannot be told from a free one), never `free` |
+//! | `parallel_gpu_execute_slots` | `lock_dir`, `gpu`, `state` (`held`, `free`; `unknown` only where some slot's state is unknown) | slots of the settings in that state; from a PID namespace other than the host's, every slot with a lock file not seen held is `unknown` (one held from outside it cannot be told from a free one), never `free` |
 //! | `parallel_gpu_execute_waiters` | `lock_dir` | processes waiting for a slot (`--status`'s waiters) |
 //! | `parallel_gpu_execute_oldest_wait_seconds` | `lock_dir` | how long the oldest waiter has waited (from its record; from its start for a process blocked on a lock file), 0 without waiters |
 //! | `parallel_gpu_execute_gpu_drained` | `lock_dir`, `gpu`, `reason` | 1 when drained (`reason` its reason), else 0 (`reason` empty) |
@@ -65,9 +65,9 @@ pub fn render(r: &Report) -> String {
         let held = of().filter(|s| s.held()).count();
         // From another PID namespace than the host's, a slot held from
         // outside it shows as free (its lock is left out of /proc/locks):
-        // no slot is counted free there, where a metric would say it as
-        // fact (the text says so in a note).
-        let free = if r.host_namespace { of().filter(|s| s.free()).count() } else { 0 };
+        // only a slot without a lock file is counted free there, where a
+        // metric would say it as fact (the text says so in a note).
+        let free = of().filter(|s| s.free() && (r.host_namespace || !s.file_exists)).count();
         let g = escape(gpu.as_bytes());
         let _ = writeln!(out, "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"held\"}} {held}");
         let _ = writeln!(out, "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"free\"}} {free}");
