@@ -32,7 +32,10 @@
 //!   btrfs, zfs, a plain directory), and this is not Bazel's own sandbox,
 //!   which also mounts the action's directory but runs over the host's (or
 //!   its container's) root: its PID 1 is `linux-sandbox`, or that mount is
-//!   a bind of a directory under `sandbox/linux-sandbox/`.
+//!   a bind of a directory under `sandbox/linux-sandbox/`. Nor is it the
+//!   host itself, with the workspace mounted there (an executor's overlayfs
+//!   workspace): `/proc` shows the host's PID namespace and PID 1's root is
+//!   `/`.
 //!
 //! Every look is a `statx(2)` (a few microseconds, and only under Bazel);
 //! `/proc/self/mountinfo` and `/proc/1/comm` are read only where a mount
@@ -262,7 +265,19 @@ pub fn judge(dir: &CStr) -> Option<Private> {
             _ => None,
         };
     }
-    (!bazel_sandbox).then_some(Private::ContainerRoot)
+    (!bazel_sandbox && !on_the_machines_root()).then_some(Private::ContainerRoot)
+}
+
+/// Whether `/` is the root of the machine's own first process: `/proc`
+/// shows the host's PID namespace (or a VM's), and its PID 1's root is this
+/// one. Then an input root that is a mount of its own is a workspace
+/// mounted on the host (an executor's overlayfs workspace), not a
+/// container's. Where PID 1's root cannot be read (another user's, for
+/// one who is not root), it is not known, and the rule stands.
+fn on_the_machines_root() -> bool {
+    let id = |p: &CStr| rustix::fs::stat(p).ok().map(|st| (st.st_dev, st.st_ino));
+    crate::slots::holders::pid_view() == crate::slots::holders::PidView::Host
+        && id(c"/proc/1/root/").is_some_and(|init| Some(init) == id(c"/"))
 }
 
 #[cfg(test)]
