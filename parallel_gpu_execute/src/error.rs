@@ -83,6 +83,12 @@ pub enum Error {
         variable: &'static str,
         id: &'static [u8],
     },
+    /// A CUDA pool id that begins like an index (a digit or a sign) and
+    /// is not one (`0x1`, `1a`, `-0`).
+    PoolIdNotIndex {
+        variable: &'static str,
+        id: &'static [u8],
+    },
     DuplicatePoolId {
         variable: &'static str,
         id: &'static [u8],
@@ -243,6 +249,16 @@ impl fmt::Display for Error {
                     "{variable}: GPU index '{}' has a leading zero: the runtime reads it as a GPU that other jobs write without one, and the two would take different lock files; write it '{}'",
                     Excerpt(id),
                     Excerpt(digits)
+                )
+            }
+            Error::PoolIdNotIndex { variable, id } => {
+                let digits = id.iter().position(|b| !b.is_ascii_digit()).map_or(*id, |at| &id[..at]);
+                let index =
+                    if digits.is_empty() { "-1 to hide every GPU".into() } else { format!("'{}'", Excerpt(digits)) };
+                write!(
+                    f,
+                    "{variable}: GPU id '{}' begins like an index but is not one: CUDA reads the digits it begins with (as strtoul does), a GPU that other jobs write otherwise, and the two would take different lock files; write {index}, or the GPU's UUID (GPU-...)",
+                    Excerpt(id)
                 )
             }
             Error::DuplicatePoolId { variable, id } => {

@@ -262,3 +262,25 @@ fn an_index_with_a_leading_zero_is_refused_not_booked_twice() {
     let out = job(&f, "ROCR_VISIBLE_DEVICES", "0,10").env("TF_GPU_COUNT", "4").arg("./pkg/gpu_test").run();
     assert_eq!(Record::of(out.assert_success()).locks(), ["gpulock0_0"], "{}", out.explain());
 }
+
+/// CUDA reads the digits a device id begins with, as `strtoul` does
+/// (pytorch/pytorch#84879: `1gpu2,2ampere` showed GPUs 1 and 2): `0x1` and
+/// `1gpu2` are GPUs 0 and 1 to it, and `-0` is no negative index that
+/// hides the rest. Each would take a lock file of its own beside that
+/// GPU's, so each is refused in one line that names the plain spelling,
+/// and nothing is made. A build without the change took `gpulock0x1_0`.
+#[test]
+fn a_cuda_id_that_begins_like_an_index_is_refused() {
+    let f = amd_host("cuda-not-index");
+    for (pool, id, write) in [("0x1", "0x1", "'0'"), ("2,1gpu2", "1gpu2", "'1'"), ("-0", "-0", "-1 to hide every GPU")]
+    {
+        let mut c = job(&f, "CUDA_VISIBLE_DEVICES", pool);
+        c.env("PARALLEL_GPU_EXECUTE_VENDOR", "cuda").env("TF_GPU_COUNT", "4");
+        let out = c.args(["--wait=0", "./pkg/gpu_test"]).run();
+        out.assert_code(2).assert_one_error_line(&format!(
+            "CUDA_VISIBLE_DEVICES: GPU id '{id}' begins like an index but is not one: CUDA reads the digits it begins with (as strtoul does), a GPU that other jobs write otherwise, and the two would take different lock files; write {write}, or the GPU's UUID (GPU-...)"
+        ));
+        assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
+    }
+    assert!(std::fs::read_dir(&f.lock_dir).map_or(true, |mut d| d.next().is_none()), "a lock file was made");
+}

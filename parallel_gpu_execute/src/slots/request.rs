@@ -124,8 +124,16 @@ pub enum PoolListError<'a> {
     /// An index written with leading zeros (`01`): the runtime reads it as
     /// a GPU that other jobs name without them, under another lock file.
     LeadingZero(&'a [u8]),
+    /// A CUDA id that begins like an index and is not one (`0x1`, `-0`):
+    /// CUDA reads the digits it begins with, as `strtoul` does.
+    NotIndex(&'a [u8]),
     DuplicateId(&'a [u8]),
     TooMany,
+}
+
+/// Whether `id` begins with a digit or a sign, as an index does.
+fn begins_like_an_index(id: &[u8]) -> bool {
+    id.first().is_some_and(|&b| b.is_ascii_digit() || b == b'-' || b == b'+')
 }
 
 /// Whether `id` is an index written with leading zeros (`01`, `00`).
@@ -215,6 +223,11 @@ pub fn parse_pool_list(list: &[u8], mig_paths: bool) -> Result<Vec<&[u8]>, PoolL
         }
         if has_leading_zero(id) {
             return Err(PoolListError::LeadingZero(id));
+        }
+        // pytorch/pytorch#84879 (2022): with driver 510, `1gpu2,2ampere`
+        // showed GPUs 1 and 2.
+        if mig_paths && begins_like_an_index(id) && !id.iter().all(u8::is_ascii_digit) {
+            return Err(PoolListError::NotIndex(id));
         }
         if ids.len() >= MAX_POOL {
             return Err(PoolListError::TooMany);
@@ -345,6 +358,7 @@ impl Pool {
                 parse_pool_list(visible, var == CUDA_POOL_VARIABLE).map_err(|e| match e {
                     PoolListError::UnsafeId(id) => Error::BadPoolId { variable: var, id },
                     PoolListError::LeadingZero(id) => Error::PoolIdLeadingZero { variable: var, id },
+                    PoolListError::NotIndex(id) => Error::PoolIdNotIndex { variable: var, id },
                     PoolListError::DuplicateId(id) => Error::DuplicatePoolId { variable: var, id },
                     PoolListError::TooMany => {
                         Error::BadValue { name: var, value, expected: "a comma list of at most 65536 GPU ids" }
@@ -431,6 +445,17 @@ mod tests {
         assert_eq!(parse_pool_list(b"0,", false), Err(PoolListError::UnsafeId(b"")));
         assert_eq!(parse_pool_list(b"0,../../etc", false), Err(PoolListError::UnsafeId(b"../../etc")));
         assert_eq!(parse_pool_list(b"0,01", false), Err(PoolListError::LeadingZero(b"01")));
+        // CUDA reads the digits an id begins with: `0x1` is GPU 0 to it.
+        for bad in [&b"0x1"[..], b"1gpu2", b"-0", b"2-"] {
+            let list = [&b"3,"[..], bad].concat();
+            assert_eq!(
+                parse_pool_list(&list, true),
+                Err(PoolListError::NotIndex(bad)),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert_eq!(parse_pool_list(b"3,GPU-8f3a1c2e,12", true).unwrap(), vec![&b"3"[..], b"GPU-8f3a1c2e", b"12"]);
         assert_eq!(parse_pool_list(b"00", true), Err(PoolListError::LeadingZero(b"00")));
         assert_eq!(parse_pool_list(b"0,10,0x1,0a", false).unwrap(), vec![&b"0"[..], b"10", b"0x1", b"0a"]);
         assert_eq!(parse_pool_list(b"1,2,1", false), Err(PoolListError::DuplicateId(b"1")));
