@@ -371,3 +371,20 @@ fn a_sysroot_longer_than_the_short_path_buffer_counts_the_same() {
         "2"
     );
 }
+
+/// A runfiles manifest that is a device (`RUNFILES_MANIFEST_FILE=/dev/zero`)
+/// is no manifest: on a host without a GPU, the look for `rocminfo` in it
+/// ends at once and the test runs. A build without the change read
+/// `/dev/zero` without end.
+#[test]
+fn a_manifest_that_is_a_device_is_none() {
+    let f = Fixture::new("manifest-device");
+    let out = test_support::Cmd::new(common::bin())
+        .env("RUNFILES_MANIFEST_FILE", "/dev/zero")
+        .env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root)
+        .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir)
+        .args(["/bin/sh", "-c", "echo ran"])
+        .timeout(std::time::Duration::from_secs(10))
+        .run();
+    out.assert_success().assert_stdout_contains("ran");
+}

@@ -238,6 +238,10 @@ fn owned(tags: &[&str]) -> Vec<String> {
     tags.iter().map(|tag| tag.to_string()).collect()
 }
 
+/// The most a tag table file may hold (the compiled-in ones are a few
+/// KiB).
+pub const MAX_TABLE: u64 = 1 << 20;
+
 impl Table {
     /// The default preset's table: the one in force when nothing else is
     /// chosen.
@@ -259,9 +263,29 @@ impl Table {
         self.configs.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
     }
 
-    /// Reads a table file.
+    /// Reads a table file: a file, or a pipe (`--table=<(...)`), never a
+    /// device (`/dev/zero` would be read without end), and at most
+    /// [`MAX_TABLE`] bytes. A FIFO nobody writes reads as empty rather than
+    /// blocking the open.
     pub fn read(file: &Path) -> Result<Table, Error> {
-        let bytes = std::fs::read(file).map_err(|e| Error::TableUnreadable { file: file.to_path_buf(), error: e })?;
+        use std::io::Read;
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+        let unreadable = |error| Error::TableUnreadable { file: file.to_path_buf(), error };
+        let invalid = |what: &str| unreadable(std::io::Error::new(std::io::ErrorKind::InvalidInput, what));
+        let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(file).map_err(unreadable)?;
+        let kind = f.metadata().map_err(unreadable)?.file_type();
+        if kind.is_char_device() || kind.is_block_device() {
+            return Err(invalid("it is a device, not a file"));
+        }
+        // Reads block from here: a pipe's writer may not have written yet.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+        // SAFETY: F_GETFL/F_SETFL on a descriptor this function owns.
+        unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) & !libc::O_NONBLOCK) };
+        let mut bytes = Vec::new();
+        f.take(MAX_TABLE + 1).read_to_end(&mut bytes).map_err(unreadable)?;
+        if bytes.len() as u64 > MAX_TABLE {
+            return Err(invalid("it is over 1 MiB, which no tag table is"));
+        }
         Table::parse(&bytes, file)
     }
 

@@ -134,3 +134,38 @@ fn a_bad_table_beside_the_executable_is_reported_too() {
         out.explain()
     );
 }
+
+/// A table that is a device, a FIFO nobody writes, or a file too large to
+/// be one ends in one line (exit 2), never a read without end or a blocked
+/// open; a pipe that is written (`--table=<(...)`) is read as a file is.
+/// A build without the change read `/dev/zero` until it ran out of memory,
+/// and hung on the FIFO.
+#[test]
+fn a_device_fifo_or_huge_table_is_one_line_and_a_pipe_is_read() {
+    let limit = std::time::Duration::from_secs(10);
+    for device in ["/dev/zero", "/dev/null"] {
+        let out = Cmd::new(bin()).args(["--table", device]).timeout(limit).run();
+        out.assert_code(2).assert_one_error_line(&format!(
+            "tag_filters: {device}: cannot read the tag table: it is a device, not a file"
+        ));
+    }
+    let dir = TempDir::new("tf-fifo-table");
+    let fifo = dir.join("tags.fifo");
+    let made = Cmd::new("mkfifo").arg(&fifo).run();
+    made.assert_success();
+    let out = Cmd::new(bin()).arg("--table").arg(&fifo).timeout(limit).run();
+    out.assert_code(2).assert_stdout_eq("");
+    assert!(out.stderr.starts_with(&format!("tag_filters: {}", fifo.display())), "{}", out.explain());
+    let huge = dir.join("huge.conf");
+    let mut text = String::from("base = a\n");
+    while text.len() <= 1 << 20 {
+        text.push_str("# padding padding padding padding padding padding padding padding\n");
+    }
+    write_file(&huge, &text);
+    let out = Cmd::new(bin()).arg("--table").arg(&huge).timeout(limit).run();
+    out.assert_code(2).assert_one_error_line("cannot read the tag table: it is over 1 MiB, which no tag table is");
+    // A pipe with a writer, as bash's process substitution gives.
+    let script = format!("exec {} --table=<(sleep 0.3; printf 'base = -gpu\\n')", bin());
+    let out = Cmd::new("bash").args(["-c", &script]).timeout(limit).run();
+    out.assert_success().assert_stdout_contains("-gpu");
+}

@@ -9,7 +9,7 @@
 //! starts the line with a space and escapes them (`\s`, `\n`, `\b`).
 
 use crate::cbuf::{StackPath, separator};
-use crate::lines::{Line, for_each_line_in_file, with_read_buffer};
+use crate::lines::{Line, with_read_buffer};
 use core::ops::ControlFlow;
 use rustix::io::Errno;
 
@@ -86,8 +86,14 @@ pub fn scan_manifest(
     path: &core::ffi::CStr,
     mut f: impl FnMut(&ManifestEntry<'_>) -> ControlFlow<()>,
 ) -> Result<(), Errno> {
+    // A device (`/dev/zero`) would be read without end: no manifest.
+    let fd = crate::lines::open_for_reading(path)?;
+    let kind = rustix::fs::FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode);
+    if matches!(kind, rustix::fs::FileType::CharacterDevice | rustix::fs::FileType::BlockDevice) {
+        return Err(Errno::NODEV);
+    }
     with_read_buffer(|buf| {
-        for_each_line_in_file(path, buf, |Line { bytes, complete }| {
+        crate::lines::for_each_line(&fd, buf, |Line { bytes, complete }| {
             if !complete {
                 return ControlFlow::Continue(());
             }
