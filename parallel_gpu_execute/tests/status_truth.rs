@@ -489,3 +489,57 @@ fn a_pool_whose_gpus_cannot_be_told_is_said_not_listed_as_none() {
     plain.assert_success();
     assert!(!plain.stdout.contains("refused"), "{}", plain.explain());
 }
+
+/// Another program's record that says it began to wait at boot (ticket 1),
+/// written and beaten by a process a second old: `--status` shows it
+/// waiting since its process started, in text, JSON and metrics, not for
+/// as long as the machine has run (an alert out of nothing). A build
+/// without the change showed the boot time.
+#[test]
+fn a_ticket_from_before_its_process_started_is_not_a_wait_of_hours() {
+    const FORGER: &str = "import fcntl, os, struct, sys, time\n\
+        q = os.path.join(sys.argv[1], 'gpuqueue')\n\
+        os.makedirs(q, exist_ok=True)\n\
+        name = '%016x.%d' % (1, os.getpid())\n\
+        beat = lambda c, at: struct.pack('<QQQ', c, at, c ^ at ^ 0x9e3779b97f4a7c15)\n\
+        now = lambda: time.clock_gettime_ns(time.CLOCK_BOOTTIME)\n\
+        fd = os.open(os.path.join(q, name), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)\n\
+        fcntl.flock(fd, fcntl.LOCK_EX)\n\
+        text = 'name %s\\nneeded 1\\nfiles gpulock0_0\\ntest ./pkg/early_test\\n' % name\n\
+        os.write(fd, b'gpuq\\x02\\0\\0\\0' + beat(0, now()) + text.encode())\n\
+        open(sys.argv[2], 'w').close()\n\
+        for c in range(1, 200):\n\
+        \x20   os.pwrite(fd, beat(c, now()), 8)\n\
+        \x20   time.sleep(0.2)\n";
+    let Some(python) = test_support::python_with("python3", &["fcntl"]) else {
+        test_support::prerequisite(false, "python3", "a record with an early ticket");
+        return;
+    };
+    let uptime: f64 = std::fs::read_to_string("/proc/uptime").unwrap().split(' ').next().unwrap().parse().unwrap();
+    if !test_support::prerequisite(uptime > 120.0, "a machine up for 2 minutes", "a ticket from boot") {
+        return;
+    }
+    let f = Fixture::new("status-early-ticket");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let marker = f.dir.join("written");
+    let mut c = Cmd::new(python);
+    c.args(["-c", FORGER]).arg(&f.lock_dir).arg(&marker).own_process_group();
+    let forger = c.spawn();
+    assert!(wait_until(Duration::from_secs(10), || marker.exists()), "python3 never wrote its record");
+    std::thread::sleep(Duration::from_millis(1500));
+    let metrics = status(&f, 1, 1, "openmetrics");
+    let json = status(&f, 1, 1, "json");
+    let text = status(&f, 1, 1, "text");
+    forger.signal_group(libc::SIGKILL);
+    forger.wait();
+    let oldest = metrics
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("parallel_gpu_execute_oldest_wait_seconds{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(oldest.is_some_and(|s| s <= 30), "{oldest:?}\n{}", metrics.explain());
+    assert!(json.stdout.contains("\"position\": \"queued\""), "{}", json.explain());
+    let ago = text.stdout.lines().find(|l| l.starts_with("queued ")).unwrap_or_default();
+    assert!(!ago.is_empty() && !ago.contains(" h ago") && !ago.contains("1970"), "{ago}\n{}", text.explain());
+}

@@ -64,7 +64,7 @@
 //! | `waiters[].position` | `queued` (a record in the queue), `blocked` (waits on a lock file without one: a classic script's `flock`) |
 //! | `waiters[].file` | its record, or the lock file it waits on |
 //! | `waiters[].needs` | the GPUs it asks for: as its record says, else read from its arguments as the wrapper reads them (`--num_processes`, `--gpus_per_process`); `null` when unknown |
-//! | `waiters[].since` | when it began to wait (its record's ticket), as `since`; `null` without a record |
+//! | `waiters[].since` | when it began to wait (its record's ticket; its process's start where the ticket is earlier), as `since`; `null` without a record |
 //! | `waiters[].beat_age_seconds` | seconds between now and its record's last beat, either way (over 1: it does not run, or runs on another clock, and nobody waits for it); `null` without one |
 //! | `waiters[].owner_uid` | the uid that owns its record (the kernel's word, not the record's); `null` without one |
 //! | `waiters[].record_test` | the test, as its record says (seen also where the process is hidden); `null` without one |
@@ -407,7 +407,13 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         }
         let process = l.holders.first().map_or_else(|| process(0), |&pid| process(pid));
         let ticket = Duration::from_nanos(r.ticket);
-        let since = wall.checked_sub(boot.saturating_sub(ticket));
+        // A ticket is its writer's word: one from before its process
+        // started (a second's slack for the start time's rounding) was not
+        // its wait's beginning, and would pass for a wait of hours (and
+        // an alert); the process's start is shown instead.
+        let since = wall
+            .checked_sub(boot.saturating_sub(ticket))
+            .map(|t| process.started.filter(|&s| t + Duration::from_secs(1) < s).unwrap_or(t));
         let beat_age_ms = r
             .beat
             // A beat ahead of now (a writer on another clock) is as stale
