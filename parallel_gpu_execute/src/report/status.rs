@@ -239,7 +239,9 @@ const STAMP_SLACK: Duration = Duration::from_millis(20);
 fn granted(st: &Stat, holders: &[ProcessInfo]) -> Option<SystemTime> {
     let visible: Vec<&ProcessInfo> = holders.iter().filter(|h| h.command.is_some()).collect();
     let oldest = visible.iter().map(|h| h.started).collect::<Option<Vec<_>>>()?.into_iter().min()?;
-    mtime(st).filter(|&m| m.checked_add(STAMP_SLACK).is_some_and(|m| m >= oldest))
+    // Nor a time ahead of now (`touch -d 2099` by the file's owner).
+    let now = SystemTime::now() + STAMP_SLACK;
+    mtime(st).filter(|&m| m.checked_add(STAMP_SLACK).is_some_and(|m| m >= oldest) && m <= now)
 }
 
 fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
@@ -545,5 +547,8 @@ mod tests {
         assert_eq!(granted(&st, &[holder(1005), holder(995)]), at, "the oldest holder counts");
         assert_eq!(granted(&st, &[process(0)]), None, "a hidden holder's start is unknown");
         assert_eq!(granted(&st, &[]), None);
+        // A time ahead of now (`touch -d 2099`) is no grant either.
+        st.st_mtime = 4_070_908_800;
+        assert_eq!(granted(&st, &[holder(995)]), None, "a time ahead of now");
     }
 }

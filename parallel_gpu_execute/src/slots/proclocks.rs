@@ -176,7 +176,9 @@ pub fn process(pid: i64) -> ProcessInfo {
 
 /// `YYYY-MM-DDTHH:MM:SSZ` (UTC).
 pub fn rfc3339(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    // Past 9999-12-31T23:59:59Z (a time a file's owner set), that: the
+    // format has four digits of year.
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()).min(253_402_300_799);
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days as i64 + 719_468;
@@ -239,6 +241,8 @@ mod tests {
     fn dates() {
         assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(1_796_113_431)), "2026-12-01T08:23:51Z");
+        // A drain record's `time 99999999999999999`: the format's last second.
+        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(99_999_999_999_999_999)), "9999-12-31T23:59:59Z");
         assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00Z");
         // The first day of an era (day 0 of the 400-year cycle), and dates
         // past a century's end in it.
