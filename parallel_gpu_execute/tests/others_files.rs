@@ -467,3 +467,42 @@ fn a_fifo_or_hard_link_beside_a_busy_slot_is_waited_past_calmly() {
         assert!(woke <= 16, "{woke} wake-ups in 2 s beside {what}\n{}", out.explain());
     }
 }
+
+/// `--status` says what every test skips, never that it is free: another
+/// user's FIFO at GPU 0's lock path, and GPU 1's lock file hard-linked to a
+/// file of that user's, in text (`skipped`, and in the first line), JSON
+/// (`"skipped"`) and metrics (`state="skipped"`). A build without the
+/// change showed both free.
+#[test]
+fn status_says_a_lock_path_every_test_skips() {
+    if !root("another user's FIFO and hard link") {
+        return;
+    }
+    let f = shared_fixture("others-status-skipped");
+    f.make_lock_dir_shared();
+    let plant = "mkfifo \"$0/gpulock0_0\" && : > \"$0/x\" && ln \"$0/x\" \"$0/gpulock1_0\"";
+    let made = Cmd::new("sh").args(["-c", plant]).arg(&f.lock_dir).as_user(common::NOBODY, common::NOBODY).run();
+    made.assert_success();
+    let text = common::status(&f, 3, 1, "text");
+    text.assert_stdout_contains("3 slot(s), 0 held, 2 skipped, 0 waiting");
+    for (gpu, kind) in [("0", "FIFO"), ("1", "hard link")] {
+        let row = text.stdout.lines().find(|l| l.starts_with(&format!("xla      {gpu} "))).unwrap_or_default();
+        assert!(
+            row.ends_with(&format!("skipped (a {kind} at its path: every test skips it)")),
+            "{row}\n{}",
+            text.explain()
+        );
+    }
+    let json = common::status(&f, 3, 1, "json");
+    json.assert_stdout_contains("\"configured\": true, \"skipped\": \"FIFO\"}");
+    json.assert_stdout_contains("\"configured\": true, \"skipped\": \"hard link\"}");
+    let metrics = common::status(&f, 3, 1, "openmetrics");
+    let dir = f.lock_dir.display();
+    for (gpu, free, skipped) in [("0", 0, 1), ("1", 0, 1), ("2", 1, 0)] {
+        for (state, n) in [("free", free), ("skipped", skipped)] {
+            metrics.assert_stdout_contains(&format!(
+                "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{gpu}\",state=\"{state}\"}} {n}\n"
+            ));
+        }
+    }
+}

@@ -60,6 +60,7 @@
 //! | `slots[].since` | when it was granted, `YYYY-MM-DDTHH:MM:SSZ` (UTC), or `null`: free or unknown |
 //! | `slots[].file_exists` | whether its lock file exists (not before a test first takes the slot) |
 //! | `slots[].configured` | whether it is one of the slots these settings give; `false`: another lock file in the directory |
+//! | `slots[].skipped` | only where every test skips its lock path: what is there (`FIFO`, `symbolic link`, `directory`, `socket`, `device`, `hard link`); such a slot is never free (text: `skipped`, metrics: `state="skipped"`) |
 //! | `waiters` | the waiters, the queue's in arrival order first (process objects and:) |
 //! | `waiters[].position` | `queued` (a record in the queue), `blocked` (waits on a lock file without one: a classic script's `flock`) |
 //! | `waiters[].file` | its record, or the lock file it waits on |
@@ -257,6 +258,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         holders: Vec::new(),
         since: None,
         unknown: false,
+        skipped: None,
     };
     let mut report = Report {
         lock_dir: dir.to_bytes().to_vec(),
@@ -307,7 +309,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         ControlFlow::<()>::Continue(())
     })
     .map_err(unreadable)?;
-    let mut found = Vec::new();
+    let (mut found, mut skipped) = (Vec::new(), Vec::new());
     for entry in &names {
         let Ok(name) = entry.to_str() else { continue };
         if parse_lock_name(name).is_none() {
@@ -316,6 +318,9 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         let Ok(st) = rustix::fs::statat(&dir_fd, entry.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) else { continue };
         if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile {
             found.push(Found { name: name.to_string(), st });
+        } else {
+            // Every test skips it (slots::locks): said, never shown free.
+            skipped.push((name.to_string(), crate::slots::lockfile::kind_of(st.st_mode)));
         }
     }
     let queued = queued(&dir_fd);
@@ -375,15 +380,17 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
             since: granted(&f.st, &holders),
             unknown: !report.locks_readable && holders.is_empty(),
             holders,
+            skipped: (f.st.st_nlink > 1).then_some("hard link"),
         });
     }
     // The configured slots in the settings' order, each from its file when
     // there is one; then the other lock files.
     for (name, gpu, slot) in configured.each() {
         let at = extra.iter().position(|s| s.configured && s.file == path(&name));
+        let kind = skipped.iter().find(|(n, _)| *n == name).map(|&(_, kind)| kind);
         report.slots.push(match at {
             Some(at) => extra.remove(at),
-            None => free((name, gpu, slot)),
+            None => Slot { file_exists: kind.is_some(), skipped: kind, ..free((name, gpu, slot)) },
         });
     }
     // The other lock files: those held first, at most MAX_OTHERS of them.

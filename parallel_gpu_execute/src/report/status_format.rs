@@ -29,6 +29,9 @@ pub struct Slot {
     /// Held or free cannot be told: `/proc/locks` cannot be read and no
     /// visible process holds it.
     pub unknown: bool,
+    /// What is at its path, where every test skips it: anything but a
+    /// regular file (a FIFO, a symbolic link), or a hard link.
+    pub skipped: Option<&'static str>,
 }
 
 impl Slot {
@@ -37,9 +40,9 @@ impl Slot {
         !self.holders.is_empty()
     }
 
-    /// Nothing holds it, as far as the kernel says.
+    /// Nothing holds it, as far as the kernel says, and a test may take it.
     pub fn free(&self) -> bool {
-        !self.held() && !self.unknown
+        !self.held() && !self.unknown && self.skipped.is_none()
     }
 }
 
@@ -218,7 +221,11 @@ fn gpu_text(s: &Slot) -> String {
 fn slot_rows(out: &mut String, s: &Slot, gpu_w: usize, state_w: usize, since_w: usize) {
     let lead = format!("{:<8} {:<gpu_w$} {:>4}", s.profile, gpu_text(s), s.slot);
     if s.holders.is_empty() {
-        let _ = writeln!(out, "{lead}  {}", if s.unknown { "unknown" } else { "free" });
+        let state = match s.skipped {
+            Some(kind) => format!("skipped (a {kind} at its path: every test skips it)"),
+            None => (if s.unknown { "unknown" } else { "free" }).to_string(),
+        };
+        let _ = writeln!(out, "{lead}  {state}");
         return;
     }
     let since = time_text(s.since);
@@ -234,8 +241,10 @@ fn slot_rows(out: &mut String, s: &Slot, gpu_w: usize, state_w: usize, since_w: 
 
 pub fn text(r: &Report) -> String {
     let held = r.slots.iter().filter(|s| s.held()).count();
-    let unknown = r.slots.iter().filter(|s| s.unknown).count();
+    let unknown = r.slots.iter().filter(|s| s.unknown && s.skipped.is_none()).count();
     let unknown_text = if unknown > 0 { format!(", {unknown} unknown") } else { String::new() };
+    let skipped = r.slots.iter().filter(|s| s.skipped.is_some() && !s.held()).count();
+    let unknown_text = if skipped > 0 { format!("{unknown_text}, {skipped} skipped") } else { unknown_text };
     let mut out = if r.exists {
         format!(
             "lock dir {}: {} slot(s), {held} held{unknown_text}, {} waiting\n",
@@ -470,7 +479,7 @@ pub fn json(r: &Report) -> String {
         .iter()
         .map(|s| {
             let holders: Vec<String> = s.holders.iter().map(|h| json::object(&process_json(h))).collect();
-            json::object(&[
+            let mut fields = vec![
                 ("file", path(&s.file)),
                 ("profile", json::string(s.profile.as_bytes())),
                 ("gpu", json::string(s.gpu.as_bytes())),
@@ -480,7 +489,11 @@ pub fn json(r: &Report) -> String {
                 ("since", time_json(s.since)),
                 ("file_exists", s.file_exists.to_string()),
                 ("configured", s.configured.to_string()),
-            ])
+            ];
+            if let Some(kind) = s.skipped {
+                fields.push(("skipped", json::string(kind.as_bytes())));
+            }
+            json::object(&fields)
         })
         .collect();
     let waiters: Vec<String> = r
