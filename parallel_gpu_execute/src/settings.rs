@@ -11,7 +11,7 @@ use crate::hardware::memory;
 use crate::hardware::survey::Survey;
 use crate::prelude::*;
 use crate::profile::{LockNames, Profile, Unhealthy, Vendor, Visible};
-use crate::slots::lockfile::PrivatePolicy;
+use crate::slots::privacy::PrivatePolicy;
 use alloc::borrow::Cow;
 use alloc::ffi::CString;
 use core::ffi::CStr;

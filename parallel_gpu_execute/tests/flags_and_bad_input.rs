@@ -282,31 +282,49 @@ fn a_directory_or_fifo_at_a_lock_path_is_refused() {
     }
 }
 
-/// A hard link between two lock files (their owner's `ln`) would make one
-/// GPU's holder hold the other's slot too: both are skipped, each in a
-/// warning line, and a free slot elsewhere is taken. One slot left to a
-/// hard link of a file outside the lock files is refused the same way.
+/// Two lock files that are one file (a hard link between them, their
+/// owner's `ln`): a 2-GPU test would hold the first and wait on its own
+/// lock for the second without end. The second is skipped, said once, and
+/// with no other block the test is refused at once (exit 2); a build
+/// without the change waited out its limit (exit 1). A hard link from a
+/// lock file to a name that is no lock file's changes nothing: the test
+/// runs, unsaid.
 #[test]
-fn a_lock_file_with_another_name_is_skipped() {
+fn lock_files_that_are_one_file_are_skipped_and_a_link_elsewhere_is_nothing() {
     let f = Fixture::new("hardlink");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     write_file(f.lock("0", 0), "");
     std::fs::hard_link(f.lock("0", 0), f.lock("1", 0)).unwrap();
-    let out = f.cmd().env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "2").arg("./pkg/gpu_test").run();
-    let r = Record::of(out.assert_success());
-    assert_eq!(r.get("locks"), Some("gpulock0_1"), "{}", out.explain());
-    for gpu in ["0", "1"] {
-        out.assert_stderr_contains(&format!(
-            "warning: refusing lock path {}: it is a file with another name as well (a hard link), not a lock file of its own: skipping that slot",
-            f.lock(gpu, 0).display()
-        ));
-    }
+    let two = |f: &Fixture, gpus: &str| {
+        let mut c = f.cmd();
+        c.env("TF_GPU_COUNT", gpus).env("TF_TESTS_PER_GPU", "1").timeout(std::time::Duration::from_secs(20));
+        c.args(["--wait=5", "./pkg/gpu_test", "--num_processes=2"]).run()
+    };
+    let out = two(&f, "2");
+    out.assert_code(2);
+    let warning = format!(
+        "warning: lock file {} is the same file as gpulock0_0 (a hard link), so a test on one GPU would hold the other too",
+        f.lock("1", 0).display()
+    );
+    assert_eq!(out.stderr.matches(&warning).count(), 1, "{}", out.explain());
+    let error = format!(
+        "parallel_gpu_execute: refusing lock path {}: it is the same file as another lock file (a hard link), which would hold both GPUs",
+        f.lock("1", 0).display()
+    );
+    assert_eq!(out.stderr.lines().last(), Some(error.as_str()), "{}", out.explain());
+    // The other name removed: the block is the test's.
+    std::fs::remove_file(f.lock("1", 0)).unwrap();
+    let r = Record::of(two(&f, "2").assert_success());
+    assert_eq!(r.locks(), ["gpulock0_0", "gpulock1_0"]);
     // A second name outside the lock files.
     let g = Fixture::new("hardlink-other");
     std::fs::create_dir_all(&g.lock_dir).unwrap();
     write_file(g.lock("0", 0), "");
     std::fs::hard_link(g.lock("0", 0), g.lock_dir.join("elsewhere")).unwrap();
-    skipped_then_refused(&g, None, "a file with another name as well (a hard link), not a lock file of its own");
+    let out = g.cmd().env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").arg("./pkg/gpu_test").run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock0_0"], "{}", out.explain());
+    assert!(!out.stderr.contains("warning"), "{}", out.explain());
 }
 
 #[test]

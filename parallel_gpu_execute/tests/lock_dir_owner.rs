@@ -297,4 +297,61 @@ fn a_lock_file_another_user_owns_is_said_where_it_is_taken() {
     let out = on(&mut c, 2, 1).args(["--wait=0", "./pkg/gpu_test"]).run();
     common::Record::of(out.assert_success());
     assert!(!out.stderr.contains("is owned by"), "{}", out.explain());
+    // nobody's file in root's 0755 directory: nobody may rename nothing there.
+    std::os::unix::fs::chown(&file, Some(NOBODY), Some(NOBODY)).unwrap();
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = f.cmd();
+    let out = on(&mut c, 2, 1).args(["--wait=0", "./pkg/gpu_test"]).run();
+    assert_eq!(common::Record::of(out.assert_success()).locks(), ["gpulock0_0"], "{}", out.explain());
+    assert!(!out.stderr.contains("is owned by"), "{}", out.explain());
+}
+
+/// A rootless container's map (root inside is uid 1000 outside, and ids 1
+/// to 65536 are subordinate ones): 65534 is mapped there too, yet root's
+/// files outside still show as 65534, the overflow id. Root's 1777 lock
+/// directory is no warning there either. A build that looked at the map's
+/// ranges alone still warned.
+#[test]
+fn roots_lock_directory_seen_from_a_rootless_container_is_no_warning() {
+    const MAPPED: &str = "import os, sys, ctypes\n\
+        libc = ctypes.CDLL(None, use_errno=True)\n\
+        r, w = os.pipe(); r2, w2 = os.pipe()\n\
+        pid = os.fork()\n\
+        if pid == 0:\n\
+        \x20   os.setgroups([]); os.setresgid(1000, 1000, 1000); os.setresuid(1000, 1000, 1000)\n\
+        \x20   if libc.unshare(0x10000000) != 0: os._exit(99)\n\
+        \x20   os.write(w, b'x'); os.read(r2, 1)\n\
+        \x20   os.execv(sys.argv[1], sys.argv[1:])\n\
+        os.read(r, 1)\n\
+        for f in ('uid_map', 'gid_map'):\n\
+        \x20   open('/proc/%d/%s' % (pid, f), 'w').write('0 1000 1\\n1 100000 65536\\n')\n\
+        os.write(w2, b'x')\n\
+        _, st = os.waitpid(pid, 0)\n\
+        sys.exit(os.waitstatus_to_exitcode(st))\n";
+    let Some(python) = test_support::python_with("python3", &["ctypes"]) else {
+        test_support::prerequisite(false, "python3", "a rootless container's user namespace");
+        return;
+    };
+    if !root("a rootless container's user namespace") {
+        return;
+    }
+    let f = shared_fixture("lock-dir-rootless");
+    f.make_lock_dir_shared();
+    let inside = || {
+        let mut c = f.cmd_under(&python.to_string_lossy(), ["-c", MAPPED]);
+        on(&mut c, 2, 1);
+        c
+    };
+    let out = inside().arg("./pkg/gpu_test").run();
+    if out.code() == 99 {
+        test_support::prerequisite(false, "user namespaces", "a rootless container's user namespace");
+        return;
+    }
+    common::Record::of(out.assert_success());
+    assert!(!out.stderr.contains("is owned by"), "{}", out.explain());
+    for args in [&["--status"][..], &["--list=json"]] {
+        let out = inside().args(args).run();
+        out.assert_success();
+        assert!(!out.stdout.contains("65534") && out.stderr.is_empty(), "{}", out.explain());
+    }
 }

@@ -359,22 +359,32 @@ fn a_full_file_system_at_a_lock_file_is_named_as_such() {
 /// test there over the host's root: the directory holding `bazel-out` is a
 /// mount of its own, as in a container made for the action, yet the lock
 /// directory is the host's and shared. No refusal, no warning; `--list`
-/// calls it shared. A build without the change refused a 2-GPU test (exit
-/// 2, "a container made for this action").
+/// does not call it private. A build without the change refused a 2-GPU
+/// test (exit 2, "a container made for this action").
 ///
-/// The host is played by a PID namespace whose first process (`sleep`)
-/// has this root, entered with `nsenter`: its pid 2 (another `sleep`) and
-/// the wrapper have their parent outside (0), as the host's `kthreadd` has, and its PID 1's root
-/// can be read (where the machine's own PID 1 may not be, as here).
+/// The same layout in a PID and mount namespace of their own, entered
+/// with `nsenter` after its first process (so that its pid 2 has its
+/// parent outside, shown as 0, as `docker exec` makes it), is a container:
+/// refused, as before.
 #[test]
-fn a_workspace_mounted_on_the_host_is_no_container() {
+fn a_workspace_mounted_on_the_host_is_no_container_and_a_container_still_is() {
     let f = Fixture::new("privacy-host-workspace");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let dev = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| std::os::unix::fs::MetadataExt::dev(&m));
+    // This process's root mount, as PID 1 sees it: the same mount namespace.
+    let root_line = |pid: &str| {
+        let m = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap_or_default();
+        m.lines().find(|l| l.split(' ').nth(4) == Some("/")).map(|l| l.split(' ').next().unwrap_or("").to_string())
+    };
+    let hosts = std::fs::read_to_string("/proc/2/stat").is_ok_and(|s| s.starts_with("2 (kthreadd) S 0 "));
     let tools = test_support::have_program("unshare") && test_support::have_program("nsenter");
     if !test_support::prerequisite(
-        is_root() && tools && dev(&f.lock_dir) == dev(std::path::Path::new("/")),
-        "root, unshare and nsenter, and the fixture on /'s file system",
+        is_root() && tools && hosts && root_line("self").is_some() && root_line("self") == root_line("1"),
+        "root, unshare and nsenter, the host's PID namespace and PID 1's mounts",
+        "a workspace mounted on the host",
+    ) || !test_support::prerequisite(
+        dev(&f.lock_dir) == dev(std::path::Path::new("/")),
+        "the fixture on /'s file system",
         "a workspace mounted on the host",
     ) {
         return;
@@ -383,6 +393,23 @@ fn a_workspace_mounted_on_the_host_is_no_container() {
     let _mounted = test_support::mounts::Mounted::tmpfs(&ws, "size=1m");
     let srcdir = ws.join("bazel-out/k8-fastbuild/bin/pkg/gpu_test.runfiles");
     std::fs::create_dir_all(&srcdir).unwrap();
+    let test = ["/bin/sh", "-c", "echo ran on $CUDA_VISIBLE_DEVICES", "--num_processes=2"];
+    let env = |c: &mut Cmd| {
+        c.env("TEST_SRCDIR", &srcdir).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir).env("TF_GPU_COUNT", "2");
+        c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root);
+    };
+    let mut c = Cmd::new(bin());
+    env(&mut c);
+    let out = c.args(test).run();
+    out.assert_success().assert_stdout_contains("ran on 0,1");
+    assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
+    let mut c = Cmd::new(bin());
+    env(&mut c);
+    let list = c.arg("--list=json").run();
+    list.assert_success();
+    assert!(!list.stdout.contains("\"lock_dir_state\": \"private\""), "{}", list.explain());
+
+    // A container: its first process, then pid 2 entered from outside.
     let mut init = std::process::Command::new("unshare")
         .args(["--pid", "--fork", "--kill-child", "--mount-proc", "sleep", "60"])
         .spawn()
@@ -393,7 +420,6 @@ fn a_workspace_mounted_on_the_host_is_no_container() {
         pid1 = std::fs::read_to_string(&children).unwrap_or_default().trim().to_string();
         !pid1.is_empty()
     });
-    // Its pid 2, with its parent outside, as the host's kthreadd.
     let mut pid2 = std::process::Command::new("nsenter")
         .args(["-t", &pid1, "--pid", "--mount", "sleep", "60"])
         .spawn()
@@ -402,22 +428,14 @@ fn a_workspace_mounted_on_the_host_is_no_container() {
     test_support::wait_until(std::time::Duration::from_secs(5), || {
         !std::fs::read_to_string(&second).unwrap_or_default().trim().is_empty()
     });
-    let run = |args: &[&str]| {
-        let mut c = Cmd::new("nsenter");
-        c.args(["-t", &pid1, "--pid", "--mount", bin()]).args(args);
-        c.env("TEST_SRCDIR", &srcdir).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir).env("TF_GPU_COUNT", "2");
-        c.env("PARALLEL_GPU_EXECUTE_SYSROOT", &f.sysroot.root);
-        c.run()
-    };
-    let out = run(&["/bin/sh", "-c", "echo ran on $CUDA_VISIBLE_DEVICES", "--num_processes=2"]);
-    let list = run(&["--list=json"]);
+    let mut c = Cmd::new("nsenter");
+    c.args(["-t", &pid1, "--pid", "--mount", bin()]).args(test);
+    env(&mut c);
+    let out = c.run();
     // The namespace goes with its first process (killed as unshare dies),
     // and nsenter reaps its own child, so that no zombie is left.
     let _ = init.kill();
     let _ = init.wait();
     let _ = pid2.wait();
-    out.assert_success().assert_stdout_contains("ran on 0,1");
-    assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
-    list.assert_success();
-    assert!(!list.stdout.contains("\"lock_dir_state\": \"private\""), "{}", list.explain());
+    refused(&out, "on the root file system of a container made for this action");
 }

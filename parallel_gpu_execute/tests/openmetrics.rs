@@ -185,3 +185,94 @@ fn serde_escape(text: &str) -> String {
     out.push('"');
     out
 }
+
+/// The metrics of `--status=openmetrics` from a PID namespace of its own
+/// (a metrics job in a container), nobody waiting there: a slot held from
+/// outside cannot be told from a free one, so no slot is counted free;
+/// each not seen held is `unknown`. A build without the change counted
+/// the held slot free, and said nothing.
+#[test]
+fn metrics_from_a_pid_namespace_count_no_slot_free() {
+    let pid_namespace = test_support::is_root() && std::path::Path::new("/usr/bin/unshare").exists();
+    if !test_support::prerequisite(pid_namespace, "root and unshare(1)", "metrics from a PID namespace") {
+        return;
+    }
+    let f = Fixture::new("metrics-pidns");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let _held = hold_lock(f.lock("0", 0));
+    test_support::write_file(f.lock("1", 0), "");
+    let mut c = f.cmd_under("/usr/bin/unshare", ["--pid", "--fork", "--mount-proc", "--mount"]);
+    c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").arg("--status=openmetrics");
+    let out = c.run();
+    if out.code() != 0 && out.stderr.contains("unshare") {
+        let why = format!("PID namespace (unshare failed: {})", out.stderr.trim());
+        test_support::prerequisite(false, &why, "metrics from a PID namespace");
+        return;
+    }
+    out.assert_success();
+    let dir = f.lock_dir.display();
+    for gpu in ["0", "1"] {
+        for (state, n) in [("held", 0), ("free", 0), ("unknown", 1)] {
+            out.assert_stdout_contains(&format!(
+                "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{gpu}\",state=\"{state}\"}} {n}\n"
+            ));
+        }
+    }
+    // A slot without a lock file is free wherever it is looked at from.
+    let mut c = f.cmd_under("/usr/bin/unshare", ["--pid", "--fork", "--mount-proc", "--mount"]);
+    let out = c.env("TF_GPU_COUNT", "3").env("TF_TESTS_PER_GPU", "1").arg("--status=openmetrics").run();
+    out.assert_success().assert_stdout_contains(&format!(
+        "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"2\",state=\"free\"}} 1\n"
+    ));
+    // On the host the same slots are told: GPU 0's held, GPU 1's free.
+    let mut c = f.cmd();
+    let out = c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").arg("--status=openmetrics").run();
+    out.assert_success();
+    for (gpu, state) in [("0", "held"), ("1", "free")] {
+        out.assert_stdout_contains(&format!(
+            "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{gpu}\",state=\"{state}\"}} 1\n"
+        ));
+    }
+    assert!(!out.stdout.contains("state=\"unknown\""), "{}", out.explain());
+    // On the host with a /proc that hides other users' processes (pid 2
+    // too) from `nobody`: the host's namespace all the same, free is free.
+    let script = format!(
+        "mount -t proc -o hidepid=2 proc /proc || exit 99\n\
+         exec setpriv --reuid=65534 --regid=65534 --clear-groups {} --status=openmetrics",
+        common::bin()
+    );
+    let mut c = Cmd::new("/usr/bin/unshare");
+    c.args(["--mount", "sh", "-c", &script]).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &f.lock_dir);
+    let out = c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").run();
+    out.assert_success();
+    out.assert_stdout_contains(&format!(
+        "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"1\",state=\"free\"}} 1\n"
+    ));
+    assert!(!out.stdout.contains("state=\"unknown\""), "{}", out.explain());
+    // A PID namespace whose pid 2 was entered from outside (its parent
+    // shown as 0, as `docker exec` makes it): no host for all that.
+    let mut init = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child", "--mount-proc", "sleep", "60"])
+        .spawn()
+        .expect("unshare");
+    let children = format!("/proc/{0}/task/{0}/children", init.id());
+    let mut pid1 = String::new();
+    test_support::wait_until(std::time::Duration::from_secs(5), || {
+        pid1 = std::fs::read_to_string(&children).unwrap_or_default().trim().to_string();
+        !pid1.is_empty()
+    });
+    let mut pid2 =
+        std::process::Command::new("nsenter").args(["-t", &pid1, "--pid", "--mount", "sleep", "60"]).spawn().unwrap();
+    let second = format!("/proc/{0}/task/{0}/children", pid2.id());
+    test_support::wait_until(std::time::Duration::from_secs(5), || {
+        !std::fs::read_to_string(&second).unwrap_or_default().trim().is_empty()
+    });
+    let mut c = f.cmd_under("nsenter", ["-t", &pid1, "--pid", "--mount"]);
+    let out = c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").arg("--status=openmetrics").run();
+    let _ = init.kill();
+    let _ = init.wait();
+    let _ = pid2.wait();
+    out.assert_success().assert_stdout_contains(&format!(
+        "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"0\",state=\"unknown\"}} 1\n"
+    ));
+}

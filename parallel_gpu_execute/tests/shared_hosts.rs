@@ -117,56 +117,6 @@ fn status_shows_a_holder_it_cannot_see_as_hidden() {
     out.assert_stdout_contains("\"position\": \"blocked\"");
 }
 
-/// The metrics of `--status=openmetrics` from a PID namespace of its own
-/// (a metrics job in a container), nobody waiting there: a slot held from
-/// outside cannot be told from a free one, so no slot is counted free;
-/// each not seen held is `unknown`. A build without the change counted
-/// the held slot free, and said nothing.
-#[test]
-fn metrics_from_a_pid_namespace_count_no_slot_free() {
-    let pid_namespace = test_support::is_root() && std::path::Path::new("/usr/bin/unshare").exists();
-    if !test_support::prerequisite(pid_namespace, "root and unshare(1)", "metrics from a PID namespace") {
-        return;
-    }
-    let f = Fixture::new("metrics-pidns");
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    let _held = hold_lock(f.lock("0", 0));
-    test_support::write_file(f.lock("1", 0), "");
-    let mut c = f.cmd_under("/usr/bin/unshare", ["--pid", "--fork", "--mount-proc", "--mount"]);
-    c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").arg("--status=openmetrics");
-    let out = c.run();
-    if out.code() != 0 && out.stderr.contains("unshare") {
-        let why = format!("PID namespace (unshare failed: {})", out.stderr.trim());
-        test_support::prerequisite(false, &why, "metrics from a PID namespace");
-        return;
-    }
-    out.assert_success();
-    let dir = f.lock_dir.display();
-    for gpu in ["0", "1"] {
-        for (state, n) in [("held", 0), ("free", 0), ("unknown", 1)] {
-            out.assert_stdout_contains(&format!(
-                "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{gpu}\",state=\"{state}\"}} {n}\n"
-            ));
-        }
-    }
-    // A slot without a lock file is free wherever it is looked at from.
-    let mut c = f.cmd_under("/usr/bin/unshare", ["--pid", "--fork", "--mount-proc", "--mount"]);
-    let out = c.env("TF_GPU_COUNT", "3").env("TF_TESTS_PER_GPU", "1").arg("--status=openmetrics").run();
-    out.assert_success().assert_stdout_contains(&format!(
-        "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"2\",state=\"free\"}} 1\n"
-    ));
-    // On the host the same slots are told: GPU 0's held, GPU 1's free.
-    let mut c = f.cmd();
-    let out = c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").arg("--status=openmetrics").run();
-    out.assert_success();
-    for (gpu, state) in [("0", "held"), ("1", "free")] {
-        out.assert_stdout_contains(&format!(
-            "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{gpu}\",state=\"{state}\"}} 1\n"
-        ));
-    }
-    assert!(!out.stdout.contains("state=\"unknown\""), "{}", out.explain());
-}
-
 #[test]
 fn status_errors_and_empty_directories() {
     let f = Fixture::new("status-errors");

@@ -11,7 +11,7 @@
 //!
 //! | family | labels | value |
 //! |---|---|---|
-//! | `parallel_gpu_execute_slots` | `lock_dir`, `gpu`, `state` (`held`, `free`; `unknown` only where some slot's state is unknown; `skipped` only where some slot's lock path is one every test skips: a FIFO, a symbolic link, a hard link) | slots of the settings in that state; from a PID namespace other than the host's, every slot with a lock file not seen held is `unknown` (one held from outside it cannot be told from a free one), never `free` |
+//! | `parallel_gpu_execute_slots` | `lock_dir`, `gpu`, `state` (`held`, `free`; `unknown` only where some slot's state is unknown; `skipped` only where some slot's lock path is one every test skips: a FIFO, a symbolic link) | slots of the settings in that state; from a PID namespace other than the host's, every slot with a lock file not seen held is `unknown` (one held from outside it cannot be told from a free one), never `free` |
 //! | `parallel_gpu_execute_waiters` | `lock_dir` | processes waiting for a slot (`--status`'s waiters) |
 //! | `parallel_gpu_execute_oldest_wait_seconds` | `lock_dir` | how long the oldest waiter has waited (from its record; from its start for a process blocked on a lock file), 0 without waiters |
 //! | `parallel_gpu_execute_gpu_drained` | `lock_dir`, `gpu`, `reason` | 1 when drained (`reason` its reason), else 0 (`reason` empty) |
@@ -63,15 +63,17 @@ pub fn render(r: &Report) -> String {
     for gpu in &gpus {
         let of = || r.slots.iter().filter(|s| s.configured && s.gpu == *gpu);
         let held = of().filter(|s| s.held()).count();
-        // From another PID namespace than the host's, a slot held from
-        // outside it shows as free (its lock is left out of /proc/locks):
-        // only a slot without a lock file is counted free there, where a
-        // metric would say it as fact (the text says so in a note).
-        let free = of().filter(|s| s.free() && (r.host_namespace || !s.file_exists)).count();
+        // From a PID namespace of its own, a slot held from outside it
+        // shows as free (its lock is left out of /proc/locks): only a slot
+        // without a lock file is counted free there, where a metric would
+        // say it as fact (the text says so in a note, JSON by
+        // `host_pid_namespace`). A `/proc` that hides pid 2 (`hidepid`) on
+        // the host is no such namespace.
+        let free = of().filter(|s| s.free() && (!r.own_namespace || !s.file_exists)).count();
         let g = escape(gpu.as_bytes());
         let _ = writeln!(out, "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"held\"}} {held}");
         let _ = writeln!(out, "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"free\"}} {free}");
-        // Not held, and skipped by every test (a FIFO, a hard link at its path).
+        // Not held, and skipped by every test (a FIFO, a link at its path).
         let skipped = of().filter(|s| !s.held() && s.skipped.is_some()).count();
         if r.slots.iter().any(|s| s.skipped.is_some()) {
             let _ = writeln!(
@@ -79,7 +81,7 @@ pub fn render(r: &Report) -> String {
                 "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"skipped\"}} {skipped}"
             );
         }
-        if !r.locks_readable || !r.host_namespace || r.slots.iter().any(|s| s.unknown) {
+        if !r.locks_readable || r.own_namespace || r.slots.iter().any(|s| s.unknown) {
             // Neither held nor free: `/proc/locks` cannot be read, or a
             // PID namespace's leaves out the locks taken outside it.
             let unknown = of().count() - held - free - skipped;

@@ -60,7 +60,7 @@
 //! | `slots[].since` | when it was granted, `YYYY-MM-DDTHH:MM:SSZ` (UTC), or `null`: free or unknown |
 //! | `slots[].file_exists` | whether its lock file exists (not before a test first takes the slot) |
 //! | `slots[].configured` | whether it is one of the slots these settings give; `false`: another lock file in the directory |
-//! | `slots[].skipped` | only where every test skips its lock path: what is there (`FIFO`, `symbolic link`, `directory`, `socket`, `device`, `hard link`); such a slot is never free (text: `skipped`, metrics: `state="skipped"`) |
+//! | `slots[].skipped` | only where every test skips its lock path: what is there (`FIFO`, `symbolic link`, `directory`, `socket`, `device`); such a slot is never free (text: `skipped`, metrics: `state="skipped"`) |
 //! | `waiters` | the waiters, the queue's in arrival order first (process objects and:) |
 //! | `waiters[].position` | `queued` (a record in the queue), `blocked` (waits on a lock file without one: a classic script's `flock`) |
 //! | `waiters[].file` | its record, or the lock file it waits on |
@@ -108,7 +108,7 @@ use crate::report::status_format::{self, QueueRecord, Report, Slot, Waiter};
 use crate::report::{gpus, openmetrics};
 use crate::settings::Settings;
 use crate::slots::exposure::Exposed;
-use crate::slots::holders::{LockFile, host_pid_namespace, lockers, mount_device, openers};
+use crate::slots::holders::{LockFile, PidView, lockers, mount_device, openers, pid_view};
 use crate::slots::lockfile::{lock_file_name, split_lock_file_name};
 use crate::slots::proclocks::{ProcessInfo, process, read_locks};
 use crate::slots::record::{QUEUE_DIR, STALE_AFTER};
@@ -260,12 +260,14 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         unknown: false,
         skipped: None,
     };
+    let view = pid_view();
     let mut report = Report {
         lock_dir: dir.to_bytes().to_vec(),
         exists: true,
         slots: Vec::new(),
         waiters: Vec::new(),
-        host_namespace: host_pid_namespace(),
+        host_namespace: view == PidView::Host,
+        own_namespace: view == PidView::Own,
         locks_readable: true,
         exposed: Vec::new(),
         queue_not_dir: None,
@@ -380,7 +382,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
             since: granted(&f.st, &holders),
             unknown: !report.locks_readable && holders.is_empty(),
             holders,
-            skipped: (f.st.st_nlink > 1).then_some("hard link"),
+            skipped: None,
         });
     }
     // The configured slots in the settings' order, each from its file when

@@ -30,7 +30,7 @@ pub struct Slot {
     /// visible process holds it.
     pub unknown: bool,
     /// What is at its path, where every test skips it: anything but a
-    /// regular file (a FIFO, a symbolic link), or a hard link.
+    /// regular file (a FIFO, a symbolic link).
     pub skipped: Option<&'static str>,
 }
 
@@ -108,6 +108,9 @@ pub struct Report {
     /// [`crate::slots::holders::host_pid_namespace`]): else a slot held from outside, with nobody
     /// here waiting for it, is listed as free.
     pub host_namespace: bool,
+    /// Whether `/proc` shows a PID namespace of its own, not the host's
+    /// (and not one it cannot tell: `hidepid`).
+    pub own_namespace: bool,
     /// Whether `/proc/locks` could be read: else a slot that no visible
     /// process holds is of unknown state.
     pub locks_readable: bool,

@@ -22,18 +22,42 @@ pub fn other_owner(uid: u32) -> Option<u32> {
     (uid != 0 && uid != rustix::process::geteuid().as_raw() && !unmapped(uid)).then_some(uid)
 }
 
-/// Whether `uid` is outside every range of `/proc/self/uid_map` (so the
-/// kernel shows it for an owner it does not map). Where the map cannot be
-/// read, it is taken as mapped.
+/// Whether `uid` may stand for an owner this user namespace does not map:
+/// it is outside every range of `/proc/self/uid_map`, or, in a user
+/// namespace of its own, it is the overflow id itself, which such owners
+/// are shown as (a rootless container maps 65534 to a subordinate id too,
+/// and root's files look the same). Where the map cannot be read, it is
+/// taken as mapped.
 #[cold]
 #[inline(never)]
 fn unmapped(uid: u32) -> bool {
     let Ok(fd) = wrapper_common::lines::open_for_reading(c"/proc/self/uid_map") else { return false };
     let mut buf = [0u8; 4096];
-    match rustix::io::read(&fd, &mut buf) {
-        Ok(n) if n > 0 => !maps(&buf[..n], uid),
-        _ => false,
-    }
+    let map = match rustix::io::read(&fd, &mut buf) {
+        Ok(n) if n > 0 => &buf[..n],
+        _ => return false,
+    };
+    !maps(map, uid) || (uid == overflow_uid() && !whole(map))
+}
+
+/// The id the kernel shows for an owner a user namespace does not map
+/// (`/proc/sys/kernel/overflowuid`, 65534 by default).
+fn overflow_uid() -> u32 {
+    let mut buf = [0u8; 16];
+    wrapper_common::lines::open_for_reading(c"/proc/sys/kernel/overflowuid")
+        .ok()
+        .and_then(|fd| rustix::io::read(&fd, &mut buf).ok())
+        .and_then(|n| wrapper_common::numbers::parse_u64(buf[..n].trim_ascii()))
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(65534)
+}
+
+/// Whether the `uid_map` text `map` maps every id to itself: the initial
+/// user namespace's.
+fn whole(map: &[u8]) -> bool {
+    let mut words = map.split(|b| b.is_ascii_whitespace()).filter(|w| !w.is_empty());
+    let first = [words.next(), words.next(), words.next()];
+    first == [Some(&b"0"[..]), Some(b"0"), Some(b"4294967295")] && words.next().is_none()
 }
 
 /// Whether the `uid_map` text `map` (lines of `inside outside count`) maps
@@ -88,10 +112,15 @@ fn say_exposed(dir: &CStr, owner: Option<u32>, queue: bool) {
 /// Warns, in one line, that the held lock file `path` is owned by `uid`,
 /// a user other than root and this one: that user made it (its first
 /// test), and may rename it away while this test holds it, as a
-/// directory's owner may.
+/// directory's owner may. Only where other users than its owner may write
+/// the lock directory `dir` (world- or group-writable): else that user
+/// cannot rename anything there (or is its owner, said already).
 #[cold]
 #[inline(never)]
-pub fn say_lock_file_exposed(path: &[u8], uid: u32) {
+pub fn say_lock_file_exposed(dir: &CStr, path: &[u8], uid: u32) {
+    if rustix::fs::stat(dir).is_ok_and(|st| st.st_mode & 0o022 == 0 || st.st_uid == uid) {
+        return;
+    }
     let p = wrapper_common::diag::Bytes(path);
     wrapper_common::diag::report(
         crate::TOOL,
@@ -152,7 +181,7 @@ impl core::fmt::Display for Exposed<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::maps;
+    use super::{maps, whole};
 
     #[test]
     fn a_uid_is_mapped_only_inside_a_range_of_the_map() {
@@ -166,5 +195,7 @@ mod tests {
         let rootless = b"0 1000 1\n1 100000 65536\n";
         assert!(maps(rootless, 0) && maps(rootless, 65534) && maps(rootless, 65536));
         assert!(!maps(rootless, 65537) && !maps(b"", 0) && !maps(b"garbage\n", 0));
+        // Only the initial namespace's map is whole.
+        assert!(whole(host) && !whole(sandbox) && !whole(rootless));
     }
 }

@@ -221,9 +221,10 @@ pub fn fd_key(fd: BorrowedFd) -> Option<LockKey> {
 }
 
 /// Whether this process sees the host's PID namespace (and so every lock
-/// in `/proc/locks`): pid 2 is the kernel's `kthreadd`, whose parent is 0.
-/// In a PID namespace of its own, only its first process has a parent
-/// outside (shown as 0).
+/// in `/proc/locks`): pid 2 is the kernel's `kthreadd`, a kernel thread
+/// (`PF_KTHREAD` in its flags) whose parent is 0. In a PID namespace of its
+/// own, no process is a kernel thread, though one entered from outside
+/// (`docker exec`, `nsenter`) has its parent outside, shown as 0 too.
 pub fn host_pid_namespace() -> bool {
     pid_view() == PidView::Host
 }
@@ -243,12 +244,43 @@ pub enum PidView {
 /// [`PidView`] of this `/proc`.
 pub fn pid_view() -> PidView {
     if let Some(stat) = read_file(c"/proc/2/stat").and_then(|s| String::from_utf8(s).ok()) {
-        let rest = stat.rfind(')').map_or("", |at| &stat[at + 1..]);
-        return if rest.split_ascii_whitespace().nth(1) == Some("0") { PidView::Host } else { PidView::Own };
+        return if kernel_thread_of_none(&stat) { PidView::Host } else { PidView::Own };
     }
-    // Pid 2 cannot be read: hidden (`hidepid`), no `/proc`, or a PID
-    // namespace of its own with one process. Which cannot be told.
-    PidView::Hidden
+    // Pid 2 cannot be read: hidden (`hidepid`, `subset=pid`), no `/proc`,
+    // or a PID namespace of its own with one process: the last where
+    // `/proc` hides nothing.
+    match read_file(c"/proc/self/mountinfo") {
+        Some(m) if proc_hides_nothing(&m) => PidView::Own,
+        _ => PidView::Hidden,
+    }
+}
+
+/// Whether the `/proc` of the `mountinfo` text is a procfs mounted without
+/// `hidepid` or `subset`, so that every process of its namespace shows.
+fn proc_hides_nothing(mountinfo: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(mountinfo);
+    // The last mount at /proc is the one on top, the one seen.
+    let Some(line) = text.lines().rev().find(|l| l.split(' ').nth(4) == Some("/proc")) else { return false };
+    let Some((_, after)) = line.split_once(" - ") else { return false };
+    let mut fields = after.split(' ');
+    let (kind, options) = (fields.next(), fields.nth(1).unwrap_or(""));
+    kind == Some("proc")
+        && options.split(',').all(|o| match o.split_once('=') {
+            Some(("hidepid", v)) => v == "0" || v == "off",
+            Some(("subset", _)) => false,
+            _ => true,
+        })
+}
+
+/// Whether the `/proc/<pid>/stat` line `stat` is a kernel thread's
+/// (`PF_KTHREAD`, the 7th field after the name) with no parent (0).
+fn kernel_thread_of_none(stat: &str) -> bool {
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let rest = stat.rfind(')').map_or("", |at| &stat[at + 1..]);
+    let mut fields = rest.split_ascii_whitespace();
+    let parent = fields.nth(1);
+    let flags = fields.nth(4).and_then(|f| f.parse::<u64>().ok());
+    parent == Some("0") && flags.is_some_and(|f| f & PF_KTHREAD != 0)
 }
 
 /// The descriptor of a `syscall` line that says `flock(fd, ...)` without
@@ -501,6 +533,30 @@ mod tests {
         assert_eq!(flock_fd("running"), None);
         assert_eq!(flock_fd("-1 0x7ffe 0x7f3a"), None, "blocked, not in a system call");
         assert_eq!(flock_fd("7 0x3 0x2 0x0"), None, "another system call");
+    }
+
+    #[test]
+    fn a_proc_that_hides_pids_is_told() {
+        let line = |opts: &str| format!("22 27 0:21 / /proc rw,relatime shared:12 - proc proc {opts}\n");
+        assert!(proc_hides_nothing(line("rw").as_bytes()));
+        assert!(proc_hides_nothing(line("rw,hidepid=off").as_bytes()));
+        assert!(!proc_hides_nothing(line("rw,hidepid=invisible").as_bytes()));
+        assert!(!proc_hides_nothing(line("rw,hidepid=2").as_bytes()));
+        assert!(!proc_hides_nothing(line("rw,subset=pid").as_bytes()));
+        assert!(!proc_hides_nothing(b"23 27 0:22 / /sys rw - sysfs sysfs rw\n"), "no /proc");
+        let stacked = line("rw") + &line("rw,hidepid=invisible");
+        assert!(!proc_hides_nothing(stacked.as_bytes()), "the mount on top counts");
+    }
+
+    #[test]
+    fn only_a_kernel_thread_without_a_parent_is_the_hosts_pid_2() {
+        let kthreadd = "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 2 0 0";
+        assert!(kernel_thread_of_none(kthreadd));
+        // `docker exec` or `nsenter` into a PID namespace: pid 2 with its
+        // parent outside, shown as 0, but no kernel thread.
+        assert!(!kernel_thread_of_none("2 (sleep) S 0 2 1 0 -1 4194304 87 0 0 0 0 0 0 0 20 0 1 0 9 0 0"));
+        assert!(!kernel_thread_of_none("2 (a) b) S 1 0 0 0 -1 2129984 0"), "a kernel thread's child? no parent 0");
+        assert!(!kernel_thread_of_none("2 (x) S 0"), "cut short");
     }
 
     #[test]

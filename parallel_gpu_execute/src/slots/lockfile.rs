@@ -319,30 +319,6 @@ pub fn dir_state(dir: &CStr) -> DirState {
     }
 }
 
-/// What to do with a lock directory that coordinates nothing (see
-/// `privacy`; `PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PrivatePolicy {
-    /// `auto` (the default): refuse where the pool has several GPUs, run
-    /// with a warning where it has one.
-    Auto,
-    /// `run`: run with a warning (a worker that runs one action at a time).
-    Run,
-    /// `refuse`: exit 2 before the test starts.
-    Refuse,
-}
-
-impl PrivatePolicy {
-    pub fn parse(value: &[u8]) -> Option<PrivatePolicy> {
-        match value {
-            b"auto" => Some(PrivatePolicy::Auto),
-            b"run" => Some(PrivatePolicy::Run),
-            b"refuse" => Some(PrivatePolicy::Refuse),
-            _ => None,
-        }
-    }
-}
-
 /// What an opened lock path is instead of a regular file. A directory, a
 /// socket and a symbolic link never open, so are named by their errors in
 /// `open_existing`: `EISDIR` and `ELOOP` come before any permission check
@@ -358,11 +334,10 @@ fn describe(file_type: FileType) -> &'static str {
 }
 
 /// The refusal of the lock path `name` in `dir` that `st` (from `lstat`)
-/// describes, where it is anything but a regular file of one name: told
-/// without opening it (its close would wake every waiter watching it).
+/// describes, where it is anything but a regular file: told without
+/// opening it (its close would wake every waiter watching it).
 pub fn refused(dir: &CStr, name: &LockName, st: &rustix::fs::Stat) -> Option<Error> {
     let what = match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile if st.st_nlink > 1 => LINKED,
         FileType::RegularFile => return None,
         FileType::Symlink => "a symbolic link, not a regular file",
         FileType::Socket => "a socket, not a regular file",
@@ -371,10 +346,6 @@ pub fn refused(dir: &CStr, name: &LockName, st: &rustix::fs::Stat) -> Option<Err
     };
     Some(Error::UnsafeLockPath { path: named(dir, name.as_bytes()), what })
 }
-
-/// A lock file with another name as well (a hard link its owner made):
-/// whoever holds one of its names holds the other's GPU too.
-const LINKED: &str = "a file with another name as well (a hard link), not a lock file of its own";
 
 /// Opens (creating when missing) one lock file, refusing anything that is
 /// not a regular file. For reading and writing where this user may, as the
@@ -450,9 +421,6 @@ pub fn open_existing(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<Op
             let file_type = FileType::from_raw_mode(st.st_mode);
             if file_type != FileType::RegularFile {
                 return Err(refuse(describe(file_type)));
-            }
-            if st.st_nlink > 1 {
-                return Err(refuse(LINKED));
             }
             Ok(Some((fd, (st.st_dev, st.st_ino))))
         }

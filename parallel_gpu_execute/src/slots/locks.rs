@@ -30,10 +30,8 @@ use crate::prelude::*;
 use crate::profile::Profile;
 use crate::slots::drain;
 use crate::slots::lockfile::{
-    FileId, LockName, PrivatePolicy, dir_still_there, lock_file_name, named, open_existing, open_lock_file, refused,
-    try_flock,
+    FileId, LockName, dir_still_there, lock_file_name, named, open_existing, open_lock_file, refused, try_flock,
 };
-use crate::slots::privacy::Private;
 use crate::slots::queue::Ahead;
 use crate::slots::request::Pool;
 use core::ffi::CStr;
@@ -79,6 +77,10 @@ pub struct Slots<'a> {
     /// The unusable files warned about (slot x GPU indices): one warning
     /// each, however often the wrapper rescans.
     pub warned: Vec<usize>,
+    /// Lock files found to be the same file as another of a block this
+    /// wrapper tried (a hard link between two lock files): passed over,
+    /// said once, while the file has another name.
+    pub linked: Vec<usize>,
     /// The pool's GPUs out of service (drained or avoided), by pool index;
     /// empty when none is.
     pub out: Vec<bool>,
@@ -101,7 +103,17 @@ enum Try {
 
 impl<'a> Slots<'a> {
     pub fn new(dir: &'a CStr, dir_fd: &'a OwnedFd, pool: &'a Pool, slots: u32, prefix: &'static [u8]) -> Slots<'a> {
-        Slots { dir, dir_fd, pool, slots, prefix, cached: None, warned: Vec::new(), out: Vec::new() }
+        Slots {
+            dir,
+            dir_fd,
+            pool,
+            slots,
+            prefix,
+            cached: None,
+            warned: Vec::new(),
+            linked: Vec::new(),
+            out: Vec::new(),
+        }
     }
 
     /// The kept descriptors, deciding (once) whether to keep them: when
@@ -145,7 +157,9 @@ impl<'a> Slots<'a> {
     }
 
     /// Locks GPU `gpu` at `slot`.
-    fn try_lock(&mut self, slot: u32, gpu: usize) -> Result<Try, Error> {
+    /// `block`: the first GPU of the block being taken and the files taken
+    /// for it so far.
+    fn try_lock(&mut self, slot: u32, gpu: usize, block: (usize, &[FileId])) -> Result<Try, Error> {
         let index = slot as usize * self.pool.ids.len() + gpu;
         let kept = match self.cached.as_mut() {
             Some(Cache::Kept(v)) => v[index].take(),
@@ -172,6 +186,16 @@ impl<'a> Slots<'a> {
                 Err(e) => return Err(e),
             },
         };
+        // The same file as one taken for this block (a hard link between
+        // two lock files): its lock is this test's own, and would never be
+        // free to it. The block is passed over, said once.
+        if let Some(k) = block.1.iter().position(|&taken| taken == id) {
+            if !self.linked.contains(&index) {
+                self.linked.push(index);
+                say_linked(&named(self.dir, self.name(slot, gpu).as_bytes()), &self.name(slot, block.0 + k));
+            }
+            return Ok(Try::Unusable);
+        }
         if try_flock(&fd, || named(self.dir, self.name(slot, gpu).as_bytes()))? {
             return Ok(Try::Taken(fd, id));
         }
@@ -204,6 +228,14 @@ impl<'a> Slots<'a> {
                 _ => {}
             }
         }
+    }
+
+    /// Whether lock file `index` is known to be one no block can use: this
+    /// user may not open it, it is no regular file, or it is another's
+    /// hard link.
+    fn known_unusable(&self, index: usize) -> bool {
+        (!self.warned.is_empty() && self.warned.contains(&index))
+            || (!self.linked.is_empty() && self.linked.contains(&index))
     }
 
     /// Lock file `index` was opened: one warned about is repaired since,
@@ -287,7 +319,7 @@ impl<'a> Slots<'a> {
             // wake this waiter without end; the scan that meets it says
             // what it is.
             match rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_nlink == 1 => {}
+                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {}
                 _ => continue,
             }
             match open_existing(self.dir_fd, self.dir, &name) {
@@ -311,7 +343,7 @@ impl<'a> Slots<'a> {
         let width = self.pool.ids.len();
         let mut usable: Vec<bool> =
             (0..width * self.slots as usize).map(|i| !self.out.get(i % width).is_some_and(|&o| o)).collect();
-        for &i in &self.warned {
+        for &i in self.warned.iter().chain(&self.linked) {
             usable[i] = false;
         }
         let mut takes = vec![false; usable.len()];
@@ -352,8 +384,7 @@ impl<'a> Slots<'a> {
                 // passed over whole, so that none of its lock files is held
                 // a moment in vain (a waiter looking then would take it for
                 // busy, and no close tells it when it is let go).
-                let unusable =
-                    |g: usize| !self.warned.is_empty() && self.warned.contains(&(slot as usize * pool_len + g));
+                let unusable = |g: usize| self.known_unusable(slot as usize * pool_len + g);
                 let passed = |g: usize| self.out.get(g).is_some_and(|&o| o) || !ahead.allows(g, slot) || unusable(g);
                 if let Some(k) = (start..start + needed).rev().find(|&g| passed(g)) {
                     // Left to an earlier waiter: as good as held, so that
@@ -368,7 +399,7 @@ impl<'a> Slots<'a> {
                 let mut ids = Vec::with_capacity(needed);
                 let mut busy_at = None;
                 for gpu in start..start + needed {
-                    match self.try_lock(slot, gpu)? {
+                    match self.try_lock(slot, gpu, (start, &ids))? {
                         Try::Taken(fd, id) => {
                             got.push(fd);
                             ids.push(id);
@@ -409,15 +440,21 @@ impl<'a> Slots<'a> {
     fn wait_or_fail(&mut self, needed: usize) -> Result<Option<Grant>, Error> {
         let width = self.pool.ids.len();
         let mut first = None;
-        for index in self.warned.clone() {
+        let known: Vec<usize> = self.warned.iter().chain(&self.linked).copied().collect();
+        for index in known {
             let (slot, gpu) = ((index / width) as u32, index % width);
             let name = self.name(slot, gpu);
-            // Anything but a regular file of its own is told by its
-            // `lstat`, not opened again: each close would wake the waiters
-            // that watch it, this one too.
-            let still = rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW)
-                .ok()
-                .and_then(|st| refused(self.dir, &name, &st));
+            // Anything but a regular file, or a hard link still linked, is
+            // told by its `lstat`, not opened again: each close would wake
+            // the waiters that watch it, this one too.
+            let st = rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW).ok();
+            let still = st.as_ref().and_then(|st| refused(self.dir, &name, st)).or_else(|| {
+                let linked = self.linked.contains(&index) && st.as_ref().is_some_and(|st| st.st_nlink > 1);
+                linked.then(|| Error::UnsafeLockPath { path: named(self.dir, name.as_bytes()), what: SAME_FILE })
+            });
+            if still.is_none() {
+                self.linked.retain(|&l| l != index);
+            }
             match still.map_or_else(|| open_lock_file(self.dir_fd, self.dir, &name), Err) {
                 Ok(held) => {
                     self.opened(index);
@@ -446,8 +483,14 @@ impl<'a> Slots<'a> {
     /// tried, and one taken is given back at once.
     #[cold]
     fn busy_beside(&mut self, slot: u32, start: usize, needed: usize, skip: usize) -> Result<bool, Error> {
-        for gpu in (start..start + needed).filter(|&g| g != skip) {
-            match self.try_lock(slot, gpu)? {
+        let width = self.pool.ids.len();
+        // Not one known to be unusable: it would be opened, and closed
+        // again, at each look.
+        for gpu in start..start + needed {
+            if gpu == skip || self.known_unusable(slot as usize * width + gpu) {
+                continue;
+            }
+            match self.try_lock(slot, gpu, (start, &[]))? {
                 Try::Taken(fd, id) => self.give_back(slot, gpu, fd, id),
                 Try::Busy => return Ok(true),
                 Try::Unusable => {}
@@ -494,60 +537,21 @@ impl<'a> Slots<'a> {
     }
 }
 
-/// What keeps a lock directory from being used at all, said before any
-/// other judgement: read-only, not writable by this user, or missing where
-/// it cannot be made.
-fn unusable(dir: &CStr) -> Option<&'static str> {
-    use rustix::fs::Access;
-    match rustix::fs::access(dir, Access::WRITE_OK) {
-        Err(Errno::ROFS) => Some("is read-only"),
-        Err(Errno::ACCESS | Errno::PERM) => Some("is not writable by this user"),
-        Err(Errno::NOENT) => {
-            // The nearest directory above it that exists.
-            let mut path = dir.to_bytes();
-            let found = loop {
-                let cut = path.iter().rposition(|&b| b == b'/')?;
-                path = if cut == 0 { b"/" } else { &path[..cut] };
-                let looked = with_joined(&[path], None, |p| rustix::fs::access(p, Access::WRITE_OK))?;
-                if looked != Err(Errno::NOENT) || path == b"/" {
-                    break looked;
-                }
-            };
-            match found {
-                Err(Errno::ROFS) => Some("does not exist and cannot be made (read-only file system)"),
-                Err(Errno::ACCESS | Errno::PERM) => Some("does not exist and this user cannot make it"),
-                _ => None,
-            }
-        }
-        _ => None,
-    }
-}
+/// What a lock file that is the same file as another of its block is.
+const SAME_FILE: &str = "the same file as another lock file (a hard link), which would hold both GPUs";
 
-/// A lock directory that coordinates nothing: refused or warned about, as
-/// `policy` says (see [`PrivatePolicy`]).
+/// Says, once, that the lock file `path` is the same file as `other`, of
+/// the same block.
 #[cold]
-pub fn private_lock_dir(dir: &CStr, why: Private, pool: &Pool, policy: PrivatePolicy) -> Result<(), Error> {
-    let gpus = pool.ids.len();
-    if policy == PrivatePolicy::Refuse || policy == PrivatePolicy::Auto && gpus > 1 {
-        let unusable = unusable(dir);
-        return Err(Error::PrivateLockDir {
-            dir: dir.to_bytes().into(),
-            unusable,
-            place: why.place(),
-            repair: why.repair(),
-            gpus,
-        });
-    }
+fn say_linked(path: &[u8], other: &LockName) {
     diag::report(
         crate::TOOL,
         format_args!(
-            "warning: lock directory {} is {}, so it coordinates with no other test: tests running at once here may get the same GPU; {}",
-            diag::Bytes(dir.to_bytes()),
-            why.place(),
-            why.repair()
+            "warning: lock file {p} is the same file as {} (a hard link), so a test on one GPU would hold the other too: skipping the blocks that hold both; to repair, its owner or root removes it (while no test runs)",
+            diag::Bytes(other.as_bytes()),
+            p = diag::Bytes(path),
         ),
     );
-    Ok(())
 }
 
 /// How many lock descriptors this process may keep open while waiting.
@@ -568,7 +572,7 @@ pub struct Ask<'a> {
     /// Whose lock and queue names.
     pub profile: Profile,
     /// What to do with a lock directory that coordinates nothing.
-    pub private: PrivatePolicy,
+    pub private: crate::slots::privacy::PrivatePolicy,
     /// GPUs to pass over as if drained (pool index, `GPU <id> (why)`):
     /// the unhealthy ones under `PARALLEL_GPU_EXECUTE_UNHEALTHY=avoid`.
     pub avoid: &'a [(usize, String)],

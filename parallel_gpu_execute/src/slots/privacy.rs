@@ -34,8 +34,11 @@
 //!   its container's) root: its PID 1 is `linux-sandbox`, or that mount is
 //!   a bind of a directory under `sandbox/linux-sandbox/`. Nor is it the
 //!   host itself, with the workspace mounted there (an executor's overlayfs
-//!   workspace): `/proc` shows the host's PID namespace and PID 1's root is
-//!   `/`.
+//!   workspace): `/proc` shows the host's PID namespace and PID 1 has this
+//!   `/` mount at `/`.
+//!
+//! [`private_lock_dir`] then refuses the test or warns, as
+//! `PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR` says.
 //!
 //! Every look is a `statx(2)` (a few microseconds, and only under Bazel);
 //! `/proc/self/mountinfo` and `/proc/1/comm` are read only where a mount
@@ -63,6 +66,30 @@ pub enum Private {
 const MOUNT_HOST_DIR: &str = "mount the host's lock directory there in the worker (or set --lock-dir to one the worker mounts from the host), or run one action per GPU there";
 /// The advice inside Bazel's sandbox.
 const SHARED_DIR: &str = "use a lock directory outside /tmp that every test sees, such as /var/lock/gpu (made once on the host, mode 1777), with --lock-dir (JAX_LOCK_DIR for JAX) and --sandbox_writable_path=/var/lock/gpu; or let the sandboxes share the host's /tmp (--sandbox_add_mount_pair=/tmp, without --sandbox_tmpfs_path=/tmp)";
+
+/// What to do with a lock directory that coordinates nothing (see
+/// [`judge`]; `PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrivatePolicy {
+    /// `auto` (the default): refuse where the pool has several GPUs, run
+    /// with a warning where it has one.
+    Auto,
+    /// `run`: run with a warning (a worker that runs one action at a time).
+    Run,
+    /// `refuse`: exit 2 before the test starts.
+    Refuse,
+}
+
+impl PrivatePolicy {
+    pub fn parse(value: &[u8]) -> Option<PrivatePolicy> {
+        match value {
+            b"auto" => Some(PrivatePolicy::Auto),
+            b"run" => Some(PrivatePolicy::Run),
+            b"refuse" => Some(PrivatePolicy::Refuse),
+            _ => None,
+        }
+    }
+}
 
 impl Private {
     /// For messages: where the lock directory is.
@@ -265,19 +292,83 @@ pub fn judge(dir: &CStr) -> Option<Private> {
             _ => None,
         };
     }
-    (!bazel_sandbox && !on_the_machines_root()).then_some(Private::ContainerRoot)
+    (!bazel_sandbox && !on_the_machines_root(slash)).then_some(Private::ContainerRoot)
 }
 
-/// Whether `/` is the root of the machine's own first process: `/proc`
-/// shows the host's PID namespace (or a VM's), and its PID 1's root is this
-/// one. Then an input root that is a mount of its own is a workspace
-/// mounted on the host (an executor's overlayfs workspace), not a
-/// container's. Where PID 1's root cannot be read (another user's, for
-/// one who is not root), it is not known, and the rule stands.
-fn on_the_machines_root() -> bool {
-    let id = |p: &CStr| rustix::fs::stat(p).ok().map(|st| (st.st_dev, st.st_ino));
+/// Whether `/` (the mount `slash`) is the root of the machine's own first
+/// process: `/proc` shows the host's PID namespace (or a VM's: pid 2 is a
+/// kernel thread), and PID 1's mounts (`/proc/1/mountinfo`, which any
+/// user may read) have that very mount at `/` (mount ids are the
+/// kernel's, one per mount, so a container's own mount namespace, with
+/// copies of the host's mounts, has others). Then an input root that is a
+/// mount of its own is a workspace mounted on the host (an executor's
+/// overlayfs workspace), not a container's. Where that cannot be read,
+/// or the executor runs in a mount namespace of its own, the rule stands.
+fn on_the_machines_root(slash: u64) -> bool {
     crate::slots::holders::pid_view() == crate::slots::holders::PidView::Host
-        && id(c"/proc/1/root/").is_some_and(|init| Some(init) == id(c"/"))
+        && read_file(c"/proc/1/mountinfo").is_some_and(|m| mount_info(&m, slash).is_some_and(|i| i.point == b"/"))
+}
+
+/// What keeps a lock directory from being used at all, said before any
+/// other judgement: read-only, not writable by this user, or missing where
+/// it cannot be made.
+fn unusable(dir: &CStr) -> Option<&'static str> {
+    use rustix::fs::Access;
+    use rustix::io::Errno;
+    match rustix::fs::access(dir, Access::WRITE_OK) {
+        Err(Errno::ROFS) => Some("is read-only"),
+        Err(Errno::ACCESS | Errno::PERM) => Some("is not writable by this user"),
+        Err(Errno::NOENT) => {
+            // The nearest directory above it that exists.
+            let mut path = dir.to_bytes();
+            let found = loop {
+                let cut = path.iter().rposition(|&b| b == b'/')?;
+                path = if cut == 0 { b"/" } else { &path[..cut] };
+                let looked = wrapper_common::with_joined(&[path], None, |p| rustix::fs::access(p, Access::WRITE_OK))?;
+                if looked != Err(Errno::NOENT) || path == b"/" {
+                    break looked;
+                }
+            };
+            match found {
+                Err(Errno::ROFS) => Some("does not exist and cannot be made (read-only file system)"),
+                Err(Errno::ACCESS | Errno::PERM) => Some("does not exist and this user cannot make it"),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A lock directory that coordinates nothing: refused or warned about, as
+/// `policy` says (see [`PrivatePolicy`]).
+#[cold]
+pub fn private_lock_dir(
+    dir: &CStr,
+    why: Private,
+    pool: &crate::slots::request::Pool,
+    policy: PrivatePolicy,
+) -> Result<(), crate::error::Error> {
+    let gpus = pool.ids.len();
+    if policy == PrivatePolicy::Refuse || policy == PrivatePolicy::Auto && gpus > 1 {
+        let unusable = unusable(dir);
+        return Err(crate::error::Error::PrivateLockDir {
+            dir: dir.to_bytes().into(),
+            unusable,
+            place: why.place(),
+            repair: why.repair(),
+            gpus,
+        });
+    }
+    wrapper_common::diag::report(
+        crate::TOOL,
+        format_args!(
+            "warning: lock directory {} is {}, so it coordinates with no other test: tests running at once here may get the same GPU; {}",
+            wrapper_common::diag::Bytes(dir.to_bytes()),
+            why.place(),
+            why.repair()
+        ),
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@
 use crate::error::Error;
 use crate::prelude::*;
 use crate::slots::lockfile::{dir_still_there, join, keep_young, open_lock_dir};
-use crate::slots::locks::{Ask, Grant, Slots, private_lock_dir};
-use crate::slots::privacy;
+use crate::slots::locks::{Ask, Grant, Slots};
+use crate::slots::privacy::{self, private_lock_dir};
 use crate::slots::queue::{self, Ahead, Place};
 use crate::slots::record::{HEADER, HEARTBEAT, QUEUE_DIR, RecordName, Want, files_line, record_name};
 use crate::slots::request::Pool;
@@ -37,7 +37,7 @@ pub fn acquire(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String
         keep_young(fd);
     }
     if let Some((path, uid)) = &grant.exposed {
-        crate::slots::exposure::say_lock_file_exposed(path, *uid);
+        crate::slots::exposure::say_lock_file_exposed(dir, path, *uid);
     }
     Ok(grant)
 }
@@ -462,7 +462,8 @@ impl<'a> Waiting<'a> {
         // No free block was found among all of them: proof of busy GPUs,
         // unless a lock file this user may not open was passed over, or
         // earlier waiters' lock files were left to them.
-        let proof = (table.warned.is_empty() && ahead.blocked.is_empty()).then_some(table.out.as_slice());
+        let proof = (table.warned.is_empty() && table.linked.is_empty() && ahead.blocked.is_empty())
+            .then_some(table.out.as_slice());
         let (needed, test) = (self.ask.needed, (self.test)());
         self.telemetry.waiting(dir_fd, pool, slots, prefix, needed, &test, standing, proof, self.deadline);
     }
