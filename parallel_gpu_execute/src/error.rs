@@ -251,16 +251,11 @@ impl fmt::Display for Error {
                     Excerpt(digits)
                 )
             }
-            Error::PoolIdNotIndex { variable, id } => {
-                let digits = id.iter().position(|b| !b.is_ascii_digit()).map_or(*id, |at| &id[..at]);
-                let index =
-                    if digits.is_empty() { "-1 to hide every GPU".into() } else { format!("'{}'", Excerpt(digits)) };
-                write!(
-                    f,
-                    "{variable}: GPU id '{}' begins like an index but is not one: CUDA reads the digits it begins with (as strtoul does), a GPU that other jobs write otherwise, and the two would take different lock files; write {index}, or the GPU's UUID (GPU-...)",
-                    Excerpt(id)
-                )
-            }
+            Error::PoolIdNotIndex { variable, id } => write!(
+                f,
+                "{variable}: GPU id '{}' is no index, yet CUDA reads the digits it begins with: another lock file than the GPU's; write the index alone, or its UUID (GPU-...)",
+                Excerpt(id)
+            ),
             Error::DuplicatePoolId { variable, id } => {
                 write!(f, "{variable}: GPU id '{}' is listed twice", Excerpt(id))
             }

@@ -302,15 +302,14 @@ fn lock_files_that_are_one_file_are_skipped_and_a_link_elsewhere_is_nothing() {
     };
     let out = two(&f, "2");
     out.assert_code(2);
+    let error =
+        format!("refusing lock path {}: it is a hard link to another lock file of its block", f.lock("1", 0).display());
     let warning = format!(
-        "warning: lock file {} is the same file as gpulock0_0 (a hard link), so a test on one GPU would hold the other too",
+        "warning: {error}: skipping that slot; to repair, its owner or root runs: rm {}",
         f.lock("1", 0).display()
     );
     assert_eq!(out.stderr.matches(&warning).count(), 1, "{}", out.explain());
-    let error = format!(
-        "parallel_gpu_execute: refusing lock path {}: it is the same file as another lock file (a hard link), which would hold both GPUs",
-        f.lock("1", 0).display()
-    );
+    let error = format!("parallel_gpu_execute: {error}");
     assert_eq!(out.stderr.lines().last(), Some(error.as_str()), "{}", out.explain());
     // The other name removed: the block is the test's.
     std::fs::remove_file(f.lock("1", 0)).unwrap();

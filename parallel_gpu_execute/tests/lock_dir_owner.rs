@@ -280,30 +280,30 @@ fn a_lock_file_another_user_owns_is_said_where_it_is_taken() {
     f.make_lock_dir_shared();
     let own = nobody(&f).args(["--wait=0", "./pkg/gpu_test"]).run();
     common::Record::of(own.assert_success());
-    assert!(!own.stderr.contains("is owned by"), "{}", own.explain());
+    assert!(!own.stderr.contains("who can rename it away"), "{}", own.explain());
     let file = f.lock("0", 0);
     let warning = format!(
-        "parallel_gpu_execute: warning: lock file {p} is owned by uid {NOBODY}, neither root nor this user: uid {NOBODY} can rename it away while this test holds it, so that its slot shows free and its GPU is given to another test; as root: chown root:root {p}\n",
+        "parallel_gpu_execute: warning: lock file {p} is uid {NOBODY}'s, who can rename it away while this test holds it (its GPU then given again); as root: chown root:root {p}\n",
         p = file.display()
     );
     let mut c = f.cmd();
     let out = on(&mut c, 2, 1).args(["--wait=0", "./pkg/gpu_test"]).run();
     let r = common::Record::of(out.assert_success());
     assert_eq!(r.locks(), ["gpulock0_0"], "{}", out.explain());
-    assert_eq!(out.stderr.matches("is owned by").count(), 1, "{}", out.explain());
+    assert_eq!(out.stderr.matches("who can rename it away").count(), 1, "{}", out.explain());
     assert!(out.stderr.contains(&warning), "{}", out.explain());
     std::os::unix::fs::chown(&file, Some(0), Some(0)).unwrap();
     let mut c = f.cmd();
     let out = on(&mut c, 2, 1).args(["--wait=0", "./pkg/gpu_test"]).run();
     common::Record::of(out.assert_success());
-    assert!(!out.stderr.contains("is owned by"), "{}", out.explain());
+    assert!(!out.stderr.contains("who can rename it away"), "{}", out.explain());
     // nobody's file in root's 0755 directory: nobody may rename nothing there.
     std::os::unix::fs::chown(&file, Some(NOBODY), Some(NOBODY)).unwrap();
     std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut c = f.cmd();
     let out = on(&mut c, 2, 1).args(["--wait=0", "./pkg/gpu_test"]).run();
     assert_eq!(common::Record::of(out.assert_success()).locks(), ["gpulock0_0"], "{}", out.explain());
-    assert!(!out.stderr.contains("is owned by"), "{}", out.explain());
+    assert!(!out.stderr.contains("who can rename it away"), "{}", out.explain());
 }
 
 /// A rootless container's map (root inside is uid 1000 outside, and ids 1
@@ -348,7 +348,7 @@ fn roots_lock_directory_seen_from_a_rootless_container_is_no_warning() {
         return;
     }
     common::Record::of(out.assert_success());
-    assert!(!out.stderr.contains("is owned by"), "{}", out.explain());
+    assert!(!out.stderr.contains("is owned by") && !out.stderr.contains("who can rename"), "{}", out.explain());
     for args in [&["--status"][..], &["--list=json"]] {
         let out = inside().args(args).run();
         out.assert_success();

@@ -88,8 +88,9 @@ pub fn scan_manifest(
 ) -> Result<(), Errno> {
     // A device (`/dev/zero`) would be read without end: no manifest.
     let fd = crate::lines::open_for_reading(path)?;
-    let kind = rustix::fs::FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode);
-    if matches!(kind, rustix::fs::FileType::CharacterDevice | rustix::fs::FileType::BlockDevice) {
+    // S_IFCHR (0o020000) and S_IFBLK (0o060000), and no other type, have
+    // these bits so.
+    if rustix::fs::fstat(&fd).is_ok_and(|st| st.st_mode & 0o130000 == 0o020000) {
         return Err(Errno::NODEV);
     }
     with_read_buffer(|buf| {

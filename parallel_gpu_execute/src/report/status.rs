@@ -311,7 +311,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         ControlFlow::<()>::Continue(())
     })
     .map_err(unreadable)?;
-    let (mut found, mut skipped) = (Vec::new(), Vec::new());
+    let mut found = Vec::new();
     for entry in &names {
         let Ok(name) = entry.to_str() else { continue };
         if parse_lock_name(name).is_none() {
@@ -320,9 +320,6 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         let Ok(st) = rustix::fs::statat(&dir_fd, entry.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) else { continue };
         if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile {
             found.push(Found { name: name.to_string(), st });
-        } else {
-            // Every test skips it (slots::locks): said, never shown free.
-            skipped.push((name.to_string(), crate::slots::lockfile::kind_of(st.st_mode)));
         }
     }
     let queued = queued(&dir_fd);
@@ -389,10 +386,9 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     // there is one; then the other lock files.
     for (name, gpu, slot) in configured.each() {
         let at = extra.iter().position(|s| s.configured && s.file == path(&name));
-        let kind = skipped.iter().find(|(n, _)| *n == name).map(|&(_, kind)| kind);
         report.slots.push(match at {
             Some(at) => extra.remove(at),
-            None => Slot { file_exists: kind.is_some(), skipped: kind, ..free((name, gpu, slot)) },
+            None => skipped_or_free(&dir_fd, &names, free((name, gpu, slot))),
         });
     }
     // The other lock files: those held first, at most MAX_OTHERS of them.
@@ -468,6 +464,21 @@ fn unseen_holders(report: &mut Report) {
     for s in slots.iter_mut().filter(|s| s.configured && s.file_exists && s.holders.is_empty() && !drained(&s.gpu)) {
         s.unknown = true;
     }
+}
+
+/// A configured slot without a regular file at its path: free, or, where
+/// something else is there (a FIFO, a link: every test skips it), that.
+fn skipped_or_free(dir_fd: &rustix::fd::OwnedFd, names: &[alloc::ffi::CString], mut slot: Slot) -> Slot {
+    let name = slot.file.rsplit(|&b| b == b'/').next().unwrap_or(b"");
+    let st =
+        names.iter().find(|n| n.to_bytes() == name).map(|n| rustix::fs::statat(dir_fd, n, AtFlags::SYMLINK_NOFOLLOW));
+    if let Some(Ok(st)) = st
+        && FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
+    {
+        slot.skipped = Some(crate::slots::lockfile::kind_of(st.st_mode));
+        slot.file_exists = true;
+    }
+    slot
 }
 
 /// Most lock files not of these settings that `--status` lists (held ones

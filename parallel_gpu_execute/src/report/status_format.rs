@@ -224,11 +224,10 @@ fn gpu_text(s: &Slot) -> String {
 fn slot_rows(out: &mut String, s: &Slot, gpu_w: usize, state_w: usize, since_w: usize) {
     let lead = format!("{:<8} {:<gpu_w$} {:>4}", s.profile, gpu_text(s), s.slot);
     if s.holders.is_empty() {
-        let state = match s.skipped {
-            Some(kind) => format!("skipped (a {kind} at its path: every test skips it)"),
-            None => (if s.unknown { "unknown" } else { "free" }).to_string(),
+        let _ = match s.skipped {
+            Some(kind) => writeln!(out, "{lead}  skipped (a {kind}: no test takes it)"),
+            None => writeln!(out, "{lead}  {}", if s.unknown { "unknown" } else { "free" }),
         };
-        let _ = writeln!(out, "{lead}  {state}");
         return;
     }
     let since = time_text(s.since);
@@ -246,8 +245,6 @@ pub fn text(r: &Report) -> String {
     let held = r.slots.iter().filter(|s| s.held()).count();
     let unknown = r.slots.iter().filter(|s| s.unknown && s.skipped.is_none()).count();
     let unknown_text = if unknown > 0 { format!(", {unknown} unknown") } else { String::new() };
-    let skipped = r.slots.iter().filter(|s| s.skipped.is_some() && !s.held()).count();
-    let unknown_text = if skipped > 0 { format!("{unknown_text}, {skipped} skipped") } else { unknown_text };
     let mut out = if r.exists {
         format!(
             "lock dir {}: {} slot(s), {held} held{unknown_text}, {} waiting\n",

@@ -23,52 +23,25 @@ pub fn other_owner(uid: u32) -> Option<u32> {
 }
 
 /// Whether `uid` may stand for an owner this user namespace does not map:
-/// it is outside every range of `/proc/self/uid_map`, or, in a user
-/// namespace of its own, it is the overflow id itself, which such owners
-/// are shown as (a rootless container maps 65534 to a subordinate id too,
-/// and root's files look the same). Where the map cannot be read, it is
-/// taken as mapped.
+/// the kernel shows every such owner as the overflow id, 65534 (the
+/// default of `/proc/sys/kernel/overflowuid`), which, in a user namespace
+/// of its own, may be mapped as well (a rootless container maps 65534 to a
+/// subordinate id, and root's files look the same). Only the initial user
+/// namespace (`/proc/self/uid_map` maps every id to itself) tells it.
+/// Where the map cannot be read, it is taken as the initial one.
 #[cold]
 #[inline(never)]
 fn unmapped(uid: u32) -> bool {
+    const OVERFLOW: u32 = 65534;
+    let mut buf = [0u8; 64];
     let Ok(fd) = wrapper_common::lines::open_for_reading(c"/proc/self/uid_map") else { return false };
-    let mut buf = [0u8; 4096];
-    let map = match rustix::io::read(&fd, &mut buf) {
-        Ok(n) if n > 0 => &buf[..n],
-        _ => return false,
-    };
-    !maps(map, uid) || (uid == overflow_uid() && !whole(map))
+    uid == OVERFLOW && rustix::io::read(&fd, &mut buf).is_ok_and(|n| n > 0 && !whole(&buf[..n]))
 }
 
-/// The id the kernel shows for an owner a user namespace does not map
-/// (`/proc/sys/kernel/overflowuid`, 65534 by default).
-fn overflow_uid() -> u32 {
-    let mut buf = [0u8; 16];
-    wrapper_common::lines::open_for_reading(c"/proc/sys/kernel/overflowuid")
-        .ok()
-        .and_then(|fd| rustix::io::read(&fd, &mut buf).ok())
-        .and_then(|n| wrapper_common::numbers::parse_u64(buf[..n].trim_ascii()))
-        .and_then(|n| u32::try_from(n).ok())
-        .unwrap_or(65534)
-}
-
-/// Whether the `uid_map` text `map` maps every id to itself: the initial
-/// user namespace's.
+/// Whether the `uid_map` text `map` maps every id to itself (one line,
+/// `0 0 4294967295`): the initial user namespace's.
 fn whole(map: &[u8]) -> bool {
-    let mut words = map.split(|b| b.is_ascii_whitespace()).filter(|w| !w.is_empty());
-    let first = [words.next(), words.next(), words.next()];
-    first == [Some(&b"0"[..]), Some(b"0"), Some(b"4294967295")] && words.next().is_none()
-}
-
-/// Whether the `uid_map` text `map` (lines of `inside outside count`) maps
-/// `uid`, as seen inside.
-fn maps(map: &[u8], uid: u32) -> bool {
-    let number = |w: Option<&[u8]>| w.and_then(wrapper_common::numbers::parse_u64);
-    map.split(|&b| b == b'\n').any(|line| {
-        let mut words = line.split(|&b| b == b' ').filter(|w| !w.is_empty());
-        let (inside, _, count) = (number(words.next()), words.next(), number(words.next()));
-        matches!((inside, count), (Some(first), Some(n)) if (first..first.saturating_add(n)).contains(&u64::from(uid)))
-    })
+    map.iter().filter(|&&b| b != b' ').eq(b"004294967295\n")
 }
 
 /// Whether a directory of mode `mode` lets users other than its owner
@@ -109,7 +82,8 @@ fn say_exposed(dir: &CStr, owner: Option<u32>, queue: bool) {
     wrapper_common::diag::report(crate::TOOL, format_args!("warning: {what} {exposed}"));
 }
 
-/// Warns, in one line, that the held lock file `path` is owned by `uid`,
+/// Warns, in one line, that the held lock file in `dir` named by `name`
+/// (its prefix, GPU and slot) is owned by `uid`,
 /// a user other than root and this one: that user made it (its first
 /// test), and may rename it away while this test holds it, as a
 /// directory's owner may. Only where other users than its owner may write
@@ -117,15 +91,17 @@ fn say_exposed(dir: &CStr, owner: Option<u32>, queue: bool) {
 /// cannot rename anything there (or is its owner, said already).
 #[cold]
 #[inline(never)]
-pub fn say_lock_file_exposed(dir: &CStr, path: &[u8], uid: u32) {
+pub fn say_lock_file_exposed(dir: &CStr, name: (&[u8], &[u8], u32), uid: u32) {
     if rustix::fs::stat(dir).is_ok_and(|st| st.st_mode & 0o022 == 0 || st.st_uid == uid) {
         return;
     }
-    let p = wrapper_common::diag::Bytes(path);
+    let name = crate::slots::lockfile::lock_file_name(name.0, name.1, name.2);
+    let path = crate::slots::lockfile::join(dir, name.as_bytes());
+    let p = wrapper_common::diag::Bytes(path.as_bytes());
     wrapper_common::diag::report(
         crate::TOOL,
         format_args!(
-            "warning: lock file {p} is owned by uid {uid}, neither root nor this user: uid {uid} can rename it away while this test holds it, so that its slot shows free and its GPU is given to another test; as root: chown root:root {p}"
+            "warning: lock file {p} is uid {uid}'s, who can rename it away while this test holds it (its GPU then given again); as root: chown root:root {p}"
         ),
     );
 }
@@ -181,21 +157,15 @@ impl core::fmt::Display for Exposed<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{maps, whole};
+    use super::whole;
 
     #[test]
-    fn a_uid_is_mapped_only_inside_a_range_of_the_map() {
-        let host = b"         0          0 4294967295\n";
-        assert!(maps(host, 65534) && maps(host, 0));
+    fn only_the_initial_namespaces_map_is_whole() {
+        assert!(whole(b"         0          0 4294967295\n"));
         // Bazel's linux-sandbox, or `unshare -U --map-user=1000`: the caller alone.
-        let sandbox = b"      1000       1000          1\n";
-        assert!(maps(sandbox, 1000));
-        assert!(!maps(sandbox, 65534) && !maps(sandbox, 0) && !maps(sandbox, 1001));
+        assert!(!whole(b"      1000       1000          1\n"));
         // A rootless container: root is the caller, then a subordinate range.
-        let rootless = b"0 1000 1\n1 100000 65536\n";
-        assert!(maps(rootless, 0) && maps(rootless, 65534) && maps(rootless, 65536));
-        assert!(!maps(rootless, 65537) && !maps(b"", 0) && !maps(b"garbage\n", 0));
-        // Only the initial namespace's map is whole.
-        assert!(whole(host) && !whole(sandbox) && !whole(rootless));
+        assert!(!whole(b"0 1000 1\n1 100000 65536\n"));
+        assert!(!whole(b"         0          0 4294967295\n         0          0 1\n") && !whole(b""));
     }
 }

@@ -243,7 +243,7 @@ pub enum PidView {
 
 /// [`PidView`] of this `/proc`.
 pub fn pid_view() -> PidView {
-    if let Some(stat) = read_file(c"/proc/2/stat").and_then(|s| String::from_utf8(s).ok()) {
+    if let Some(stat) = read_file(c"/proc/2/stat") {
         return if kernel_thread_of_none(&stat) { PidView::Host } else { PidView::Own };
     }
     // Pid 2 cannot be read: hidden (`hidepid`, `subset=pid`), no `/proc`,
@@ -258,29 +258,29 @@ pub fn pid_view() -> PidView {
 /// Whether the `/proc` of the `mountinfo` text is a procfs mounted without
 /// `hidepid` or `subset`, so that every process of its namespace shows.
 fn proc_hides_nothing(mountinfo: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(mountinfo);
+    fn word(line: &[u8], n: usize) -> &[u8] {
+        line.split(|&b| b == b' ').nth(n).unwrap_or(b"")
+    }
     // The last mount at /proc is the one on top, the one seen.
-    let Some(line) = text.lines().rev().find(|l| l.split(' ').nth(4) == Some("/proc")) else { return false };
-    let Some((_, after)) = line.split_once(" - ") else { return false };
-    let mut fields = after.split(' ');
-    let (kind, options) = (fields.next(), fields.nth(1).unwrap_or(""));
-    kind == Some("proc")
-        && options.split(',').all(|o| match o.split_once('=') {
-            Some(("hidepid", v)) => v == "0" || v == "off",
-            Some(("subset", _)) => false,
-            _ => true,
+    let Some(line) = mountinfo.split(|&b| b == b'\n').rev().find(|l| word(l, 4) == b"/proc") else { return false };
+    // After the optional fields and `-`: the type, the source, the options.
+    let Some(dash) = line.windows(3).position(|w| w == b" - ") else { return false };
+    let after = &line[dash + 3..];
+    word(after, 0) == b"proc"
+        && word(after, 2).split(|&b| b == b',').all(|o| {
+            !o.starts_with(b"subset=") && (!o.starts_with(b"hidepid=") || o == b"hidepid=0" || o == b"hidepid=off")
         })
 }
 
 /// Whether the `/proc/<pid>/stat` line `stat` is a kernel thread's
 /// (`PF_KTHREAD`, the 7th field after the name) with no parent (0).
-fn kernel_thread_of_none(stat: &str) -> bool {
+fn kernel_thread_of_none(stat: &[u8]) -> bool {
     const PF_KTHREAD: u64 = 0x0020_0000;
-    let rest = stat.rfind(')').map_or("", |at| &stat[at + 1..]);
-    let mut fields = rest.split_ascii_whitespace();
-    let parent = fields.nth(1);
-    let flags = fields.nth(4).and_then(|f| f.parse::<u64>().ok());
-    parent == Some("0") && flags.is_some_and(|f| f & PF_KTHREAD != 0)
+    let rest = stat.iter().rposition(|&b| b == b')').map_or(&b""[..], |at| &stat[at + 1..]);
+    // ` S 0 0 0 0 -1 <flags>`: the state, the parent, ..., the flags.
+    let mut fields = rest.split(|&b| b == b' ');
+    fields.nth(2) == Some(b"0")
+        && fields.nth(4).and_then(wrapper_common::numbers::parse_u64).is_some_and(|f| f & PF_KTHREAD != 0)
 }
 
 /// The descriptor of a `syscall` line that says `flock(fd, ...)` without
@@ -551,12 +551,12 @@ mod tests {
     #[test]
     fn only_a_kernel_thread_without_a_parent_is_the_hosts_pid_2() {
         let kthreadd = "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 2 0 0";
-        assert!(kernel_thread_of_none(kthreadd));
+        assert!(kernel_thread_of_none(kthreadd.as_bytes()));
         // `docker exec` or `nsenter` into a PID namespace: pid 2 with its
         // parent outside, shown as 0, but no kernel thread.
-        assert!(!kernel_thread_of_none("2 (sleep) S 0 2 1 0 -1 4194304 87 0 0 0 0 0 0 0 20 0 1 0 9 0 0"));
-        assert!(!kernel_thread_of_none("2 (a) b) S 1 0 0 0 -1 2129984 0"), "a kernel thread's child? no parent 0");
-        assert!(!kernel_thread_of_none("2 (x) S 0"), "cut short");
+        assert!(!kernel_thread_of_none(b"2 (sleep) S 0 2 1 0 -1 4194304 87 0 0 0 0 0 0 0 20 0 1 0 9 0 0"));
+        assert!(!kernel_thread_of_none(b"2 (a) b) S 1 0 0 0 -1 2129984 0"), "a kernel thread's child? no parent 0");
+        assert!(!kernel_thread_of_none(b"2 (x) S 0"), "cut short");
     }
 
     #[test]

@@ -57,9 +57,9 @@ pub struct Grant {
     /// How long the wrapper waited for it (`None`: it did not wait).
     pub waited: Option<Duration>,
     /// A held lock file that a user other than root and this one owns
-    /// (its path, and that user), who may rename it away (found by
+    /// (its GPU, and that user), who may rename it away (found by
     /// [`Slots::still_linked`]).
-    pub exposed: Option<(Box<[u8]>, u32)>,
+    pub exposed: Option<(usize, u32)>,
 }
 
 /// The lock files of one attempt, opened lazily and (when few enough) kept
@@ -77,10 +77,6 @@ pub struct Slots<'a> {
     /// The unusable files warned about (slot x GPU indices): one warning
     /// each, however often the wrapper rescans.
     pub warned: Vec<usize>,
-    /// Lock files found to be the same file as another of a block this
-    /// wrapper tried (a hard link between two lock files): passed over,
-    /// said once, while the file has another name.
-    pub linked: Vec<usize>,
     /// The pool's GPUs out of service (drained or avoided), by pool index;
     /// empty when none is.
     pub out: Vec<bool>,
@@ -103,17 +99,7 @@ enum Try {
 
 impl<'a> Slots<'a> {
     pub fn new(dir: &'a CStr, dir_fd: &'a OwnedFd, pool: &'a Pool, slots: u32, prefix: &'static [u8]) -> Slots<'a> {
-        Slots {
-            dir,
-            dir_fd,
-            pool,
-            slots,
-            prefix,
-            cached: None,
-            warned: Vec::new(),
-            linked: Vec::new(),
-            out: Vec::new(),
-        }
+        Slots { dir, dir_fd, pool, slots, prefix, cached: None, warned: Vec::new(), out: Vec::new() }
     }
 
     /// The kept descriptors, deciding (once) whether to keep them: when
@@ -159,6 +145,7 @@ impl<'a> Slots<'a> {
     /// Locks GPU `gpu` at `slot`.
     /// `block`: the first GPU of the block being taken and the files taken
     /// for it so far.
+    #[inline(never)]
     fn try_lock(&mut self, slot: u32, gpu: usize, block: (usize, &[FileId])) -> Result<Try, Error> {
         let index = slot as usize * self.pool.ids.len() + gpu;
         let kept = match self.cached.as_mut() {
@@ -189,11 +176,9 @@ impl<'a> Slots<'a> {
         // The same file as one taken for this block (a hard link between
         // two lock files): its lock is this test's own, and would never be
         // free to it. The block is passed over, said once.
-        if let Some(k) = block.1.iter().position(|&taken| taken == id) {
-            if !self.linked.contains(&index) {
-                self.linked.push(index);
-                say_linked(&named(self.dir, self.name(slot, gpu).as_bytes()), &self.name(slot, block.0 + k));
-            }
+        if block.1.contains(&id) {
+            let e = Error::UnsafeLockPath { path: named(self.dir, self.name(slot, gpu).as_bytes()), what: SAME_FILE };
+            self.warn_unusable(index, &e);
             return Ok(Try::Unusable);
         }
         if try_flock(&fd, || named(self.dir, self.name(slot, gpu).as_bytes()))? {
@@ -228,14 +213,6 @@ impl<'a> Slots<'a> {
                 _ => {}
             }
         }
-    }
-
-    /// Whether lock file `index` is known to be one no block can use: this
-    /// user may not open it, it is no regular file, or it is another's
-    /// hard link.
-    fn known_unusable(&self, index: usize) -> bool {
-        (!self.warned.is_empty() && self.warned.contains(&index))
-            || (!self.linked.is_empty() && self.linked.contains(&index))
     }
 
     /// Lock file `index` was opened: one warned about is repaired since,
@@ -319,7 +296,7 @@ impl<'a> Slots<'a> {
             // wake this waiter without end; the scan that meets it says
             // what it is.
             match rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {}
+                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_nlink == 1 => {}
                 _ => continue,
             }
             match open_existing(self.dir_fd, self.dir, &name) {
@@ -343,7 +320,7 @@ impl<'a> Slots<'a> {
         let width = self.pool.ids.len();
         let mut usable: Vec<bool> =
             (0..width * self.slots as usize).map(|i| !self.out.get(i % width).is_some_and(|&o| o)).collect();
-        for &i in self.warned.iter().chain(&self.linked) {
+        for &i in &self.warned {
             usable[i] = false;
         }
         let mut takes = vec![false; usable.len()];
@@ -384,7 +361,8 @@ impl<'a> Slots<'a> {
                 // passed over whole, so that none of its lock files is held
                 // a moment in vain (a waiter looking then would take it for
                 // busy, and no close tells it when it is let go).
-                let unusable = |g: usize| self.known_unusable(slot as usize * pool_len + g);
+                let unusable =
+                    |g: usize| !self.warned.is_empty() && self.warned.contains(&(slot as usize * pool_len + g));
                 let passed = |g: usize| self.out.get(g).is_some_and(|&o| o) || !ahead.allows(g, slot) || unusable(g);
                 if let Some(k) = (start..start + needed).rev().find(|&g| passed(g)) {
                     // Left to an earlier waiter: as good as held, so that
@@ -440,21 +418,16 @@ impl<'a> Slots<'a> {
     fn wait_or_fail(&mut self, needed: usize) -> Result<Option<Grant>, Error> {
         let width = self.pool.ids.len();
         let mut first = None;
-        let known: Vec<usize> = self.warned.iter().chain(&self.linked).copied().collect();
-        for index in known {
+        for index in self.warned.clone() {
             let (slot, gpu) = ((index / width) as u32, index % width);
             let name = self.name(slot, gpu);
-            // Anything but a regular file, or a hard link still linked, is
-            // told by its `lstat`, not opened again: each close would wake
-            // the waiters that watch it, this one too.
-            let st = rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW).ok();
-            let still = st.as_ref().and_then(|st| refused(self.dir, &name, st)).or_else(|| {
-                let linked = self.linked.contains(&index) && st.as_ref().is_some_and(|st| st.st_nlink > 1);
-                linked.then(|| Error::UnsafeLockPath { path: named(self.dir, name.as_bytes()), what: SAME_FILE })
-            });
-            if still.is_none() {
-                self.linked.retain(|&l| l != index);
-            }
+            // Anything but a regular file (or one with another name, as a
+            // lock file found to be another's is) is told by its `lstat`,
+            // not opened again: each close would wake the waiters that
+            // watch it, this one too.
+            let still = rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW)
+                .ok()
+                .and_then(|st| refused(self.dir, &name, &st, SAME_FILE));
             match still.map_or_else(|| open_lock_file(self.dir_fd, self.dir, &name), Err) {
                 Ok(held) => {
                     self.opened(index);
@@ -487,7 +460,8 @@ impl<'a> Slots<'a> {
         // Not one known to be unusable: it would be opened, and closed
         // again, at each look.
         for gpu in start..start + needed {
-            if gpu == skip || self.known_unusable(slot as usize * width + gpu) {
+            // Not one known to be unusable (`warned`).
+            if gpu == skip || self.warned.contains(&(slot as usize * width + gpu)) {
                 continue;
             }
             match self.try_lock(slot, gpu, (start, &[]))? {
@@ -526,11 +500,8 @@ impl<'a> Slots<'a> {
             // The file as opened (its descriptor keeps its inode from being
             // used again) against the one at its path now.
             let Ok(b) = at_path else { return false };
-            if b.st_uid != 0
-                && grant.exposed.is_none()
-                && let Some(uid) = crate::slots::exposure::other_owner(b.st_uid)
-            {
-                grant.exposed = Some((named(self.dir, name.as_bytes()), uid));
+            if b.st_uid != 0 && grant.exposed.is_none() {
+                grant.exposed = crate::slots::exposure::other_owner(b.st_uid).map(|uid| (grant.start + k, uid));
             }
             grant.ids.get(k) == Some(&(b.st_dev, b.st_ino))
         })
@@ -538,21 +509,7 @@ impl<'a> Slots<'a> {
 }
 
 /// What a lock file that is the same file as another of its block is.
-const SAME_FILE: &str = "the same file as another lock file (a hard link), which would hold both GPUs";
-
-/// Says, once, that the lock file `path` is the same file as `other`, of
-/// the same block.
-#[cold]
-fn say_linked(path: &[u8], other: &LockName) {
-    diag::report(
-        crate::TOOL,
-        format_args!(
-            "warning: lock file {p} is the same file as {} (a hard link), so a test on one GPU would hold the other too: skipping the blocks that hold both; to repair, its owner or root removes it (while no test runs)",
-            diag::Bytes(other.as_bytes()),
-            p = diag::Bytes(path),
-        ),
-    );
-}
+const SAME_FILE: &str = "a hard link to another lock file of its block";
 
 /// How many lock descriptors this process may keep open while waiting.
 fn fd_budget() -> usize {

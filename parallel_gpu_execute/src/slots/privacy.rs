@@ -292,21 +292,18 @@ pub fn judge(dir: &CStr) -> Option<Private> {
             _ => None,
         };
     }
-    (!bazel_sandbox && !on_the_machines_root(slash)).then_some(Private::ContainerRoot)
-}
-
-/// Whether `/` (the mount `slash`) is the root of the machine's own first
-/// process: `/proc` shows the host's PID namespace (or a VM's: pid 2 is a
-/// kernel thread), and PID 1's mounts (`/proc/1/mountinfo`, which any
-/// user may read) have that very mount at `/` (mount ids are the
-/// kernel's, one per mount, so a container's own mount namespace, with
-/// copies of the host's mounts, has others). Then an input root that is a
-/// mount of its own is a workspace mounted on the host (an executor's
-/// overlayfs workspace), not a container's. Where that cannot be read,
-/// or the executor runs in a mount namespace of its own, the rule stands.
-fn on_the_machines_root(slash: u64) -> bool {
-    crate::slots::holders::pid_view() == crate::slots::holders::PidView::Host
-        && read_file(c"/proc/1/mountinfo").is_some_and(|m| mount_info(&m, slash).is_some_and(|i| i.point == b"/"))
+    // Nor the host itself, with the workspace mounted there: `/proc` shows
+    // the host's PID namespace (or a VM's: pid 2 is a kernel thread), and
+    // PID 1's mounts (`/proc/1/mountinfo`, which any user may read) have
+    // this very mount at `/` (mount ids are the kernel's, one per mount, so
+    // a container's own mount namespace, with copies of the host's mounts,
+    // has others). Where that cannot be read, or the executor runs in a
+    // mount namespace of its own, the rule stands.
+    let host = || {
+        crate::slots::holders::pid_view() == crate::slots::holders::PidView::Host
+            && read_file(c"/proc/1/mountinfo").is_some_and(|m| mount_info(&m, slash).is_some_and(|i| i.point == b"/"))
+    };
+    (!bazel_sandbox && !host()).then_some(Private::ContainerRoot)
 }
 
 /// What keeps a lock directory from being used at all, said before any

@@ -36,8 +36,12 @@ pub fn acquire(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String
     for fd in &grant.fds {
         keep_young(fd);
     }
-    if let Some((path, uid)) = &grant.exposed {
-        crate::slots::exposure::say_lock_file_exposed(dir, path, *uid);
+    if let Some((gpu, uid)) = grant.exposed {
+        crate::slots::exposure::say_lock_file_exposed(
+            dir,
+            (ask.profile.lock_prefix(), pool.lock_name(gpu), grant.slot),
+            uid,
+        );
     }
     Ok(grant)
 }
@@ -462,8 +466,7 @@ impl<'a> Waiting<'a> {
         // No free block was found among all of them: proof of busy GPUs,
         // unless a lock file this user may not open was passed over, or
         // earlier waiters' lock files were left to them.
-        let proof = (table.warned.is_empty() && table.linked.is_empty() && ahead.blocked.is_empty())
-            .then_some(table.out.as_slice());
+        let proof = (table.warned.is_empty() && ahead.blocked.is_empty()).then_some(table.out.as_slice());
         let (needed, test) = (self.ask.needed, (self.test)());
         self.telemetry.waiting(dir_fd, pool, slots, prefix, needed, &test, standing, proof, self.deadline);
     }

@@ -446,6 +446,7 @@ impl Watch {
 /// earlier waiter, which holds it exclusively while it waits, until that
 /// waiter lets it go (it left or died: `true`) or `until` (or another
 /// signal). The shared lock, when taken, is let go at once.
+#[inline(never)]
 pub fn on_record(_signals: &WaitingSignals, record: &OwnedFd, until: Instant) -> bool {
     // At `until`, then every 20 ms (a SIGALRM that lands just before the
     // `flock` blocks is not lost).
