@@ -1,5 +1,5 @@
-//! Link order for the static glibc build (docs/design.md, "Static
-//! linking"): the read-only tables that glibc's static start-up reads
+//! Link order, and identical code folded (`--icf=safe`), for the static
+//! glibc build (docs/design.md, "Static linking"). The order: the read-only tables that glibc's static start-up reads
 //! (`intel_02_known`, the cache descriptors of `init_cacheinfo`, and
 //! `system_dirs_len` of `_dl_init_paths`) are put first in `.rodata`, in the
 //! kernel's first fault-around window of the file (64 KB), which start-up
@@ -26,6 +26,9 @@ fn main() {
     let order = Path::new(&dir).join("link-order.txt");
     println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}", order.display());
     println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+    // Identical functions folded (docs/design.md, "Static linking"): GNU ld
+    // has no --icf, which keeps it here, where the linker is lld.
+    println!("cargo:rustc-link-arg-bins=-Wl,--icf=safe");
 }
 
 /// Whether rustc links this target with lld: from 1.90, where no other

@@ -324,6 +324,21 @@ fn lock_files_that_are_one_file_are_skipped_and_a_link_elsewhere_is_nothing() {
     let r = Record::of(out.assert_success());
     assert_eq!(r.locks(), ["gpulock0_0"], "{}", out.explain());
     assert!(!out.stderr.contains("warning"), "{}", out.explain());
+    // Such a link to a lock file this user may not open is said as that,
+    // never as a link between lock files.
+    if prerequisite(is_root(), "root", "a linked lock file another user may not open") {
+        let h = shared_fixture("hardlink-unopenable");
+        std::fs::create_dir_all(&h.lock_dir).unwrap();
+        std::fs::set_permissions(&h.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        write_file(h.lock("0", 0), "");
+        std::fs::set_permissions(h.lock("0", 0), std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::hard_link(h.lock("0", 0), h.lock_dir.join("backup")).unwrap();
+        let mut c = h.cmd();
+        c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").as_user(NOBODY, NOBODY);
+        let out = c.arg("./pkg/gpu_test").run();
+        out.assert_code(2).assert_stderr_contains("cannot open lock file");
+        assert!(!out.stderr.contains("hard link"), "{}", out.explain());
+    }
 }
 
 #[test]

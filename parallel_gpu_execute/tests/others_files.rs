@@ -479,8 +479,8 @@ fn a_fifo_beside_a_busy_slot_or_a_link_to_it_is_waited_past_calmly() {
 
 /// `--status` says what every test skips, never that it is free: another
 /// user's FIFO at GPU 0's lock path, and a symbolic link at GPU 1's, in
-/// text (`skipped`, and in the first line), JSON (`"skipped"`) and metrics
-/// (`state="skipped"`). A build without the change showed both free.
+/// text (`skipped`), JSON (`"skipped"`) and metrics (`state="skipped"`). A
+/// build without the change showed both free.
 #[test]
 fn status_says_a_lock_path_every_test_skips() {
     if !root("another user's FIFO and symbolic link") {

@@ -472,8 +472,8 @@ fn skipped_or_free(dir_fd: &rustix::fd::OwnedFd, names: &[alloc::ffi::CString], 
     let name = slot.file.rsplit(|&b| b == b'/').next().unwrap_or(b"");
     let st =
         names.iter().find(|n| n.to_bytes() == name).map(|n| rustix::fs::statat(dir_fd, n, AtFlags::SYMLINK_NOFOLLOW));
-    if let Some(Ok(st)) = st
-        && FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
+    if let Some(Ok(st)) =
+        st.filter(|st| st.as_ref().is_ok_and(|st| FileType::from_raw_mode(st.st_mode) != FileType::RegularFile))
     {
         slot.skipped = Some(crate::slots::lockfile::kind_of(st.st_mode));
         slot.file_exists = true;

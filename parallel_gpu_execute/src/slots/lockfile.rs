@@ -334,12 +334,12 @@ fn describe(file_type: FileType) -> &'static str {
 }
 
 /// The refusal of the lock path `name` in `dir` that `st` (from `lstat`)
-/// describes, where it is anything but a regular file, or one with another
-/// name (`linked` says what that is): told without opening it (its close
-/// would wake every waiter watching it).
+/// describes, where it is anything but a regular file, or, where `linked`
+/// says what that is (not empty), one with another name: told without
+/// opening it (its close would wake every waiter watching it).
 pub fn refused(dir: &CStr, name: &LockName, st: &rustix::fs::Stat, linked: &'static str) -> Option<Error> {
     let what = match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile if st.st_nlink > 1 => linked,
+        FileType::RegularFile if st.st_nlink > 1 && !linked.is_empty() => linked,
         FileType::RegularFile => return None,
         FileType::Symlink => "a symbolic link, not a regular file",
         FileType::Socket => "a socket, not a regular file",

@@ -77,6 +77,9 @@ pub struct Slots<'a> {
     /// The unusable files warned about (slot x GPU indices): one warning
     /// each, however often the wrapper rescans.
     pub warned: Vec<usize>,
+    /// Those of `warned` found to be the same file as another of their
+    /// block (a hard link between two lock files).
+    linked: Vec<usize>,
     /// The pool's GPUs out of service (drained or avoided), by pool index;
     /// empty when none is.
     pub out: Vec<bool>,
@@ -93,13 +96,24 @@ enum Cache {
 enum Try {
     Taken(OwnedFd, FileId),
     Busy,
-    /// This user may not open the file (EACCES, EPERM): the slot is skipped.
+    /// This user may not open the file (EACCES, EPERM), it is no regular
+    /// file, or it is the same file as another of the block: skipped.
     Unusable,
 }
 
 impl<'a> Slots<'a> {
     pub fn new(dir: &'a CStr, dir_fd: &'a OwnedFd, pool: &'a Pool, slots: u32, prefix: &'static [u8]) -> Slots<'a> {
-        Slots { dir, dir_fd, pool, slots, prefix, cached: None, warned: Vec::new(), out: Vec::new() }
+        Slots {
+            dir,
+            dir_fd,
+            pool,
+            slots,
+            prefix,
+            cached: None,
+            warned: Vec::new(),
+            linked: Vec::new(),
+            out: Vec::new(),
+        }
     }
 
     /// The kept descriptors, deciding (once) whether to keep them: when
@@ -142,11 +156,9 @@ impl<'a> Slots<'a> {
         (0..self.slots).flat_map(|s| (0..self.pool.ids.len()).map(move |g| self.name(s, g))).collect()
     }
 
-    /// Locks GPU `gpu` at `slot`.
-    /// `block`: the first GPU of the block being taken and the files taken
-    /// for it so far.
-    #[inline(never)]
-    fn try_lock(&mut self, slot: u32, gpu: usize, block: (usize, &[FileId])) -> Result<Try, Error> {
+    /// Locks GPU `gpu` at `slot`; `taken`: the files taken so far for the
+    /// block it is part of.
+    fn try_lock(&mut self, slot: u32, gpu: usize, taken: &[FileId]) -> Result<Try, Error> {
         let index = slot as usize * self.pool.ids.len() + gpu;
         let kept = match self.cached.as_mut() {
             Some(Cache::Kept(v)) => v[index].take(),
@@ -176,8 +188,9 @@ impl<'a> Slots<'a> {
         // The same file as one taken for this block (a hard link between
         // two lock files): its lock is this test's own, and would never be
         // free to it. The block is passed over, said once.
-        if block.1.contains(&id) {
+        if taken.contains(&id) {
             let e = Error::UnsafeLockPath { path: named(self.dir, self.name(slot, gpu).as_bytes()), what: SAME_FILE };
+            self.linked.push(index);
             self.warn_unusable(index, &e);
             return Ok(Try::Unusable);
         }
@@ -220,6 +233,7 @@ impl<'a> Slots<'a> {
     fn opened(&mut self, index: usize) {
         if !self.warned.is_empty() {
             self.warned.retain(|&w| w != index);
+            self.linked.retain(|&w| w != index);
         }
     }
 
@@ -296,7 +310,9 @@ impl<'a> Slots<'a> {
             // wake this waiter without end; the scan that meets it says
             // what it is.
             match rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_nlink == 1 => {}
+                Ok(st)
+                    if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+                        && !self.linked.contains(&index) => {}
                 _ => continue,
             }
             match open_existing(self.dir_fd, self.dir, &name) {
@@ -377,7 +393,7 @@ impl<'a> Slots<'a> {
                 let mut ids = Vec::with_capacity(needed);
                 let mut busy_at = None;
                 for gpu in start..start + needed {
-                    match self.try_lock(slot, gpu, (start, &ids))? {
+                    match self.try_lock(slot, gpu, &ids)? {
                         Try::Taken(fd, id) => {
                             got.push(fd);
                             ids.push(id);
@@ -421,13 +437,14 @@ impl<'a> Slots<'a> {
         for index in self.warned.clone() {
             let (slot, gpu) = ((index / width) as u32, index % width);
             let name = self.name(slot, gpu);
-            // Anything but a regular file (or one with another name, as a
-            // lock file found to be another's is) is told by its `lstat`,
-            // not opened again: each close would wake the waiters that
-            // watch it, this one too.
+            // Anything but a regular file (or, for one found to be another
+            // lock file too, one that still has another name) is told by its
+            // `lstat`, not opened again: each close would wake the waiters
+            // that watch it, this one too.
+            let linked = if self.linked.contains(&index) { SAME_FILE } else { "" };
             let still = rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW)
                 .ok()
-                .and_then(|st| refused(self.dir, &name, &st, SAME_FILE));
+                .and_then(|st| refused(self.dir, &name, &st, linked));
             match still.map_or_else(|| open_lock_file(self.dir_fd, self.dir, &name), Err) {
                 Ok(held) => {
                     self.opened(index);
@@ -457,14 +474,13 @@ impl<'a> Slots<'a> {
     #[cold]
     fn busy_beside(&mut self, slot: u32, start: usize, needed: usize, skip: usize) -> Result<bool, Error> {
         let width = self.pool.ids.len();
-        // Not one known to be unusable: it would be opened, and closed
-        // again, at each look.
         for gpu in start..start + needed {
-            // Not one known to be unusable (`warned`).
+            // Not one known to be unusable (`warned`): it would be opened,
+            // and closed again, at each look.
             if gpu == skip || self.warned.contains(&(slot as usize * width + gpu)) {
                 continue;
             }
-            match self.try_lock(slot, gpu, (start, &[]))? {
+            match self.try_lock(slot, gpu, &[])? {
                 Try::Taken(fd, id) => self.give_back(slot, gpu, fd, id),
                 Try::Busy => return Ok(true),
                 Try::Unusable => {}
