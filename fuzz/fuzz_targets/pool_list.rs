@@ -2,7 +2,7 @@
 //! the ids that become lock file names: every accepted id is safe (or, where
 //! CUDA's MIG form is allowed, that form), none is listed twice, no two ids
 //! share a lock file name, no index has a leading zero (another spelling
-//! of one GPU), and each lock file name stays one harmless path component. Every refusal names a real culprit. The part the runtime reads
+//! of one GPU), no CUDA id begins like an index without being one, and each lock file name stays one harmless path component. Every refusal names a real culprit. The part the runtime reads
 //! (`runtime_visible`) is the list up to its first negative index.
 
 #![no_main]
@@ -41,6 +41,12 @@ fn ref_leading_zero(id: &[u8]) -> bool {
     id.len() >= 2 && id.starts_with(b"0") && id.iter().all(u8::is_ascii_digit)
 }
 
+/// Reference: a CUDA id that begins like an index (a digit or a sign) and
+/// is not one: CUDA reads the digits it begins with.
+fn ref_not_index(id: &[u8]) -> bool {
+    id.first().is_some_and(|&b| b.is_ascii_digit() || b == b'-' || b == b'+') && !id.iter().all(u8::is_ascii_digit)
+}
+
 /// Reference: a token the runtimes stop at, a negative integer (`-0` is 0).
 fn ref_negative(token: &[u8]) -> bool {
     token.len() >= 2
@@ -76,6 +82,7 @@ fuzz_target!(|data: &[u8]| {
             for id in &ids {
                 assert!(ok(id), "accepted unsafe id {id:?}");
                 assert!(!ref_leading_zero(id), "accepted an index with a leading zero {id:?}");
+                assert!(!(mig && ref_not_index(id)), "accepted a CUDA id that is no index {id:?}");
                 assert!(seen.insert(*id), "accepted duplicate id {id:?}");
                 let form = lock_form(id);
                 assert_eq!(form.contains(&b'/'), false, "{form:?}");
@@ -103,9 +110,13 @@ fuzz_target!(|data: &[u8]| {
             assert!(ok(id) && ref_leading_zero(id), "{id:?}");
             assert!(pieces.contains(&id));
         }
+        Err(PoolListError::NotIndex(id)) => {
+            assert!(mig && ok(id) && !ref_leading_zero(id) && ref_not_index(id), "{id:?}");
+            assert!(pieces.contains(&id));
+        }
         Err(PoolListError::DuplicateId(id)) => {
             assert!(pieces.iter().filter(|p| **p == id).count() >= 2, "{id:?}");
-            assert!(pieces.iter().all(|p| ok(p) && !ref_leading_zero(p)));
+            assert!(pieces.iter().all(|p| ok(p) && !ref_leading_zero(p) && !(mig && ref_not_index(p))));
         }
         Err(PoolListError::TooMany) => assert!(pieces.len() > MAX_POOL),
     }
