@@ -410,32 +410,11 @@ fn a_workspace_mounted_on_the_host_is_no_container_and_a_container_still_is() {
     assert!(!list.stdout.contains("\"lock_dir_state\": \"private\""), "{}", list.explain());
 
     // A container: its first process, then pid 2 entered from outside.
-    let mut init = std::process::Command::new("unshare")
-        .args(["--pid", "--fork", "--kill-child", "--mount-proc", "sleep", "60"])
-        .spawn()
-        .expect("unshare");
-    let children = format!("/proc/{0}/task/{0}/children", init.id());
-    let mut pid1 = String::new();
-    test_support::wait_until(std::time::Duration::from_secs(5), || {
-        pid1 = std::fs::read_to_string(&children).unwrap_or_default().trim().to_string();
-        !pid1.is_empty()
-    });
-    let mut pid2 = std::process::Command::new("nsenter")
-        .args(["-t", &pid1, "--pid", "--mount", "sleep", "60"])
-        .spawn()
-        .expect("nsenter");
-    let second = format!("/proc/{0}/task/{0}/children", pid2.id());
-    test_support::wait_until(std::time::Duration::from_secs(5), || {
-        !std::fs::read_to_string(&second).unwrap_or_default().trim().is_empty()
-    });
+    let container = common::EnteredNamespace::new();
     let mut c = Cmd::new("nsenter");
-    c.args(["-t", &pid1, "--pid", "--mount", bin()]).args(test);
+    c.args(container.enter()).arg(bin()).args(test);
     env(&mut c);
     let out = c.run();
-    // The namespace goes with its first process (killed as unshare dies),
-    // and nsenter reaps its own child, so that no zombie is left.
-    let _ = init.kill();
-    let _ = init.wait();
-    let _ = pid2.wait();
+    drop(container);
     refused(&out, "on the root file system of a container made for this action");
 }

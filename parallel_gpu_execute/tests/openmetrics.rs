@@ -251,27 +251,10 @@ fn metrics_from_a_pid_namespace_count_no_slot_free() {
     assert!(!out.stdout.contains("state=\"unknown\""), "{}", out.explain());
     // A PID namespace whose pid 2 was entered from outside (its parent
     // shown as 0, as `docker exec` makes it): no host for all that.
-    let mut init = std::process::Command::new("unshare")
-        .args(["--pid", "--fork", "--kill-child", "--mount-proc", "sleep", "60"])
-        .spawn()
-        .expect("unshare");
-    let children = format!("/proc/{0}/task/{0}/children", init.id());
-    let mut pid1 = String::new();
-    test_support::wait_until(std::time::Duration::from_secs(5), || {
-        pid1 = std::fs::read_to_string(&children).unwrap_or_default().trim().to_string();
-        !pid1.is_empty()
-    });
-    let mut pid2 =
-        std::process::Command::new("nsenter").args(["-t", &pid1, "--pid", "--mount", "sleep", "60"]).spawn().unwrap();
-    let second = format!("/proc/{0}/task/{0}/children", pid2.id());
-    test_support::wait_until(std::time::Duration::from_secs(5), || {
-        !std::fs::read_to_string(&second).unwrap_or_default().trim().is_empty()
-    });
-    let mut c = f.cmd_under("nsenter", ["-t", &pid1, "--pid", "--mount"]);
+    let container = common::EnteredNamespace::new();
+    let mut c = f.cmd_under("nsenter", container.enter());
     let out = c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").arg("--status=openmetrics").run();
-    let _ = init.kill();
-    let _ = init.wait();
-    let _ = pid2.wait();
+    drop(container);
     out.assert_success().assert_stdout_contains(&format!(
         "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"0\",state=\"unknown\"}} 1\n"
     ));

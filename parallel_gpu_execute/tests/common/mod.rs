@@ -254,3 +254,52 @@ pub fn on(c: &mut Cmd, gpus: u32, slots: u32) -> &mut Cmd {
 pub fn root(what: &str) -> bool {
     test_support::prerequisite(test_support::is_root(), "root", what)
 }
+
+/// A PID and mount namespace of its own whose first process is `sleep`,
+/// with a second `sleep` entered from outside as its pid 2 (its parent
+/// outside, shown as 0, as `docker exec` makes it). Its namespace goes with
+/// its first process when dropped (unshare kills it as it dies), and
+/// nsenter reaps its own child, so that no zombie is left.
+pub struct EnteredNamespace {
+    init: std::process::Child,
+    second: std::process::Child,
+    /// The first process, as `nsenter -t` takes it.
+    pub pid1: String,
+}
+
+impl EnteredNamespace {
+    pub fn new() -> EnteredNamespace {
+        let init = std::process::Command::new("unshare")
+            .args(["--pid", "--fork", "--kill-child", "--mount-proc", "sleep", "60"])
+            .spawn()
+            .expect("unshare");
+        let children = format!("/proc/{0}/task/{0}/children", init.id());
+        let mut pid1 = String::new();
+        test_support::wait_until(std::time::Duration::from_secs(5), || {
+            pid1 = std::fs::read_to_string(&children).unwrap_or_default().trim().to_string();
+            !pid1.is_empty()
+        });
+        let second = std::process::Command::new("nsenter")
+            .args(["-t", &pid1, "--pid", "--mount", "sleep", "60"])
+            .spawn()
+            .expect("nsenter");
+        let its = format!("/proc/{0}/task/{0}/children", second.id());
+        test_support::wait_until(std::time::Duration::from_secs(5), || {
+            !std::fs::read_to_string(&its).unwrap_or_default().trim().is_empty()
+        });
+        EnteredNamespace { init, second, pid1 }
+    }
+
+    /// `nsenter`'s arguments that enter it.
+    pub fn enter(&self) -> [&str; 4] {
+        ["-t", &self.pid1, "--pid", "--mount"]
+    }
+}
+
+impl Drop for EnteredNamespace {
+    fn drop(&mut self) {
+        let _ = self.init.kill();
+        let _ = self.init.wait();
+        let _ = self.second.wait();
+    }
+}
