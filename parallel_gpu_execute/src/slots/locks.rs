@@ -172,9 +172,9 @@ impl<'a> Slots<'a> {
                     held
                 }
                 // One this user may not open, or anything but a regular
-                // file of its own (a FIFO, a hard link another user put
-                // there): the slot is skipped, as the classic script's
-                // would be where it could not lock it.
+                // file (a FIFO, a symbolic link another user put there):
+                // the slot is skipped, as the classic script's would be
+                // where it could not lock it.
                 Err(e @ (Error::System { errno: Errno::ACCESS | Errno::PERM, .. } | Error::UnsafeLockPath { .. })) => {
                     self.warn_unusable(index, &e);
                     return Ok(Try::Unusable);
