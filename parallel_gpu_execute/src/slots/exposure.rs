@@ -33,9 +33,12 @@ pub fn other_owner(uid: u32) -> Option<u32> {
 #[inline(never)]
 fn unmapped(uid: u32) -> bool {
     const OVERFLOW: u32 = 65534;
+    if uid != OVERFLOW {
+        return false;
+    }
     let mut buf = [0u8; 64];
     let Ok(fd) = wrapper_common::lines::open_for_reading(c"/proc/self/uid_map") else { return false };
-    uid == OVERFLOW && rustix::io::read(&fd, &mut buf).is_ok_and(|n| n > 0 && !whole(&buf[..n]))
+    rustix::io::read(&fd, &mut buf).is_ok_and(|n| n > 0 && !whole(&buf[..n]))
 }
 
 /// Whether the `uid_map` text `map` maps every id to itself (one line,
