@@ -88,11 +88,11 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
         }
         Invocation::Drain { flags, gpu, reason } => {
             let settings = Settings::load(&flags, argv0(&argv))?;
-            return print(service::drain(&settings, gpu, reason)?.as_bytes());
+            return done(service::drain(&settings, gpu, reason)?.as_bytes());
         }
         Invocation::Undrain { flags, gpu } => {
             let settings = Settings::load(&flags, argv0(&argv))?;
-            return print(service::undrain(&settings, gpu)?.as_bytes());
+            return done(service::undrain(&settings, gpu)?.as_bytes());
         }
         Invocation::Run { flags, command } => (flags, command),
     };
@@ -185,6 +185,19 @@ fn run_on_gpus(
 /// The name the wrapper was started as (it picks the default profile).
 fn argv0(argv: &Argv) -> &'static [u8] {
     argv.get(0).map_or(b"", |a| a.to_bytes())
+}
+
+/// The result line of a change made (`--drain`, `--undrain`): on stdout,
+/// or where stdout cannot take it (closed, full, a pipe whose reader has
+/// gone), on stderr with why. The change stands either way, so the exit is
+/// 0: a script must not read it as not made.
+fn done(line: &[u8]) -> Result<Answered, Error> {
+    sys::stdfds::ignore_sigpipe();
+    if let Err(errno) = diag::write_stdout(line) {
+        let line = diag::Bytes(line.trim_ascii_end());
+        diag::report(TOOL, format_args!("{line} (said here: cannot write to stdout: {})", diag::Os(errno)));
+    }
+    Ok(Answered)
 }
 
 fn print(text: &[u8]) -> Result<Answered, Error> {

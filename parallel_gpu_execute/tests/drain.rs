@@ -529,3 +529,30 @@ fn a_long_reason_is_cut_between_characters() {
     let out = on(&f, 2).arg("--status").run();
     assert!(!out.stdout.contains("\\x"), "half a character shown\n{}", out.explain());
 }
+
+/// `--drain` and `--undrain` make their change, then say it: where stdout
+/// cannot take the line (closed, full, a pipe whose reader has gone), it
+/// goes to stderr with why, and the exit is 0, for the change stands.
+#[test]
+fn a_change_made_is_exit_0_where_stdout_cannot_take_its_line() {
+    let f = Fixture::new("drain-stdout");
+    let cases = [
+        ("closed", r#""$0" "$@" >&-; echo "rc=$?" >&2"#),
+        ("full", r#""$0" "$@" >/dev/full; echo "rc=$?" >&2"#),
+        // The reader has gone before the line is written.
+        ("pipe", r#"{ sleep 0.3; "$0" "$@"; echo "rc=$?" >&2; } | true"#),
+    ];
+    for (how, script) in cases {
+        for change in [&["--drain=1", "--reason=fan"][..], &["--undrain=1"]] {
+            let mut c = f.cmd_under("sh", ["-c", script]);
+            c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1");
+            let out = c.args(change).run();
+            out.assert_success().assert_stderr_contains("rc=0").assert_stderr_contains("cannot write to stdout");
+            let said = if change.len() == 2 { "drained GPU 1 in" } else { "GPU 1 is back in service" };
+            out.assert_stderr_contains(said);
+            let status = on(&f, 2).arg("--status").run();
+            let drained = status.stdout.lines().any(|l| l.starts_with("1 ") && l.contains("drained"));
+            assert_eq!(drained, change.len() == 2, "{how}: {change:?} not made\n{}\n{}", out.explain(), status.explain());
+        }
+    }
+}

@@ -51,3 +51,12 @@ pub fn hold_closed() {
         let _ = placeholder.into_raw_fd();
     }
 }
+
+/// SIGPIPE ignored from here on, where no test is exec'd after (`--drain`,
+/// `--undrain`, whose change is made before its line is written): a write
+/// to a pipe whose reader has gone then fails with `EPIPE`, and is said,
+/// instead of ending the process as if the change had failed.
+pub fn ignore_sigpipe() {
+    // SAFETY: sets SIGPIPE's disposition to "ignore"; no handler runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
