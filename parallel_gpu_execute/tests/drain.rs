@@ -552,7 +552,13 @@ fn a_change_made_is_exit_0_where_stdout_cannot_take_its_line() {
             out.assert_stderr_contains(said);
             let status = on(&f, 2).arg("--status").run();
             let drained = status.stdout.lines().any(|l| l.starts_with("1 ") && l.contains("drained"));
-            assert_eq!(drained, change.len() == 2, "{how}: {change:?} not made\n{}\n{}", out.explain(), status.explain());
+            assert_eq!(
+                drained,
+                change.len() == 2,
+                "{how}: {change:?} not made\n{}\n{}",
+                out.explain(),
+                status.explain()
+            );
         }
     }
 }

@@ -16,13 +16,15 @@
 //! Reading a file that exists may allocate (the values are kept as copies).
 
 use crate::cli::{self, Options, Word};
-use crate::error::{Error, LineProblem};
+use crate::error::{Error, FileKind, LineProblem};
 use crate::locate;
 use crate::opt::Opt;
+use rustix::fs::{AtFlags, CWD};
+use rustix::io::Errno;
 use std::ffi::CStr;
 use std::ops::ControlFlow;
-use wrapper_common::lines::{Line, for_each_line_in_file, with_read_buffer};
-use wrapper_common::runfiles::{exists_cstr, manifest_lookup, rlocation_from_cwd};
+use wrapper_common::lines::{Line, for_each_line, open_for_reading, with_read_buffer};
+use wrapper_common::runfiles::{manifest_lookup, rlocation_from_cwd};
 use wrapper_common::{StackPath, env};
 
 /// Appended to argv[0] to name the file.
@@ -58,7 +60,10 @@ impl Config {
 /// variables' own strings, so the pass-through carries no 4 KiB path on its
 /// stack; the manifest lookup, for manifest-only layouts, is out of line.
 pub fn load(argv0: &[u8]) -> Result<Option<Config>, Error> {
-    let beside = locate::with_beside_argv0(argv0, SUFFIX, |path| exists_cstr(path).then(|| read(path)));
+    // A symbolic link there counts, where it leads nowhere too: a runfiles
+    // tree that lacks the file is said, not run as if nothing was set.
+    let present = |path: &CStr| rustix::fs::statat(CWD, path, AtFlags::SYMLINK_NOFOLLOW).is_ok();
+    let beside = locate::with_beside_argv0(argv0, SUFFIX, |path| present(path).then(|| read(path)));
     if let Some(Some(config)) = beside {
         return config.map(Some);
     }
@@ -123,8 +128,19 @@ pub fn read(file: &CStr) -> Result<Config, Error> {
     let mut config = Config::default();
     let mut number = 0;
     let mut problem = None;
+    let shown = || file.to_bytes().into();
+    let fd = open_for_reading(file).map_err(|errno| match rustix::fs::readlink(file, Vec::new()) {
+        Ok(target) if errno == Errno::NOENT => {
+            Error::ConfigDangling { file: shown(), target: target.as_bytes().into() }
+        }
+        _ => Error::ConfigRead { file: shown(), errno },
+    })?;
+    let st = rustix::fs::fstat(&fd).map_err(|errno| Error::ConfigRead { file: shown(), errno })?;
+    if let Some(kind) = FileKind::of(st.st_mode) {
+        return Err(Error::ConfigNotAFile { file: shown(), kind });
+    }
     let read = with_read_buffer(|buf| {
-        for_each_line_in_file(file, &mut buf[..LINE_BUFFER], |Line { bytes, complete }| {
+        for_each_line(&fd, &mut buf[..LINE_BUFFER], |Line { bytes, complete }| {
             number += 1;
             let parsed = if complete { parse_line(bytes) } else { Err(LineProblem::TooLong(LINE_BUFFER - 1)) };
             match parsed {
@@ -139,9 +155,9 @@ pub fn read(file: &CStr) -> Result<Config, Error> {
         })
     });
     if let Some(problem) = problem {
-        return Err(Error::ConfigLine { file: file.to_bytes().into(), line: number, problem });
+        return Err(Error::ConfigLine { file: shown(), line: number, problem });
     }
-    read.map_err(|errno| Error::ConfigRead { file: file.to_bytes().into(), errno })?;
+    read.map_err(|errno| Error::ConfigRead { file: shown(), errno })?;
     Ok(config)
 }
 

@@ -3,7 +3,7 @@
 //!
 //! | code | meaning |
 //! |------|---------|
-//! | 2    | bad input: an unknown option, a missing value or test command, a bad configuration file, a configured file (suppression list, symbolizer, chained wrapper) that does not resolve, a suppression list that is not a regular file, a working directory that cannot be named |
+//! | 2    | bad input: an unknown option, a missing value or test command, a bad configuration file (also one that is a symbolic link to nothing, or no regular file), a configured file (suppression list, symbolizer, chained wrapper) that does not resolve, a suppression list that is not a regular file, a working directory that cannot be named |
 //! | 126  | the test (or the chained wrapper) exists but cannot be executed |
 //! | 127  | the test (or the chained wrapper) does not exist |
 //!
@@ -37,6 +37,13 @@ pub enum Error {
     NoCommand,
     /// The configuration file exists but cannot be read.
     ConfigRead { file: Shown, errno: rustix::io::Errno },
+    /// The configuration file is a symbolic link to nothing (`target`): a
+    /// runfiles tree without the file the macro wrote, whose options would
+    /// otherwise be dropped without a word.
+    ConfigDangling { file: Shown, target: Shown },
+    /// The configuration file is no regular file (a FIFO would read as
+    /// empty, and the test run with nothing set).
+    ConfigNotAFile { file: Shown, kind: FileKind },
     /// A line of the configuration file that is not `--name=value`.
     ConfigLine { file: Shown, line: usize, problem: LineProblem },
     /// A configured file that does not resolve; `path` is the value as given.
@@ -84,6 +91,22 @@ pub enum FileKind {
     Socket,
     /// Anything else `stat` may answer.
     Other,
+}
+
+impl FileKind {
+    /// What a file of mode `mode` is; `None` for a regular file.
+    pub fn of(mode: u32) -> Option<FileKind> {
+        use rustix::fs::FileType;
+        Some(match FileType::from_raw_mode(mode) {
+            FileType::RegularFile => return None,
+            FileType::Directory => FileKind::Directory,
+            FileType::Fifo => FileKind::Fifo,
+            FileType::CharacterDevice => FileKind::CharacterDevice,
+            FileType::BlockDevice => FileKind::BlockDevice,
+            FileType::Socket => FileKind::Socket,
+            _ => FileKind::Other,
+        })
+    }
 }
 
 impl fmt::Display for FileKind {
@@ -150,6 +173,15 @@ impl fmt::Display for Error {
             Error::NoCommand => write!(f, "no test command given; {USAGE_HINT}"),
             Error::ConfigRead { file, errno } => {
                 write!(f, "cannot read configuration file {}: {}", show(file), Os(*errno))
+            }
+            Error::ConfigDangling { file, target } => write!(
+                f,
+                "configuration file {} is a symbolic link to {}, which does not exist",
+                show(file),
+                show(target)
+            ),
+            Error::ConfigNotAFile { file, kind } => {
+                write!(f, "configuration file {} is {kind}, not a regular file", show(file))
             }
             Error::ConfigLine { file, line, problem } => write!(f, "{}:{line}: {problem}", show(file)),
             Error::Unresolved { option, path, looked } => {

@@ -14,7 +14,6 @@
 
 use crate::error::{Error, FileKind, Looked, Shown};
 use crate::opt::Opt;
-use rustix::fs::FileType;
 use std::ffi::{CStr, CString};
 use wrapper_common::env;
 use wrapper_common::paths::absolute;
@@ -121,15 +120,7 @@ pub fn resolve_regular_file(runfiles: &Runfiles, option: Opt, value: &[u8]) -> R
     let path = resolve(runfiles, option, value)?;
     let st = rustix::fs::stat(path.as_c_str())
         .map_err(|errno| Error::System { what: "cannot stat a configured suppression list", errno })?;
-    let kind = match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile => return Ok(path),
-        FileType::Directory => FileKind::Directory,
-        FileType::Fifo => FileKind::Fifo,
-        FileType::CharacterDevice => FileKind::CharacterDevice,
-        FileType::BlockDevice => FileKind::BlockDevice,
-        FileType::Socket => FileKind::Socket,
-        _ => FileKind::Other,
-    };
+    let Some(kind) = FileKind::of(st.st_mode) else { return Ok(path) };
     // Only the first 4000 bytes of an impossible value are worth quoting.
     let path_shown: Shown = value[..value.len().min(4000)].into();
     let resolved = (path.as_bytes() != value).then(|| path.as_bytes().into());

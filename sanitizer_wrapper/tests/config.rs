@@ -172,16 +172,34 @@ fn a_line_longer_than_the_buffer_is_an_error() {
     assert_eq!(Seen::from(&out).get("ASAN_OPTIONS").map(str::len), Some(8002));
 }
 
+/// A configuration file that is no regular file, or a symbolic link to
+/// nothing (a runfiles tree that lacks the file the macro wrote), is one
+/// line and exit 2: never a test run as if nothing were configured.
 #[test]
-fn unreadable_config_is_an_error() {
-    let tree = Tree::new("sw-conf-dir");
-    tree.link_wrapper("ws/pkg/asan_wrapper");
-    std::fs::create_dir_all(tree.rf.srcdir.join("ws/pkg/asan_wrapper.sanitizer_wrapper.conf")).unwrap();
-    let out = run_as(&tree, "pkg/asan_wrapper").arg(TEST).run();
-    out.assert_code(2).assert_one_error_line(
-        "sanitizer_wrapper: cannot read configuration file pkg/asan_wrapper.sanitizer_wrapper.conf: ",
-    );
-    assert_test_not_run(&out);
+fn a_config_that_is_no_file_or_leads_nowhere_is_an_error() {
+    let conf = "pkg/asan_wrapper.sanitizer_wrapper.conf";
+    type Make = dyn Fn(&std::path::Path);
+    let cases: [(&str, &Make, &str); 3] = [
+        ("dir", &|p| std::fs::create_dir_all(p).unwrap(), "is a directory, not a regular file"),
+        (
+            "fifo",
+            &|p| assert!(std::process::Command::new("mkfifo").arg(p).status().unwrap().success()),
+            "is a FIFO, not a regular file",
+        ),
+        (
+            "dangling",
+            &|p| std::os::unix::fs::symlink("/nowhere/asan.conf", p).unwrap(),
+            "is a symbolic link to /nowhere/asan.conf, which does not exist",
+        ),
+    ];
+    for (label, make, says) in cases {
+        let tree = Tree::new(&format!("sw-conf-{label}"));
+        tree.link_wrapper("ws/pkg/asan_wrapper");
+        make(&tree.rf.srcdir.join("ws").join(conf));
+        let out = run_as(&tree, "pkg/asan_wrapper").arg(TEST).run();
+        out.assert_code(2).assert_one_error_line(&format!("sanitizer_wrapper: configuration file {conf} {says}"));
+        assert_test_not_run(&out);
+    }
 }
 
 #[test]

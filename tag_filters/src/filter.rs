@@ -2,12 +2,15 @@
 //! and Bazel's rule for whether a filter selects a target.
 
 use crate::tables::{Config, Table};
+use std::collections::BTreeSet;
 
 /// A tag filter as Bazel's `--test_tag_filters` takes it: an ordered list of
 /// entries, `-tag` to exclude, `tag` to include.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TagFilter<'t> {
     entries: Vec<&'t str>,
+    /// The same entries, to tell one already present in constant time.
+    present: BTreeSet<&'t str>,
 }
 
 impl<'t> TagFilter<'t> {
@@ -16,11 +19,12 @@ impl<'t> TagFilter<'t> {
     /// twice (or a later config sharing tags with an earlier one) adds
     /// nothing new. A config that replaces drops what came before it.
     pub fn compose(table: &'t Table, configs: impl IntoIterator<Item = &'t Config>) -> TagFilter<'t> {
-        let mut filter = TagFilter { entries: Vec::new() };
+        let mut filter = TagFilter { entries: Vec::new(), present: BTreeSet::new() };
         filter.append(&table.base);
         for config in configs {
             if config.replaces {
                 filter.entries.clear();
+                filter.present.clear();
             }
             filter.append(&config.tags);
         }
@@ -29,7 +33,7 @@ impl<'t> TagFilter<'t> {
 
     fn append(&mut self, tags: &'t [String]) {
         for tag in tags {
-            if !self.entries.contains(&tag.as_str()) {
+            if self.present.insert(tag) {
                 self.entries.push(tag);
             }
         }

@@ -40,7 +40,9 @@ use filter::TagFilter;
 use tables::Table;
 
 /// `<argv0>.tag_filters.conf`, when argv[0] names a path (not a bare name
-/// found through `PATH`) and that file exists.
+/// found through `PATH`) and that file exists, or a symbolic link is there:
+/// one that leads nowhere (a runfiles tree without the file it names) is
+/// then an error to read, not the built-in table in its place.
 pub fn conf_beside(argv0: &OsStr) -> Option<PathBuf> {
     if !argv0.as_bytes().contains(&b'/') {
         return None;
@@ -48,7 +50,7 @@ pub fn conf_beside(argv0: &OsStr) -> Option<PathBuf> {
     let mut path = argv0.to_os_string();
     path.push(tables::CONF_SUFFIX);
     let path = PathBuf::from(path);
-    path.exists().then_some(path)
+    path.symlink_metadata().is_ok().then_some(path)
 }
 
 /// The table in force: `--table=FILE`, else `--preset=NAME`, else

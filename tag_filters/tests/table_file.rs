@@ -133,6 +133,18 @@ fn a_bad_table_beside_the_executable_is_reported_too() {
         "{}",
         out.explain()
     );
+    // A symbolic link there that leads nowhere (a runfiles tree without the
+    // file it names) is said, not the compiled-in table in its place.
+    std::fs::remove_file(&conf).unwrap();
+    symlink("/nowhere/t.tag_filters.conf", &conf).unwrap();
+    let out = Cmd::new(&exe).run();
+    out.assert_code(2).assert_stdout_eq("");
+    assert_eq!(
+        out.stderr,
+        format!("tag_filters: {}: cannot read the tag table: No such file or directory (os error 2)\n", conf.display()),
+        "{}",
+        out.explain()
+    );
 }
 
 /// A table that is a device, a FIFO nobody writes, or a file too large to
@@ -168,4 +180,34 @@ fn a_device_fifo_or_huge_table_is_one_line_and_a_pipe_is_read() {
     let script = format!("exec {} --table=<(sleep 0.3; printf 'base = -gpu\\n')", bin());
     let out = Cmd::new("bash").args(["-c", &script]).timeout(limit).run();
     out.assert_success().assert_stdout_contains("-gpu");
+}
+
+/// A table near the 1 MiB limit, of many tags on one line or of many
+/// configs, is read in time linear in its size: a build that checked each
+/// tag against every earlier one took over 35 s for 130,000 tags, which
+/// the harness's limit here stops (a bound on a hang, not a timing). A tag
+/// or a config repeated at the end of such a table is still found.
+#[test]
+fn a_table_near_its_size_limit_reads_in_linear_time() {
+    let limit = std::time::Duration::from_secs(10);
+    let dir = TempDir::new("tf-big-table");
+    let tags: Vec<String> = (0..120_000).map(|i| format!("-t{i}")).collect();
+    let wide = dir.join("wide.conf");
+    write_file(&wide, format!("base = {}\n", tags.join(",")));
+    let out = Cmd::new(bin()).arg("--table").arg(&wide).timeout(limit).run();
+    out.assert_success();
+    assert!(out.stdout.trim_end() == tags.join(","), "not every tag in order\n{}", out.explain());
+    let repeated = dir.join("repeated.conf");
+    write_file(&repeated, format!("base = {},-t7\n", tags.join(",")));
+    let out = Cmd::new(bin()).arg("--table").arg(&repeated).timeout(limit).run();
+    out.assert_code(2).assert_one_error_line("tag '-t7' is listed twice");
+    let mut many = String::from("base = a\n");
+    for i in 0..40_000 {
+        many.push_str(&format!("c{i} = t{i}\n"));
+    }
+    many.push_str("c39999 = again\n");
+    let configs = dir.join("configs.conf");
+    write_file(&configs, &many);
+    let out = Cmd::new(bin()).arg("--table").arg(&configs).timeout(limit).run();
+    out.assert_code(2).assert_one_error_line("config 'c39999' is defined twice");
 }
