@@ -171,6 +171,10 @@ pub enum Error {
         path: Box<[u8]>,
         what: &'static str,
     },
+    /// No slot the test could take is left but those of lock files this
+    /// user may not use: the first such file's error, with its repair, in
+    /// one line (`slots::locks`).
+    NoUsableSlot(String),
     /// Any other failing system call, named.
     System {
         what: &'static str,
@@ -337,6 +341,7 @@ impl fmt::Display for Error {
             Error::UnsafeLockPath { path, what } => {
                 write!(f, "refusing lock path {}: it is {what}", Bytes(path))
             }
+            Error::NoUsableSlot(line) => f.write_str(line),
             Error::System { what, path, errno } => {
                 if path.is_some() {
                     write!(f, "{what} {}: {}", path_of(path), Os(*errno))

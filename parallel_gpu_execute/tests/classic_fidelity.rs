@@ -15,11 +15,16 @@ use test_support::{Cmd, HeldLock, hold_lock, is_root, lock_is_free, prerequisite
 /// A root-owned 0755 lock directory with GPU 0's lock file (0644), held by
 /// this test: another user's wrapper may lock it but create nothing there.
 fn unwritable_lock_dir(f: &Fixture) -> HeldLock {
-    std::fs::create_dir_all(&f.lock_dir).unwrap();
-    let lock = f.lock("0", 0);
+    unwritable_lock_dir_at(&f.lock_dir)
+}
+
+/// [`unwritable_lock_dir`] at `dir`.
+fn unwritable_lock_dir_at(dir: &std::path::Path) -> HeldLock {
+    std::fs::create_dir_all(dir).unwrap();
+    let lock = dir.join("gpulock0_0");
     write_file(&lock, "");
     std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
-    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     hold_lock(&lock)
 }
 
@@ -159,8 +164,12 @@ fn a_waiter_without_a_record_warns_once_across_a_new_lock_directory() {
     c.timeout(Duration::from_secs(10));
     let waiter = c.spawn();
     std::thread::sleep(Duration::from_millis(400));
+    // Made whole beside it, then put in its place: a look in between
+    // would find a directory without the lock file, which it may not make.
+    let staged = f.dir.join("new-locks");
+    let held = unwritable_lock_dir_at(&staged);
     std::fs::rename(&f.lock_dir, f.dir.join("old-locks")).unwrap();
-    let held = unwritable_lock_dir(&f);
+    std::fs::rename(&staged, &f.lock_dir).unwrap();
     std::thread::sleep(Duration::from_millis(400));
     drop(held);
     let out = waiter.wait();

@@ -203,7 +203,8 @@ fn a_test_the_kernel_cannot_start_is_named_for_what_it_lacks() {
 /// What a lock path that is not a regular file of its own (`what`) does
 /// to a test on one GPU: with two slots it is skipped, in one warning line
 /// with the repair, and the test runs on the other slot; with one slot
-/// nothing is left, and the test is refused (exit 2) after the warning.
+/// nothing is left, and the test is refused (exit 2) in one line, with the
+/// repair.
 #[track_caller]
 fn skipped_then_refused(f: &Fixture, user: Option<u32>, what: &str) {
     let path = f.lock("0", 0);
@@ -224,10 +225,10 @@ fn skipped_then_refused(f: &Fixture, user: Option<u32>, what: &str) {
     assert_eq!(r.get("locks"), Some("gpulock0_1"), "{}", out.explain());
     assert_eq!(out.stderr.matches("warning:").count(), 1, "{}", out.explain());
     let out = cmd("1");
-    out.assert_code(2).assert_stderr_contains(&warning);
-    let lines: Vec<&str> = out.stderr.lines().collect();
-    assert_eq!(lines.len(), 2, "{}", out.explain());
-    assert_eq!(lines[1], format!("parallel_gpu_execute: {error}"), "{}", out.explain());
+    out.assert_code(2).assert_one_error_line(&format!(
+        "parallel_gpu_execute: {error}: no slot this test could take is left; to repair, its owner or root runs: rm {} (while no test runs)\n",
+        path.display()
+    ));
 }
 
 #[test]
@@ -304,13 +305,11 @@ fn lock_files_that_are_one_file_are_skipped_and_a_link_elsewhere_is_nothing() {
     out.assert_code(2);
     let error =
         format!("refusing lock path {}: it is a hard link to another lock file of its block", f.lock("1", 0).display());
-    let warning = format!(
-        "warning: {error}: skipping that slot; to repair, its owner or root runs: rm {}",
+    // One line: the error, what follows, and the repair.
+    out.assert_one_error_line(&format!(
+        "parallel_gpu_execute: {error}: no slot this test could take is left; to repair, its owner or root runs: rm {} (while no test runs)\n",
         f.lock("1", 0).display()
-    );
-    assert_eq!(out.stderr.matches(&warning).count(), 1, "{}", out.explain());
-    let error = format!("parallel_gpu_execute: {error}");
-    assert_eq!(out.stderr.lines().last(), Some(error.as_str()), "{}", out.explain());
+    ));
     // The other name removed: the block is the test's.
     std::fs::remove_file(f.lock("1", 0)).unwrap();
     let r = Record::of(two(&f, "2").assert_success());

@@ -127,8 +127,13 @@ fn a_lock_file_this_user_may_not_open_ahead_of_a_busy_one_in_its_block_is_waited
         two_gpus("--wait=1.5").assert_code(1).assert_stderr_contains("warning: cannot open lock file");
         drop(held);
         if gpus == 2 {
-            // Nothing held now: no wait could end.
-            two_gpus("--wait=5").assert_code(2).assert_stderr_contains("warning: cannot open lock file");
+            // Nothing held now: no wait could end. One line, the file's
+            // error with its repair.
+            let out = two_gpus("--wait=5");
+            out.assert_code(2).assert_one_error_line(&format!(
+                "cannot open lock file {} (Permission denied (os error 13)): no slot this test could take is left; to repair,",
+                f.lock(unusable, 0).display()
+            ));
         }
     }
 }

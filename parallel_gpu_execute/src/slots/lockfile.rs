@@ -436,6 +436,27 @@ pub fn open_existing(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<Op
     }
 }
 
+/// What is said of a lock file this user may not use (`error`): the
+/// error, what follows for the test (`then`), and the repair; as a whole
+/// warning line (`warning`), or an error's text.
+#[cold]
+pub fn unusable(error: &Error, then: &str, warning: bool) -> String {
+    let (w, nl) = if warning { ("parallel_gpu_execute: warning: ", "\n") } else { ("", "") };
+    match error {
+        Error::System { path: Some(path), errno, .. } => format!(
+            "{w}cannot open lock file {p} ({}): {then}; to repair, its owner or root runs: chmod a+rw {p} (or removes it while no test runs){nl}",
+            wrapper_common::diag::Os(*errno),
+            p = wrapper_common::diag::Bytes(path),
+        ),
+        Error::UnsafeLockPath { path, .. } => format!(
+            "{w}{error}: {then}; to repair, its owner or root runs: rm {} (while no test runs){nl}",
+            wrapper_common::diag::Bytes(path),
+        ),
+        // Its repair is in the error's own words.
+        _ => format!("{w}{error}: {then}{nl}"),
+    }
+}
+
 /// Sets a held lock file's times to now, so that cleaners that remove old
 /// files from `/tmp` (systemd-tmpfiles, tmpreaper, `find -mtime`) see it
 /// in use, as the classic script's truncation at every take did. Needs

@@ -30,14 +30,14 @@ use crate::prelude::*;
 use crate::profile::Profile;
 use crate::slots::drain;
 use crate::slots::lockfile::{
-    FileId, LockName, dir_still_there, lock_file_name, named, open_existing, open_lock_file, refused, try_flock,
+    self, FileId, LockName, dir_still_there, lock_file_name, named, open_lock_file, refused, try_flock,
 };
 use crate::slots::queue::Ahead;
 use crate::slots::request::Pool;
 use core::ffi::CStr;
 use core::time::Duration;
 use rustix::fd::OwnedFd;
-use rustix::fs::{AtFlags, FileType, FlockOperation};
+use rustix::fs::{Access, AtFlags, FileType, FlockOperation};
 use rustix::io::Errno;
 use wrapper_common::{diag, separator, with_joined};
 
@@ -80,6 +80,17 @@ pub struct Slots<'a> {
     /// Those of `warned` found to be the same file as another of their
     /// block (a hard link between two lock files).
     linked: Vec<usize>,
+    /// The warnings of `warned` not said yet ([`Slots::say_unusable`]):
+    /// said once the wrapper takes a block or waits, and left out where
+    /// it fails with that file's own error, which would say it twice. With
+    /// each, for a lock file it could not make, why (one line says them
+    /// all: the cause is the directory's).
+    unsaid: Vec<(usize, Option<Errno>, String)>,
+    /// Why lock files could not be made, once said (or to be).
+    create_said: Option<Errno>,
+    /// The lock directory's modification time at the last pass of
+    /// [`Slots::open_all`], and its passes (see there).
+    dir_stamp: (Option<(i64, u64)>, u32),
     /// The pool's GPUs out of service (drained or avoided), by pool index;
     /// empty when none is.
     pub out: Vec<bool>,
@@ -112,6 +123,9 @@ impl<'a> Slots<'a> {
             cached: None,
             warned: Vec::new(),
             linked: Vec::new(),
+            unsaid: Vec::new(),
+            create_said: None,
+            dir_stamp: (None, 0),
             out: Vec::new(),
         }
     }
@@ -175,7 +189,13 @@ impl<'a> Slots<'a> {
                 // file (a FIFO, a symbolic link another user put there):
                 // the slot is skipped, as the classic script's would be
                 // where it could not lock it.
-                Err(e @ (Error::System { errno: Errno::ACCESS | Errno::PERM, .. } | Error::UnsafeLockPath { .. })) => {
+                // One missing that this user cannot make (a directory it
+                // may not write, a full or read-only file system) too.
+                Err(
+                    e @ (Error::System { errno: Errno::ACCESS | Errno::PERM, .. }
+                    | Error::UnsafeLockPath { .. }
+                    | Error::LockFileCreate { .. }),
+                ) => {
                     self.warn_unusable(index, &e);
                     return Ok(Try::Unusable);
                 }
@@ -205,31 +225,33 @@ impl<'a> Slots<'a> {
 
     #[cold]
     fn warn_unusable(&mut self, index: usize, error: &Error) {
-        if !self.warned.contains(&index) {
-            self.warned.push(index);
-            match error {
-                Error::System { path: Some(path), errno, .. } => diag::report(
-                    crate::TOOL,
-                    format_args!(
-                        "warning: cannot open lock file {p} ({}): skipping that slot; to repair, its owner or root runs: chmod a+rw {p} (or removes it while no test runs)",
-                        diag::Os(*errno),
-                        p = diag::Bytes(path),
-                    ),
-                ),
-                Error::UnsafeLockPath { path, .. } => diag::report(
-                    crate::TOOL,
-                    format_args!(
-                        "warning: {error}: skipping that slot; to repair, its owner or root runs: rm {} (while no test runs)",
-                        diag::Bytes(path),
-                    ),
-                ),
-                _ => {}
-            }
+        if self.warned.contains(&index) {
+            return;
+        }
+        self.warned.push(index);
+        let create = match error {
+            Error::LockFileCreate { errno, .. } => Some(*errno),
+            _ => None,
+        };
+        if create.is_none() || self.create_said.replace(create.unwrap_or(Errno::INVAL)) != create {
+            self.unsaid.push((index, create, lockfile::unusable(error, "skipping that slot", true)));
         }
     }
 
-    /// Lock file `index` was opened: one warned about is repaired since,
-    /// this user's again.
+    /// Says the warnings of lock files found unusable and not said yet,
+    /// but that of `except` (the file whose own error ends the run, and
+    /// why it could not be made, where that is its error).
+    pub fn say_unusable(&mut self, except: Option<(usize, Option<Errno>)>) {
+        self.unsaid.retain(|(index, create, line)| {
+            if !except.is_some_and(|(i, why)| i == *index || create.is_some() && *create == why) {
+                diag::say_line(line.as_bytes());
+            }
+            false
+        });
+    }
+
+    /// Lock file `index` opens (or may be made): one warned about is
+    /// repaired since, this user's again.
     fn opened(&mut self, index: usize) {
         if !self.warned.is_empty() {
             self.warned.retain(|&w| w != index);
@@ -290,41 +312,53 @@ impl<'a> Slots<'a> {
         !self.out.is_empty() && (grant.start..grant.start + grant.fds.len()).any(|g| self.out[g])
     }
 
-    /// Opens the lock files of the pool that are not open (a scan stops at
-    /// a block's first busy GPU), so that those this user may not open are
-    /// known, and kept out of its record, and those repaired since are
-    /// known too. Those opened are kept, where they fit the descriptor
-    /// budget; files not made yet, and anything but a regular file, are left
-    /// to the scan that meets them.
+    /// Judges every lock file of the pool by `access(2)`, so that those
+    /// this user may not open (or, missing, may not make) are known, and
+    /// kept out of its record, and those repaired since are known too (a
+    /// scan stops at a block's first busy GPU, and would not tell). It opens
+    /// none: each close would wake the waiters that watch the file. A lock
+    /// file whose descriptor is kept is passed over while it is still the
+    /// file at its path, checked where the directory changed (or every
+    /// eighth pass). Anything but a regular file is left to the scan that
+    /// meets it.
     pub fn open_all(&mut self) {
         let width = self.pool.ids.len();
+        let stamp = rustix::fs::fstat(self.dir_fd).ok().map(|st| (st.st_mtime, st.st_mtime_nsec));
+        let (last, passes) = self.dir_stamp;
+        let recheck = stamp.is_none() || stamp != last || passes % 8 == 7;
+        self.dir_stamp = (stamp, passes.wrapping_add(1));
         for index in 0..width * self.slots as usize {
-            match self.cache() {
-                Some(kept) if kept[index].is_none() => {}
-                // Held open already, or too many to keep: the scans tell.
-                _ => continue,
+            let held = match &self.cached {
+                Some(Cache::Kept(kept)) => kept[index].as_ref().map(|&(_, id)| id),
+                _ => None,
+            };
+            if held.is_some() && !recheck {
+                continue;
             }
             let name = self.name((index / width) as u32, index % width);
-            // Only a regular file: anything else (a FIFO, a link, one not
-            // made yet) would be closed again at once, and the close would
-            // wake this waiter without end; the scan that meets it says
-            // what it is.
-            match rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st)
-                    if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
-                        && !self.linked.contains(&index) => {}
-                _ => continue,
-            }
-            match open_existing(self.dir_fd, self.dir, &name) {
-                Ok(Some(held)) => {
-                    self.opened(index);
-                    if let Some(kept) = self.cache() {
-                        kept[index] = Some(held);
-                    }
+            // A missing one is judged by the directory: may it be made?
+            let (at, access) = match rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if held == Some((st.st_dev, st.st_ino)) => continue,
+                // Only a regular file: anything else (a FIFO, a link) is
+                // said by the scan that meets it.
+                Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile => continue,
+                Ok(_) if self.linked.contains(&index) => continue,
+                Ok(_) => (name.as_cstr(), Access::READ_OK),
+                Err(Errno::NOENT) => (c".", Access::WRITE_OK | Access::EXEC_OK),
+                Err(_) => continue,
+            };
+            match rustix::fs::accessat(self.dir_fd, at, access, AtFlags::empty()) {
+                Ok(()) => self.opened(index),
+                Err(errno @ (Errno::ACCESS | Errno::PERM | Errno::ROFS)) => {
+                    let path = named(self.dir, name.as_bytes());
+                    let e = if access == Access::READ_OK {
+                        Error::System { what: "cannot open lock file", path: Some(path), errno }
+                    } else {
+                        Error::LockFileCreate { path, errno, hint: lockfile::hint(self.dir.to_bytes(), errno, true) }
+                    };
+                    self.warn_unusable(index, &e);
                 }
-                Err(e @ Error::System { errno: Errno::ACCESS | Errno::PERM, .. }) => self.warn_unusable(index, &e),
-                // Missing, or an error the scan that meets it says.
-                _ => {}
+                Err(_) => {}
             }
         }
     }
@@ -455,7 +489,7 @@ impl<'a> Slots<'a> {
                 }
                 Err(Error::System { errno: Errno::WOULDBLOCK, .. }) => return Ok(None),
                 Err(e) => {
-                    first.get_or_insert(e);
+                    first.get_or_insert((index, e));
                 }
             }
             for start in (gpu + 1).saturating_sub(needed)..=gpu.min(width.saturating_sub(needed)) {
@@ -465,7 +499,21 @@ impl<'a> Slots<'a> {
                 }
             }
         }
-        first.map_or(Ok(None), Err)
+        // The others are said; this one is the error, with its repair.
+        let Some((index, e)) = first else { return Ok(None) };
+        let create = match &e {
+            Error::LockFileCreate { errno, .. } => Some(*errno),
+            _ => None,
+        };
+        self.say_unusable(Some((index, create)));
+        Err(match e {
+            Error::System { errno: Errno::ACCESS | Errno::PERM, .. }
+            | Error::UnsafeLockPath { .. }
+            | Error::LockFileCreate { .. } => {
+                Error::NoUsableSlot(lockfile::unusable(&e, "no slot this test could take is left", false))
+            }
+            e => e,
+        })
     }
 
     /// Whether a GPU of the block of `needed` from `start` at `slot`, other

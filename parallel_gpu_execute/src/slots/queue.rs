@@ -200,12 +200,13 @@ impl Place {
     /// Makes the record again with the same ticket, saying `content`
     /// (removed from its path, or what this waiter can take changed); the
     /// old one's lock goes with its descriptor, which wakes whoever slept
-    /// on it.
+    /// on it. Where it cannot, the old one stays, and the error says why.
     pub fn remake(&mut self, lock_dir: &OwnedFd, content: Vec<u8>) -> Result<(), Errno> {
         // The old record's `Drop` removes nothing that is not its own: the
-        // new one, under the same name, stays.
+        // new one, under the same name, stays. An error leaves the old one;
+        // the new one is made whole, its first beat in it.
         *self = Place::join(lock_dir, &self.name, content)?;
-        self.beat()
+        Ok(())
     }
 }
 
@@ -249,6 +250,9 @@ pub struct Ahead {
     pub covered: bool,
     /// Whether some lock file this one can take is left to it.
     pub leaves_some: bool,
+    /// Whether `gpuqueue/` held records earlier than this participant's
+    /// (read, whether or not they count).
+    pub read: bool,
     /// Whether a record could not be read for want of a descriptor of
     /// this participant's own (`EMFILE`): it then counts, as one that wants
     /// everything, and the participant should give up what it holds for
@@ -333,6 +337,7 @@ pub fn ahead(
     if earlier.is_empty() {
         return out;
     }
+    out.read = true;
     // Latest first: the one to sleep on is found first, and reading stops
     // at one that wants everything this participant can take.
     crate::sys::sort::sort_by(&mut earlier, &mut |a, b| a.as_bytes() > b.as_bytes());

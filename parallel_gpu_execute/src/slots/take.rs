@@ -136,6 +136,9 @@ pub struct Waiting<'a> {
     shed_record: bool,
     /// The test, as its record says it: made once.
     described: core::cell::OnceCell<String>,
+    /// The lock files its record names (`slot * pool + gpu`), as it was
+    /// last made.
+    advertised: Vec<bool>,
 }
 
 impl<'a> Waiting<'a> {
@@ -155,6 +158,7 @@ impl<'a> Waiting<'a> {
             judged_queue: false,
             shed_record: false,
             described: core::cell::OnceCell::new(),
+            advertised: Vec::new(),
         }
     }
 
@@ -229,6 +233,25 @@ impl<'a> Waiting<'a> {
                         }
                         continue;
                     }
+                    // A look older than the block's locks (its process
+                    // stopped or frozen between the two, while a waiter
+                    // ahead thawed or joined): the records are read again
+                    // with the locks held, and a block that an earlier
+                    // waiter that counts now wants is left to it. Where the
+                    // look read no record, none was earlier than it; where
+                    // the block's descriptors leave none to read a record
+                    // with, the look stands.
+                    if ahead.read {
+                        let takes = || table.takeable(needed);
+                        let now = queue::ahead(dir_fd, self.place.as_ref(), table.pool(), prefix, &takes, false);
+                        let (start, slot) = (grant.start, grant.slot);
+                        if !now.starved && !(start..start + grant.fds.len()).all(|g| now.allows(g, slot)) {
+                            let Grant { fds, ids, start, slot, .. } = grant;
+                            table.give_back_block(slot, start, fds, ids);
+                            continue;
+                        }
+                    }
+                    table.say_unusable(None);
                     let grant = self.granted(grant);
                     if let Some(w) = watch {
                         w.done();
@@ -241,8 +264,13 @@ impl<'a> Waiting<'a> {
                 Ok(None) => {}
                 Err(e) if e.errno() == Some(Errno::MFILE) && self.shed(&mut watch) => continue,
                 Err(_) if !dir_still_there(dir, dir_fd) => return Ok(None),
-                Err(e) => return Err(e),
+                Err(e) => {
+                    table.say_unusable(None);
+                    return Err(e);
+                }
             }
+            // The lock files passed over are said before it fails or waits.
+            table.say_unusable(None);
             if last_look || self.ask.wait == Some(Duration::ZERO) {
                 return Err(self.no_slot());
             }
@@ -309,8 +337,7 @@ impl<'a> Waiting<'a> {
     /// What its record says: the lock files of the blocks it can take
     /// (none of a GPU out of service, or a lock file it may not open), and
     /// the test.
-    fn content(&self, table: &Slots<'_>) -> Vec<u8> {
-        let takes = table.takeable(self.ask.needed);
+    fn content(&self, table: &Slots<'_>, takes: &[bool]) -> Vec<u8> {
         let files = files_line(self.ask.profile.lock_prefix(), table.pool(), self.ask.slots, |i| takes[i]);
         let test = self.described.get_or_init(|| (self.test)());
         // The name its record has (another than the first where that was
@@ -329,7 +356,8 @@ impl<'a> Waiting<'a> {
     fn keep_place(&mut self, dir_fd: &OwnedFd, table: &mut Slots<'_>) -> bool {
         let Some(name) = self.name.clone().filter(|_| !self.shed_record) else { return false };
         table.open_all();
-        let content = self.content(table);
+        let takes = table.takeable(self.ask.needed);
+        let content = self.content(table, &takes);
         let made = match &mut self.place {
             Some(place) => {
                 let beat = place.beat();
@@ -359,11 +387,18 @@ impl<'a> Waiting<'a> {
             }),
         };
         match made {
-            Ok(()) => self.no_place = None,
+            Ok(()) => {
+                self.no_place = None;
+                self.advertised = takes;
+            }
             // A record still at its path that could not be made again
             // (with what it can take now) keeps this waiter's place as it
-            // was, and is made again at the next wake.
-            Err(_) if self.place.as_ref().is_some_and(|p| p.linked(dir_fd)) => {}
+            // was, and is made again at the next wake, where it names no
+            // lock file this waiter can no longer take (it would hold up
+            // those who can take it): else it goes.
+            Err(_)
+                if self.place.as_ref().is_some_and(|p| p.linked(dir_fd))
+                    && !self.advertised.iter().zip(&takes).any(|(&was, &now)| was && !now) => {}
             Err(why) => {
                 self.place = None;
                 if self.no_place.replace(why).is_none() {

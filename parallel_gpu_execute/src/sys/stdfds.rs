@@ -57,6 +57,11 @@ pub fn hold_closed() {
 /// to a pipe whose reader has gone then fails with `EPIPE`, and is said,
 /// instead of ending the process as if the change had failed.
 pub fn ignore_sigpipe() {
-    // SAFETY: sets SIGPIPE's disposition to "ignore"; no handler runs.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    // SAFETY: sigaction with a zeroed action whose handler is SIG_IGN (no
+    // handler runs) and a NULL old action.
+    unsafe {
+        let mut ignore: libc::sigaction = core::mem::zeroed();
+        ignore.sa_sigaction = libc::SIG_IGN;
+        libc::sigaction(libc::SIGPIPE, &ignore, core::ptr::null_mut());
+    }
 }

@@ -1,0 +1,271 @@
+//! A waiter's record names only the lock files it can take, however it came
+//! to be unable to take one, and a take is judged against the queue as it
+//! stands once its locks are held. Each case was found by a review that
+//! compared the code with its model (docs/design.md, "The wait queue"):
+//! a waiter beyond its descriptor budget, one whose kept lock file was
+//! replaced by a file it may not open, a lock file missing in a directory
+//! the waiter may not write, a record that cannot be made again on a full
+//! file system, and an arrival whose look at the queue was older than its
+//! lock. In each, the user who can take the lock file was held up behind a
+//! waiter that never would, or a later test overtook a waiter that ran.
+
+mod common;
+
+use common::{Fixture, NOBODY, Record, on, root};
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+use test_support::{Cmd, Freezer, hold_lock, wait_until};
+
+/// A user other than root and nobody, who owns a lock file or the lock
+/// directory in these cases (no account is needed: `setpriv` takes ids).
+const OWNER: u32 = 1000;
+
+/// The `files` lines of the records in `gpuqueue/`.
+fn files_lines(f: &Fixture) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(f.lock_dir.join("gpuqueue")) else { return Vec::new() };
+    dir.flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .filter_map(|e| std::fs::read(e.path()).ok())
+        .map(|content| String::from_utf8_lossy(content.get(32..).unwrap_or_default()).into_owned())
+        .filter_map(|text| text.lines().find_map(|l| l.strip_prefix("files ")).map(str::to_string))
+        .collect()
+}
+
+/// Waits until the one record in the queue names `files` exactly.
+#[track_caller]
+fn record_names(f: &Fixture, files: &str) {
+    let seen = wait_until(Duration::from_secs(5), || files_lines(f) == [files]);
+    assert!(seen, "the record should name '{files}': {:?}", files_lines(f));
+}
+
+/// Makes `gpulock<gpu>_0` as `OWNER` under umask 077: mode 0600, a file
+/// nobody else may open.
+fn make_private(f: &Fixture, gpu: &str) {
+    let path = f.lock(gpu, 0);
+    let made = std::process::Command::new("setpriv")
+        .args([&format!("--reuid={OWNER}"), &format!("--regid={OWNER}"), "--clear-groups", "sh", "-c"])
+        .arg(format!("umask 077; : > '{}'", path.display()))
+        .status()
+        .unwrap();
+    assert!(made.success(), "could not make {} as uid {OWNER}", path.display());
+}
+
+/// A 1-GPU test of `OWNER` (umask 077) on `gpus` GPUs, which takes GPU 2
+/// at once.
+#[track_caller]
+fn owner_takes_gpu_2(f: &Fixture, gpus: u32, what: &str) {
+    let mut c = f.cmd_under("sh", ["-c", "umask 077; exec \"$@\"", "sh"]);
+    on(&mut c, gpus, 1).as_user(OWNER, OWNER).args(["--wait=3", "./pkg/gpu_test"]);
+    let out = c.run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock2_0"], "{what}\n{}", out.explain());
+    assert!(out.elapsed < Duration::from_secs(2), "{what}: it waited\n{}", out.explain());
+}
+
+/// A 2-GPU waiter of nobody on `gpus` GPUs: started through `sh` with
+/// the soft open-files limit `limit`.
+fn nobody_waits_for_two(f: &Fixture, gpus: u32, limit: u32) -> test_support::Running {
+    let mut c = f.cmd_under("sh", ["-c", &format!("ulimit -S -n {limit}; exec \"$@\""), "sh"]);
+    on(&mut c, gpus, 1).as_user(NOBODY, NOBODY).args(["--wait=20", "./pkg/gpu_test", "--num_processes=2"]);
+    f.spawn_queued(c.timeout(Duration::from_secs(60)))
+}
+
+/// Three GPUs; GPUs 0 and 1 held; a shared lock directory.
+fn three_gpus_two_held(label: &str) -> (Fixture, [test_support::HeldLock; 2]) {
+    let f = common::shared_fixture(label);
+    f.make_lock_dir_shared();
+    let held = [hold_lock(f.lock("0", 0)), hold_lock(f.lock("1", 0))];
+    for gpu in ["0", "1"] {
+        std::fs::set_permissions(f.lock(gpu, 0), std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    (f, held)
+}
+
+/// Beyond its descriptor budget (a soft limit of 60 open files leaves it
+/// none to keep lock files open with), a waiter judges every lock file of
+/// its pool all the same: one it may not open, behind its busy GPUs, is
+/// not in its record, and the file's owner takes it at once. A build
+/// without the change named it, and that test waited out its limit.
+#[test]
+fn a_waiter_beyond_its_descriptor_budget_names_no_file_it_may_not_open() {
+    if !root("lock files of other users") {
+        return;
+    }
+    let (f, held) = three_gpus_two_held("judgement-budget");
+    make_private(&f, "2");
+    let waiter = nobody_waits_for_two(&f, 3, 60);
+    record_names(&f, "gpulock0_0 gpulock1_0");
+    owner_takes_gpu_2(&f, 3, "a file the waiter may not open");
+    drop(held);
+    let out = waiter.wait();
+    assert_eq!(Record::of(out.assert_success()).locks(), ["gpulock0_0", "gpulock1_0"], "{}", out.explain());
+}
+
+/// A lock file the waiter keeps open (four GPUs, 1 and 3 busy: its scans
+/// try 0 and 2, find their blocks busy and keep their descriptors) is
+/// removed (a cleaner) and made again by another user under umask 077:
+/// the waiter sees the directory change, judges the new file, and leaves
+/// it out of its record, so the file's owner takes it at once. A build
+/// without the change went by its descriptor of the old file.
+#[test]
+fn a_kept_lock_file_replaced_by_one_the_waiter_may_not_open_leaves_its_record() {
+    if !root("lock files of other users") {
+        return;
+    }
+    let f = common::shared_fixture("judgement-replaced");
+    f.make_lock_dir_shared();
+    let held = [hold_lock(f.lock("1", 0)), hold_lock(f.lock("3", 0))];
+    for gpu in ["0", "1", "2", "3"] {
+        test_support::write_file(f.lock(gpu, 0), "");
+        std::fs::set_permissions(f.lock(gpu, 0), std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    let waiter = nobody_waits_for_two(&f, 4, 1024);
+    record_names(&f, "gpulock0_0 gpulock1_0 gpulock2_0 gpulock3_0");
+    std::fs::remove_file(f.lock("2", 0)).unwrap();
+    make_private(&f, "2");
+    record_names(&f, "gpulock0_0 gpulock1_0");
+    owner_takes_gpu_2(&f, 4, "a file replaced under the waiter's descriptor");
+    drop(held);
+    let out = waiter.wait();
+    assert_eq!(Record::of(out.assert_success()).locks(), ["gpulock0_0", "gpulock1_0"], "{}", out.explain());
+}
+
+/// A lock file missing in a lock directory the waiter may not write (its
+/// owner's, mode 0755) is one it can never make: it is left out of its
+/// record, and a scan that meets it passes its block over, as it does a
+/// file it may not open, instead of failing the test at once (exit 2)
+/// while another block would free up.
+#[test]
+fn a_lock_file_the_waiter_may_not_make_is_passed_over_not_fatal() {
+    if !root("a lock directory of another user") {
+        return;
+    }
+    let f = common::shared_fixture("judgement-unmakeable");
+    std::fs::create_dir_all(f.lock_dir.join("gpuqueue")).unwrap();
+    std::fs::set_permissions(f.lock_dir.join("gpuqueue"), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    for gpu in ["0", "1"] {
+        test_support::write_file(f.lock(gpu, 0), "");
+        std::fs::set_permissions(f.lock(gpu, 0), std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    let chown = std::process::Command::new("chown").arg(format!("{OWNER}:{OWNER}")).arg(&f.lock_dir).status();
+    assert!(chown.unwrap().success());
+    std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // GPU 0 busy, GPU 1 free: the scan meets the missing gpulock2_0 in the
+    // block {1,2}, and waits for {0,1}.
+    let busy = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    on(&mut c, 3, 1).as_user(NOBODY, NOBODY).args(["--wait=20", "./pkg/gpu_test", "--num_processes=2"]);
+    let waiter = f.spawn_queued(c.timeout(Duration::from_secs(60)));
+    let held = hold_lock(f.lock("1", 0));
+    record_names(&f, "gpulock0_0 gpulock1_0");
+    owner_takes_gpu_2(&f, 3, "a file the waiter may not make");
+    drop((busy, held));
+    let out = waiter.wait();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock0_0", "gpulock1_0"], "{}", out.explain());
+    let said = format!("warning: cannot create lock file {}: Permission denied", f.lock("2", 0).display());
+    assert_eq!(out.stderr.matches(&said).count(), 1, "said once\n{}", out.explain());
+}
+
+/// A record that cannot be made again (no inode left) while what its
+/// waiter can take shrinks is not kept naming the lock file it can no
+/// longer take: it goes, said, and the file's owner takes it at once.
+#[test]
+fn a_record_that_cannot_shrink_on_a_full_file_system_goes() {
+    if !root("a small tmpfs") {
+        return;
+    }
+    let f = Fixture::new("judgement-full");
+    let mnt = f.dir.join("small");
+    let _mounted = test_support::mounts::Mounted::tmpfs(&mnt, "size=4m,nr_inodes=40,mode=1777");
+    let lock_dir = mnt.join("locks");
+    std::fs::create_dir_all(&lock_dir).unwrap();
+    std::fs::set_permissions(&lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let on_tmpfs = |c: &mut Cmd| {
+        c.env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &lock_dir);
+    };
+    let held = [hold_lock(lock_dir.join("gpulock0_0")), hold_lock(lock_dir.join("gpulock1_0"))];
+    for gpu in ["0", "1"] {
+        let path = lock_dir.join(format!("gpulock{gpu}_0"));
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    let mut c = f.cmd();
+    on_tmpfs(&mut c);
+    on(&mut c, 3, 1).as_user(NOBODY, NOBODY).args(["--wait=20", "./pkg/gpu_test", "--num_processes=2"]);
+    let waiter = c.timeout(Duration::from_secs(60)).spawn();
+    let in_queue = || std::fs::read_dir(lock_dir.join("gpuqueue")).is_ok_and(|d| d.flatten().count() == 1);
+    assert!(wait_until(Duration::from_secs(5), in_queue), "the waiter never queued");
+    // Every inode but one taken, which the owner's lock file then takes.
+    let fill = mnt.join("fill");
+    std::fs::create_dir_all(&fill).unwrap();
+    let mut n = 0;
+    while std::fs::write(fill.join(n.to_string()), "").is_ok() {
+        n += 1;
+    }
+    std::fs::remove_file(fill.join("0")).unwrap();
+    let made = std::process::Command::new("setpriv")
+        .args([&format!("--reuid={OWNER}"), &format!("--regid={OWNER}"), "--clear-groups", "sh", "-c"])
+        .arg(format!("umask 077; : > '{}'", lock_dir.join("gpulock2_0").display()))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::thread::sleep(Duration::from_millis(600));
+    let mut owner = f.cmd();
+    on_tmpfs(&mut owner);
+    on(&mut owner, 3, 1).as_user(OWNER, OWNER).args(["--wait=3", "./pkg/gpu_test"]);
+    let out = owner.run();
+    assert_eq!(Record::of(out.assert_success()).locks(), ["gpulock2_0"], "{}", out.explain());
+    drop(held);
+    let out = waiter.wait();
+    out.assert_success().assert_stderr_contains("warning: cannot make a record in");
+}
+
+/// The first waiter (2 GPUs) is frozen until its record is stale; a 1-GPU
+/// test looks at the queue then, and passes it, as it should a waiter that
+/// does not run, but is held before its `flock` (strace stands in for a
+/// preempted or frozen process). The first waiter is thawed and beats
+/// again, GPU 0 frees up, and the held test's `flock` takes it: it reads
+/// the queue again with the lock held, leaves GPU 0 to the waiter ahead,
+/// and runs after it. A build without the change ran first.
+#[test]
+fn a_take_older_than_its_look_leaves_the_block_to_a_waiter_that_runs_again() {
+    if !root("the cgroup freezer") {
+        return;
+    }
+    let freezer = match Freezer::new("judgement-thawed") {
+        Ok(freezer) => freezer,
+        Err(why) => {
+            test_support::prerequisite(false, &why, "a waiter frozen and thawed");
+            return;
+        }
+    };
+    let f = Fixture::new("judgement-thawed");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let ran = f.dir.join("ran");
+    std::fs::create_dir_all(&ran).unwrap();
+    let (gpu0, gpu1) = (hold_lock(f.lock("0", 0)), hold_lock(f.lock("1", 0)));
+    let mut first = f.cmd();
+    on(&mut first, 2, 1).env("RECORD_FILE", ran.join("first")).env("SLEEP", "0.3");
+    let first = f.spawn_queued(first.args(["--wait=30", "./pkg/gpu_test", "--num_processes=2"]));
+    freezer.add(first.pid());
+    freezer.freeze();
+    std::thread::sleep(Duration::from_millis(1500));
+    // Its second `flock` (the first is a look at the first waiter's record)
+    // is the one on gpulock0_0: held 2 s.
+    let inject = "inject=flock:delay_enter=2000000:when=2";
+    let mut later = f.cmd_under("strace", ["-f", "-qq", "-o", "/dev/null", "-e", inject]);
+    on(&mut later, 2, 1).env("RECORD_FILE", ran.join("later")).args(["--wait=30", "./pkg/gpu_test"]);
+    let later = later.timeout(Duration::from_secs(60)).spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    freezer.thaw();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(gpu0);
+    std::thread::sleep(Duration::from_millis(2500));
+    drop(gpu1);
+    let (first, later) = (first.wait(), later.wait());
+    let what = format!("{}\n{}", first.explain(), later.explain());
+    first.assert_success();
+    later.assert_success();
+    let start = |name: &str| Record::read(&ran.join(name)).get("start").and_then(|s| s.parse::<u64>().ok());
+    assert!(start("first") < start("later"), "the later test ran first\n{what}");
+}
