@@ -35,7 +35,8 @@ options (each wins over its environment variable):
   --profile=P      xla (XLA's script, the default) or jax (JAX's
                    parallel_accelerator_execute.sh: JAX_ACCELERATOR_COUNT,
                    JAX_TESTS_PER_ACCELERATOR, jax_accelerator_lock_<id>_<slot>
-                   in JAX_LOCK_DIR (default /tmp/jax_accelerator_locks_$USER),
+                   in JAX_LOCK_DIR (default /tmp/jax_accelerator_locks_$USER,
+                   _shared where USER is empty or unset),
                    TPU_VISIBLE_CHIPS; the default when the executable is
                    named parallel_accelerator_execute;
                    PARALLEL_GPU_EXECUTE_PROFILE)
@@ -72,7 +73,8 @@ environment: TF_GPU_COUNT, TF_TESTS_PER_GPU (default 8; auto: from the
   avoid: such GPUs are passed over as if drained).
 exit: the test's own status; 1 no GPU slot (or every usable GPU drained);
   2 bad input; 126 TEST not
-  executable; 127 TEST not found; 130/143 interrupted while waiting.
+  executable; 127 TEST not found; 129/130/143 hung up or interrupted
+  while waiting; 141 stderr a pipe whose reader has gone.
 ";
 
 /// Option values as given (validated later, together with their variables).
@@ -174,9 +176,11 @@ fn valued(argv: &Argv, i: usize, name: &'static str) -> Option<Result<(&'static 
     let word = argv.get(i)?.to_bytes();
     match format_flag(word, name)? {
         Some(value) => Some(Ok((value, 1))),
-        None => Some(match argv.get(i + 1) {
-            Some(next) => Ok((next.to_bytes(), 2)),
-            None => Err(Error::Drain(format!("{name} needs a value; {}", crate::error::USAGE_HINT))),
+        // A next word that is an option (`--drain --reason=x`) is its
+        // forgotten value, not a GPU or a reason.
+        None => Some(match argv.get(i + 1).map(CStr::to_bytes) {
+            Some(next) if !next.starts_with(b"--") => Ok((next, 2)),
+            _ => Err(Error::Drain(format!("{name} needs a value; {}", crate::error::USAGE_HINT))),
         }),
     }
 }

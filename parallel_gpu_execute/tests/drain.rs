@@ -207,6 +207,8 @@ fn bad_input_is_one_line_and_exit_2() {
         (&["--undrain=0", "--reason=x"], "--reason goes with --drain"),
         (&["--reason=x", "./pkg/gpu_test"], "--reason goes with --drain"),
         (&["--drain"], "--drain needs a value"),
+        (&["--drain", "--reason=x"], "--drain needs a value"),
+        (&["--drain=0", "--reason", "--undrain=1"], "--reason needs a value"),
     ];
     for (args, needle) in cases {
         let out = on(&f, 2).args(*args).run();

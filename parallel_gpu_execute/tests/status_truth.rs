@@ -184,6 +184,13 @@ fn the_text_escapes_what_comes_from_a_file_name() {
         out.explain()
     );
     assert!(out.stdout.contains("7_0\\x0axla"), "the newline is not shown escaped\n{}", out.explain());
+    // `--list` shows the lock directory's path as `--status` does: a
+    // newline or an escape in it never reaches the terminal raw.
+    let odd = f.dir.join("nl\nx\x1b[31m");
+    let out = f.cmd().env("TF_GPU_COUNT", "1").arg(format!("--lock-dir={}", odd.display())).arg("--list").run();
+    out.assert_success();
+    assert!(!out.stdout.contains('\x1b'), "a raw escape in --list\n{}", out.explain());
+    assert!(out.stdout.contains("nl\\x0ax\\x1b[31m"), "the path is not shown escaped\n{}", out.explain());
 }
 
 /// Unicode format characters in names another user gave lock files, a
@@ -542,4 +549,21 @@ fn a_ticket_from_before_its_process_started_is_not_a_wait_of_hours() {
     assert!(json.stdout.contains("\"position\": \"queued\""), "{}", json.explain());
     let ago = text.stdout.lines().find(|l| l.starts_with("queued ")).unwrap_or_default();
     assert!(!ago.is_empty() && !ago.contains(" h ago") && !ago.contains("1970"), "{ago}\n{}", text.explain());
+}
+
+/// A lock directory that is a symbolic link to nothing fails every test
+/// there (exit 2, one line). `--status` said "does not exist (no test has
+/// taken a slot there yet)", every slot free, exit 0; it now says what the
+/// tests say, in every format.
+#[test]
+fn a_lock_directory_that_leads_nowhere_is_said_as_the_tests_say_it() {
+    let f = Fixture::new("truth-dangling");
+    std::os::unix::fs::symlink("../nowhere/run", &f.lock_dir).unwrap();
+    let test = f.cmd().env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
+    test.assert_code(2);
+    for format in ["text", "json", "openmetrics"] {
+        let out = f.cmd().env("TF_GPU_COUNT", "1").arg(format!("--status={format}")).run();
+        out.assert_code(2).assert_one_error_line(test.stderr.trim_end());
+        assert!(out.stdout.is_empty(), "{}", out.explain());
+    }
 }

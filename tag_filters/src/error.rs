@@ -75,13 +75,13 @@ impl fmt::Display for Error {
                 write!(f, "--strict: unexpected argument {} (known configs: {known})", Quoted(arg))
             }
             Error::TableUnreadable { file, error } => {
-                write!(f, "{}: cannot read the tag table: {error}", OneLine(&file.to_string_lossy()))
+                write!(f, "{}: cannot read the tag table: {error}", Shown(file))
             }
             Error::TableLine { file, line, problem } => {
-                write!(f, "{}:{line}: {problem}", OneLine(&file.to_string_lossy()))
+                write!(f, "{}:{line}: {problem}", Shown(file))
             }
             Error::TableNoBase { file } => {
-                write!(f, "{}: no 'base = TAG,TAG,...' line", OneLine(&file.to_string_lossy()))
+                write!(f, "{}: no 'base = TAG,TAG,...' line", Shown(file))
             }
             Error::Stdout(e) => write!(f, "cannot write to stdout: {e}"),
         }
@@ -98,7 +98,9 @@ impl fmt::Display for Quoted<'_> {
 }
 
 /// A value from the command line with control characters escaped, so that
-/// a newline in an argument cannot split a message in two.
+/// a newline in an argument cannot split a message in two, and format
+/// characters too (a byte-order mark, a right-to-left override), so that
+/// what is shown is what is there.
 pub struct OneLine<'a>(pub &'a str);
 
 impl fmt::Display for OneLine<'_> {
@@ -106,11 +108,25 @@ impl fmt::Display for OneLine<'_> {
         for c in self.0.chars() {
             if c.is_control() {
                 write!(f, "{}", c.escape_default())?;
+            } else if wrapper_common::diag::is_format(c) {
+                write!(f, "\\u{{{:04x}}}", c as u32)?;
             } else {
                 write!(f, "{c}")?;
             }
         }
         Ok(())
+    }
+}
+
+/// A file's path, its bytes as they are: one that is not UTF-8 is shown
+/// with `\xNN` escapes, not `\u{fffd}`, and control and format characters
+/// escaped too.
+struct Shown<'a>(&'a std::path::Path);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use std::os::unix::ffi::OsStrExt;
+        write!(f, "{}", wrapper_common::diag::Bytes(self.0.as_os_str().as_bytes()))
     }
 }
 
@@ -122,6 +138,16 @@ mod tests {
     fn messages_stay_on_one_line() {
         let e = Error::UnknownFormat { value: "a\nb\tc'".into() };
         assert_eq!(e.to_string(), "--format: unknown value 'a\\nb\\tc'' (expected list, flags or bazelrc)");
+        let bom = Error::TableLine {
+            file: "t.conf".into(),
+            line: 1,
+            problem: format!("bad name {}", Quoted("\u{feff}base")),
+        };
+        assert_eq!(bom.to_string(), "t.conf:1: bad name '\\u{feff}base'");
+        use std::os::unix::ffi::OsStrExt;
+        let odd = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b"/t\xff\n.conf"));
+        let unreadable = Error::TableNoBase { file: odd };
+        assert_eq!(unreadable.to_string(), "/t\\xff\\x0a.conf: no 'base = TAG,TAG,...' line");
     }
 
     #[test]

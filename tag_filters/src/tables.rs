@@ -388,8 +388,11 @@ fn parse_tags(value: &str) -> Result<Vec<String>, String> {
         if bare.is_empty() {
             return Err(format!("empty tag in {}", Quoted(value)));
         }
-        if bare.starts_with('-') || tag.chars().any(|c| c.is_whitespace() || c.is_control() || c == '=') {
-            return Err(format!("bad tag {}", Quoted(tag)));
+        // `$(tag_filters --format=flags)`, unquoted, splits its output on
+        // whitespace and globs `*`, `?` and `[`: no tag holds one.
+        let bad = |c: char| c.is_whitespace() || c.is_control() || matches!(c, '=' | '*' | '?' | '[');
+        if bare.starts_with('-') || tag.chars().any(bad) {
+            return Err(format!("bad tag {} (no whitespace, '=', '*', '?' or '[' in a tag)", Quoted(tag)));
         }
         if !seen.insert(tag) {
             return Err(format!("tag {} is listed twice", Quoted(tag)));
@@ -504,8 +507,9 @@ mgpu := \nnarrow:=b,-c
             ("base = a\nnonsense\n", "t.conf:2: expected NAME = TAG,TAG,... but found 'nonsense'"),
             ("base = a,,b\n", "t.conf:1: empty tag in 'a,,b'"),
             ("base = a,-\n", "t.conf:1: empty tag in 'a,-'"),
-            ("base = a,--b\n", "t.conf:1: bad tag '--b'"),
-            ("base = a b\n", "t.conf:1: bad tag 'a b'"),
+            ("base = a,--b\n", "t.conf:1: bad tag '--b' (no whitespace, '=', '*', '?' or '[' in a tag)"),
+            ("base = a b\n", "t.conf:1: bad tag 'a b' (no whitespace, '=', '*', '?' or '[' in a tag)"),
+            ("base = a,g[pu]\n", "t.conf:1: bad tag 'g[pu]' (no whitespace, '=', '*', '?' or '[' in a tag)"),
             ("base = a,a\n", "t.conf:1: tag 'a' is listed twice"),
             ("base = a\nbase = b\n", "t.conf:2: a second 'base' line"),
             ("base = a\nx = b\n\nx = c\n", "t.conf:4: config 'x' is defined twice"),

@@ -93,7 +93,9 @@ impl fmt::Display for ExecFailure {
             ),
             None => {
                 let what = if self.is_not_found() { "not found" } else { "cannot execute" };
-                write!(f, "{what}: {path}: {}", Os(self.errno))
+                // An empty word as the test: said as one, not as nothing.
+                let empty = if self.path.is_empty() { "'' (an empty name)" } else { "" };
+                write!(f, "{what}: {path}{empty}: {}", Os(self.errno))
             }
         }
     }
@@ -378,5 +380,7 @@ mod tests {
         let e = resolve(c"/nonexistent/prog").unwrap_err();
         let msg = e.to_string();
         assert!(msg.starts_with("not found: /nonexistent/prog: "), "{msg}");
+        let empty = resolve(c"").unwrap_err().to_string();
+        assert!(empty.starts_with("not found: '' (an empty name): "), "{empty}");
     }
 }

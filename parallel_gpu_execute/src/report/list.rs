@@ -192,7 +192,7 @@ fn text(plan: &Plan, settings: &Settings) -> String {
     for g in &survey.nvidia {
         let (path, state, _) = nvidia_state(g);
         let index = index_of(g.usable(), chosen == Some(Source::Nvidia), &mut next);
-        let model = g.info.as_ref().map(|i| String::from_utf8_lossy(i.model.as_bytes()).into_owned());
+        let model = g.info.as_ref().map(|i| wrapper_common::diag::Bytes(i.model.as_bytes()).to_string());
         match &g.entry {
             Some(bus) => {
                 let _ =
@@ -201,7 +201,7 @@ fn text(plan: &Plan, settings: &Settings) -> String {
             None => out.push_str("nvidia device node"),
         }
         if let Some(uuid) = g.info.as_ref().map(|i| i.uuid.as_bytes()).filter(|u| !u.is_empty()) {
-            let _ = write!(out, ", {}", String::from_utf8_lossy(uuid));
+            let _ = write!(out, ", {}", wrapper_common::diag::Bytes(uuid));
         }
         match (g.minor, path) {
             (Some(m), Some(p)) => {
@@ -236,7 +236,7 @@ fn text(plan: &Plan, settings: &Settings) -> String {
             let vars = test_variables(settings.profile, v, settings.visible);
             let name = if settings.profile == Profile::Jax { "jax" } else { vendor_name(v) };
             let _ = writeln!(out, "mode: {name} ({vars})");
-            let ids: Vec<String> = pool.ids.iter().map(|id| String::from_utf8_lossy(id).into_owned()).collect();
+            let ids: Vec<String> = pool.ids.iter().map(|id| wrapper_common::diag::Bytes(id).to_string()).collect();
             let from = match pool.variable {
                 // Where the runtime stops reading the list, so does the pool.
                 Some(v) if pool.ends_early => {
@@ -265,7 +265,7 @@ fn text(plan: &Plan, settings: &Settings) -> String {
                 (DirState::Missing, None) => " (missing: the first test creates it)".to_string(),
                 (DirState::Exists, None) => String::new(),
             };
-            let _ = writeln!(out, "lock dir: {}{state}", String::from_utf8_lossy(dir.to_bytes()));
+            let _ = writeln!(out, "lock dir: {}{state}", wrapper_common::diag::Bytes(dir.to_bytes()));
             if let Some(exposed) = Exposed::of_dir(&dir) {
                 let _ = writeln!(out, "note: {exposed}");
             }

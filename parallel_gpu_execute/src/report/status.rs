@@ -280,6 +280,11 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     let dir_fd = match open_dir(dir) {
         Ok(fd) => fd,
         Err(rustix::io::Errno::NOENT) => {
+            // A symbolic link to nothing: every test here fails with this
+            // error, which `--status` says as they do, not "no test yet".
+            if let Some(e) = crate::slots::lockfile::dangling(dir) {
+                return Err(e);
+            }
             report.exists = false;
             report.slots = configured.each().into_iter().map(free).collect();
             (report.gpus, report.not_shown) = gpus::survey(settings, &configured.names, dir);
