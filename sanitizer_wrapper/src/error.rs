@@ -127,8 +127,9 @@ impl fmt::Display for FileKind {
 pub enum Looked {
     /// The path is absolute and does not exist.
     Absolute,
-    /// `dir_path` is `<runfiles dir>/<path>`; either may be missing.
-    Runfiles { dir_path: Option<Shown>, manifest: Option<Shown> },
+    /// `dir_path` is `<runfiles dir>/<path>`; either may be missing;
+    /// `unreadable`: why the manifest could not be read, where it could not.
+    Runfiles { dir_path: Option<Shown>, manifest: Option<Shown>, unreadable: Option<rustix::io::Errno> },
     /// The manifest names a file that does not exist.
     ManifestTarget { manifest: Shown, target: Shown },
 }
@@ -188,13 +189,16 @@ impl fmt::Display for Error {
                 let option = option.name();
                 match looked {
                     Looked::Absolute => write!(f, "{option}: {} does not exist", show(path)),
-                    Looked::Runfiles { dir_path, manifest } => {
+                    Looked::Runfiles { dir_path, manifest, unreadable } => {
                         write!(f, "{option}: cannot find runfile {} (", show(path))?;
                         match (dir_path, manifest) {
                             (Some(d), Some(m)) => write!(f, "looked for {} and in manifest {}", show(d), show(m))?,
                             (Some(d), None) => write!(f, "looked for {}; no manifest", show(d))?,
                             (None, Some(m)) => write!(f, "no runfiles directory; looked in manifest {}", show(m))?,
                             (None, None) => write!(f, "no runfiles directory or manifest")?,
+                        }
+                        if let Some(errno) = unreadable {
+                            write!(f, ", which cannot be read: {}", Os(*errno))?;
                         }
                         write!(f, ")")
                     }
@@ -248,20 +252,29 @@ mod tests {
         assert_eq!(
             unresolved(Looked::Runfiles {
                 dir_path: Some(path("/rf/ws/supp.txt")),
-                manifest: Some(path("/rf/MANIFEST"))
+                manifest: Some(path("/rf/MANIFEST")),
+                unreadable: None,
             }),
             "--asan-suppressions: cannot find runfile ws/supp.txt (looked for /rf/ws/supp.txt and in manifest /rf/MANIFEST)"
         );
         assert_eq!(
-            unresolved(Looked::Runfiles { dir_path: Some(path("/rf/ws/supp.txt")), manifest: None }),
+            unresolved(Looked::Runfiles { dir_path: Some(path("/rf/ws/supp.txt")), manifest: None, unreadable: None }),
             "--asan-suppressions: cannot find runfile ws/supp.txt (looked for /rf/ws/supp.txt; no manifest)"
         );
         assert_eq!(
-            unresolved(Looked::Runfiles { dir_path: None, manifest: Some(path("/m")) }),
+            unresolved(Looked::Runfiles { dir_path: None, manifest: Some(path("/m")), unreadable: None }),
             "--asan-suppressions: cannot find runfile ws/supp.txt (no runfiles directory; looked in manifest /m)"
         );
         assert_eq!(
-            unresolved(Looked::Runfiles { dir_path: None, manifest: None }),
+            unresolved(Looked::Runfiles {
+                dir_path: None,
+                manifest: Some(path("/m")),
+                unreadable: Some(rustix::io::Errno::NOENT)
+            }),
+            "--asan-suppressions: cannot find runfile ws/supp.txt (no runfiles directory; looked in manifest /m, which cannot be read: No such file or directory (os error 2))"
+        );
+        assert_eq!(
+            unresolved(Looked::Runfiles { dir_path: None, manifest: None, unreadable: None }),
             "--asan-suppressions: cannot find runfile ws/supp.txt (no runfiles directory or manifest)"
         );
         assert_eq!(

@@ -98,7 +98,17 @@ pub fn resolve(runfiles: &Runfiles, option: Opt, value: &[u8]) -> Result<CString
             p.push_path(value).ok()?;
             Some(shown(&p))
         });
-        return Err(unresolved(Looked::Runfiles { dir_path, manifest: runfiles.manifest.as_ref().map(shown) }));
+        // A manifest that is missing or no file is said as such.
+        let unreadable =
+            runfiles.manifest.as_ref().and_then(|m| wrapper_common::lines::open_for_reading(m.as_cstr()).err());
+        let unreadable = unreadable.or_else(|| {
+            let m = runfiles.manifest.as_ref()?;
+            let st = rustix::fs::stat(m.as_cstr()).ok()?;
+            (rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory)
+                .then_some(rustix::io::Errno::ISDIR)
+        });
+        let manifest = runfiles.manifest.as_ref().map(shown);
+        return Err(unresolved(Looked::Runfiles { dir_path, manifest, unreadable }));
     };
     // The tree is only ever answered with a path that exists; a manifest
     // entry is taken at its word, so check it here rather than leave a

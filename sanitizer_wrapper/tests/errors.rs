@@ -231,3 +231,22 @@ fn a_configured_suppression_list_that_is_a_directory() {
     ));
     assert_test_not_run(&out);
 }
+
+/// A manifest that is missing, or a directory, is said as such where a
+/// configured file is not found, not only named as looked in.
+#[test]
+fn a_manifest_that_cannot_be_read_is_said() {
+    let dir = TempDir::new("sw-manifest-unreadable");
+    for (manifest, why) in [
+        (dir.join("missing"), "which cannot be read: No such file or directory"),
+        (dir.path().to_path_buf(), "which cannot be read: Is a directory"),
+    ] {
+        let mut c = Cmd::new(bin());
+        c.env("RUNFILES_MANIFEST_FILE", &manifest).current_dir(dir.path());
+        let out = c.args(["--asan-suppressions=ws/supp.txt", "/bin/true"]).run();
+        out.assert_code(2).assert_one_error_line(&format!(
+            "in manifest {}, {why}",
+            manifest.display()
+        ));
+    }
+}

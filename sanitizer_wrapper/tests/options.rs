@@ -280,3 +280,25 @@ fn help_and_version() {
     let out = Cmd::new(bin()).arg("--version").run();
     out.assert_success().assert_stdout_eq(&format!("sanitizer_wrapper {}\n", env!("CARGO_PKG_VERSION")));
 }
+
+/// A directory listed as one manifest entry (a tree artifact, as Bazel
+/// writes it) holds the files below it: a suppression list in it is found
+/// as Bazel's runfiles libraries find it, by the longest entry above it,
+/// and the manifest's own entry for a file still wins.
+#[test]
+fn a_file_in_a_directory_listed_in_the_manifest_is_found() {
+    let mut layout = ManifestOnly::new("sw-manifest-tree");
+    let tree = layout.add_dangling("ws/supp");
+    write_file(tree.join("asan.txt"), "leak:x\n");
+    let own = layout.add("ws/supp/lsan.txt", "leak:y\n");
+    write_file(tree.join("lsan.txt"), "not this one\n");
+    let test = layout.test();
+    let out = layout
+        .cmd()
+        .args(["--asan-suppressions=ws/supp/asan.txt", "--lsan-suppressions=ws/supp/lsan.txt"])
+        .arg(&test)
+        .run();
+    let seen = Seen::from(&out);
+    seen.expect("ASAN_OPTIONS", Some(&suppressions(&tree.join("asan.txt"))));
+    seen.expect("LSAN_OPTIONS", Some(&suppressions(&own)));
+}

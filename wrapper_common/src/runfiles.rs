@@ -106,28 +106,50 @@ pub fn scan_manifest(
     })
 }
 
-/// The target the manifest at `manifest` gives for `rlocation`, if any.
-/// Entries for empty files (no target) count as absent.
+/// The target the manifest at `manifest` gives for `rlocation`, if any:
+/// its own entry, else, as Bazel's runfiles libraries do for a directory
+/// (a tree artifact) listed as one entry, the longest entry that is a
+/// directory above it, joined with the rest of the path. Entries for empty
+/// files (no target) count as absent.
 #[inline(never)]
 pub fn manifest_lookup(manifest: &core::ffi::CStr, rlocation: &[u8]) -> Result<Option<StackPath>, Errno> {
     let mut found = None;
+    // The longest directory entry above `rlocation` so far: its length, and
+    // its target.
+    let mut above: Option<(usize, StackPath)> = None;
     let mut scratch = StackPath::new();
     scan_manifest(manifest, |entry| {
-        let same = if entry.escaped {
-            entry.rlocation_into(&mut scratch).is_ok() && scratch.as_bytes() == rlocation
+        let name = if entry.escaped {
+            if entry.rlocation_into(&mut scratch).is_err() {
+                return ControlFlow::Continue(());
+            }
+            scratch.as_bytes()
         } else {
-            entry.rlocation == rlocation
+            entry.rlocation
         };
-        if !same {
+        let mut target = StackPath::new();
+        let has_target = !entry.target.is_empty() && entry.target_into(&mut target).is_ok();
+        if name == rlocation {
+            // Its own entry, a file with no target included, is the answer.
+            found = Some(has_target.then_some(target));
+            return ControlFlow::Break(());
+        }
+        if !has_target {
             return ControlFlow::Continue(());
         }
-        let mut target = StackPath::new();
-        if !entry.target.is_empty() && entry.target_into(&mut target).is_ok() {
-            found = Some(target);
+        let is_above = rlocation.len() > name.len()
+            && rlocation.starts_with(name)
+            && rlocation[name.len()] == b'/'
+            && !name.is_empty();
+        if is_above && above.as_ref().is_none_or(|(len, _)| name.len() > *len) {
+            above = Some((name.len(), target));
         }
-        ControlFlow::Break(())
+        ControlFlow::Continue(())
     })?;
-    Ok(found)
+    if let Some(own) = found {
+        return Ok(own);
+    }
+    Ok(above.and_then(|(len, mut target)| target.push_path(&rlocation[len + 1..]).ok().map(|()| target)))
 }
 
 /// Where a wrapper looks runfiles up: a directory tree, a manifest, or both.
@@ -271,7 +293,7 @@ mod tests {
         let manifest = dir.join("MANIFEST");
         std::fs::write(
             &manifest,
-            "ws/a /real/a\nws/empty\n ws/sp\\sace /real/sp\\sace\nws/ab /real/ab\nws/a /second/a\n",
+            "ws/a /real/a\nws/empty\n ws/sp\\sace /real/sp\\sace\nws/ab /real/ab\nws/a /second/a\nws/tree /out/tree\nws/tree/deep /out/deep\nws/tree/deep/x.txt\n",
         )
         .unwrap();
         let m = CString::new(manifest.to_str().unwrap()).unwrap();
@@ -281,6 +303,12 @@ mod tests {
         assert_eq!(get(b"ws/sp ace"), Some(b"/real/sp ace".to_vec()));
         assert_eq!(get(b"ws/empty"), None);
         assert_eq!(get(b"ws"), None);
+        // A directory listed as one entry (a tree artifact), as Bazel's
+        // runfiles libraries read it: the longest entry above the path.
+        assert_eq!(get(b"ws/tree/f.txt"), Some(b"/out/tree/f.txt".to_vec()));
+        assert_eq!(get(b"ws/tree/deep/g/h"), Some(b"/out/deep/g/h".to_vec()));
+        assert_eq!(get(b"ws/tree/deep/x.txt"), None, "an empty file's own entry stands");
+        assert_eq!(get(b"ws/treex/f"), None, "a prefix that is no directory above it");
         assert!(manifest_lookup(c"/nonexistent/MANIFEST", b"x").is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
