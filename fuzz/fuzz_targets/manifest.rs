@@ -21,8 +21,12 @@ fn fits(bytes: &[u8]) -> bool {
 }
 
 /// Reference lookup: the first line naming `key` decides; its target (if
-/// any, and if it fits a path) is the answer.
+/// any, and if it fits a path) is the answer. Without such a line, the
+/// longest entry (the first of that length) naming a directory above `key`,
+/// with a target that fits, gives that target, a `/` and the rest of `key`,
+/// where that fits a path.
 fn ref_lookup(manifest: &[u8], key: &[u8]) -> Option<Vec<u8>> {
+    let mut above: Option<(usize, Vec<u8>)> = None;
     for (line, complete) in ref_lines(manifest, MANIFEST_BUFFER) {
         if !complete {
             continue;
@@ -38,19 +42,26 @@ fn ref_lookup(manifest: &[u8], key: &[u8]) -> Option<Vec<u8>> {
         if rloc.is_empty() {
             continue;
         }
-        let same = if escaped {
-            let u = ref_unescape(rloc);
-            fits(&u) && u == key
-        } else {
-            rloc == key
-        };
-        if !same {
+        let name = if escaped { ref_unescape(rloc) } else { rloc.to_vec() };
+        if escaped && !fits(&name) {
             continue;
         }
         let target = if escaped { ref_unescape(target) } else { target.to_vec() };
-        return (!target.is_empty() && fits(&target)).then_some(target);
+        let usable = !target.is_empty() && fits(&target);
+        if name == key {
+            return usable.then_some(target);
+        }
+        let is_above = key.len() > name.len() && key.starts_with(&name) && key[name.len()] == b'/';
+        if usable && is_above && above.as_ref().is_none_or(|(len, _)| name.len() > *len) {
+            above = Some((name.len(), target));
+        }
     }
-    None
+    let (len, mut target) = above?;
+    if target.last() != Some(&b'/') {
+        target.push(b'/');
+    }
+    target.extend_from_slice(&key[len + 1..]);
+    fits(&target).then_some(target)
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -74,7 +74,8 @@ fn reference(words: &[Vec<u8>]) -> Parsed {
         let w = &words[i][..];
         for (k, name) in service_names.iter().enumerate() {
             if w == *name {
-                let Some(v) = words.get(i + 1) else { return Parsed::Other };
+                // A next word that is an option is a missing value.
+                let Some(v) = words.get(i + 1).filter(|v| !v.starts_with(b"--")) else { return Parsed::Other };
                 // Each of them once: a second one is an error.
                 if service[k].replace(v.clone()).is_some() {
                     return Parsed::Other;
