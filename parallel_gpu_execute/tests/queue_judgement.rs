@@ -269,3 +269,95 @@ fn a_take_older_than_its_look_leaves_the_block_to_a_waiter_that_runs_again() {
     let start = |name: &str| Record::read(&ran.join(name)).get("start").and_then(|s| s.parse::<u64>().ok());
     assert!(start("first") < start("later"), "the later test ran first\n{what}");
 }
+
+/// Lands a process under Landlock (an LSM) where opening `argv[1]` is
+/// refused, every other file allowed, then execs the rest; `access(2)` is
+/// not mediated by Landlock, so it still allows that file.
+const LANDLOCKED: &str = r#"
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+deny = os.path.abspath(sys.argv[1])
+rw = (1 << 1) | (1 << 2)
+attr = struct.pack('Q', rw)
+rs = libc.syscall(444, ctypes.c_char_p(attr), len(attr), 0)
+if rs < 0:
+    sys.exit(99)
+def allow(path):
+    fd = os.open(path, os.O_PATH)
+    assert libc.syscall(445, rs, 1, ctypes.c_char_p(struct.pack('=Qi', rw, fd)), 0) == 0
+    os.close(fd)
+def allow_but(path):
+    parent = os.path.dirname(path)
+    for e in os.listdir(parent):
+        p = os.path.join(parent, e)
+        if p != path and not os.path.islink(p):
+            allow(p)
+    if parent != '/':
+        allow_but(parent)
+allow_but(deny)
+libc.prctl(38, 1, 0, 0, 0)
+assert libc.syscall(446, rs, 0) == 0
+os.execvp(sys.argv[2], sys.argv[2:])
+"#;
+
+/// Where `access(2)` allows what `open(2)` refuses (an LSM's rule on the
+/// open itself, here Landlock's; a real uid that is not the effective one),
+/// a lock file the waiter's open found unusable stays so: out of its record,
+/// said once, and a later test takes it at once. A build without the change
+/// put it back in the record at each wake, said it again each time, and
+/// held the later test up until the waiter's limit.
+#[test]
+fn a_lock_file_an_open_refused_stays_out_of_the_record_whatever_access_says() {
+    if !root("an LSM's rule and another effective user") {
+        return;
+    }
+    for how in ["landlock", "euid"] {
+        let f = common::shared_fixture(&format!("judgement-{how}"));
+        f.make_lock_dir_shared();
+        std::fs::create_dir_all(f.lock_dir.join("gpuqueue")).unwrap();
+        std::fs::set_permissions(f.lock_dir.join("gpuqueue"), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let mode = if how == "euid" { 0o600 } else { 0o666 };
+        for gpu in ["0", "1"] {
+            test_support::write_file(f.lock(gpu, 0), "");
+            std::fs::set_permissions(f.lock(gpu, 0), std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        std::fs::set_permissions(f.lock("1", 0), std::fs::Permissions::from_mode(0o666)).unwrap();
+        let held = hold_lock(f.lock("1", 0));
+        let mut c = match how {
+            "landlock" => {
+                let script = f.dir.join("landlocked.py");
+                test_support::write_file(&script, LANDLOCKED);
+                let path = f.lock("0", 0);
+                let (script, path) = (script.to_str().unwrap().to_string(), path.to_str().unwrap().to_string());
+                f.cmd_under("python3", [script, path])
+            }
+            _ => f.cmd_under("setpriv", ["--euid=65534", "--egid=65534", "--clear-groups"]),
+        };
+        on(&mut c, 2, 1).args(["--wait=20", "./pkg/gpu_test"]);
+        let waiter = c.timeout(Duration::from_secs(60)).spawn();
+        let in_queue = || files_lines(&f) == ["gpulock1_0"];
+        if !wait_until(Duration::from_secs(5), in_queue) {
+            let out = { waiter }.wait();
+            let skip = out.code() == 99;
+            assert!(skip && how == "landlock", "{how}: records {:?}\n{}", files_lines(&f), out.explain());
+            test_support::prerequisite(false, "Landlock in this kernel", "an LSM's rule on the open");
+            continue;
+        }
+        // Some wakes later, it stays out.
+        std::thread::sleep(Duration::from_millis(1200));
+        assert_eq!(files_lines(&f), ["gpulock1_0"], "{how}");
+        let out = on(&mut f.cmd(), 2, 1).args(["--wait=3", "./pkg/gpu_test"]).run();
+        let r = Record::of(out.assert_success());
+        assert_eq!(r.locks(), ["gpulock0_0"], "{how}\n{}", out.explain());
+        assert!(out.elapsed < Duration::from_secs(2), "{how}: held up\n{}", out.explain());
+        drop(held);
+        let out = waiter.wait();
+        out.assert_success();
+        assert_eq!(
+            out.stderr.matches("warning: cannot open lock file").count(),
+            1,
+            "{how}: said once\n{}",
+            out.explain()
+        );
+    }
+}

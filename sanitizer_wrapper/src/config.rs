@@ -136,8 +136,12 @@ pub fn read(file: &CStr) -> Result<Config, Error> {
         _ => Error::ConfigRead { file: shown(), errno },
     })?;
     let st = rustix::fs::fstat(&fd).map_err(|errno| Error::ConfigRead { file: shown(), errno })?;
-    if let Some(kind) = FileKind::of(st.st_mode) {
-        return Err(Error::ConfigNotAFile { file: shown(), kind });
+    // A character device is read as a file (`/dev/null`: a configuration
+    // blanked on purpose); a FIFO, which reads as empty where nobody
+    // writes, a directory or a socket is refused.
+    match FileKind::of(st.st_mode) {
+        None | Some(FileKind::CharacterDevice) => {}
+        Some(kind) => return Err(Error::ConfigNotAFile { file: shown(), kind }),
     }
     let read = with_read_buffer(|buf| {
         for_each_line(&fd, &mut buf[..LINE_BUFFER], |Line { bytes, complete }| {

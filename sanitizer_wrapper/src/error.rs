@@ -177,7 +177,7 @@ impl fmt::Display for Error {
             }
             Error::ConfigDangling { file, target } => write!(
                 f,
-                "configuration file {} is a symbolic link to {}, which does not exist",
+                "configuration file {} is a symbolic link to {}, which leads nowhere",
                 show(file),
                 show(target)
             ),

@@ -189,7 +189,7 @@ fn a_config_that_is_no_file_or_leads_nowhere_is_an_error() {
         (
             "dangling",
             &|p| std::os::unix::fs::symlink("/nowhere/asan.conf", p).unwrap(),
-            "is a symbolic link to /nowhere/asan.conf, which does not exist",
+            "is a symbolic link to /nowhere/asan.conf, which leads nowhere",
         ),
     ];
     for (label, make, says) in cases {
@@ -200,6 +200,12 @@ fn a_config_that_is_no_file_or_leads_nowhere_is_an_error() {
         out.assert_code(2).assert_one_error_line(&format!("sanitizer_wrapper: configuration file {conf} {says}"));
         assert_test_not_run(&out);
     }
+    // `/dev/null` there is a configuration blanked on purpose: nothing set.
+    let tree = Tree::new("sw-conf-devnull");
+    tree.link_wrapper("ws/pkg/asan_wrapper");
+    std::os::unix::fs::symlink("/dev/null", tree.rf.srcdir.join("ws").join(conf)).unwrap();
+    let out = run_as(&tree, "pkg/asan_wrapper").arg(TEST).run();
+    Seen::from(&out).expect("ASAN_OPTIONS", None);
 }
 
 #[test]

@@ -244,9 +244,6 @@ fn a_manifest_that_cannot_be_read_is_said() {
         let mut c = Cmd::new(bin());
         c.env("RUNFILES_MANIFEST_FILE", &manifest).current_dir(dir.path());
         let out = c.args(["--asan-suppressions=ws/supp.txt", "/bin/true"]).run();
-        out.assert_code(2).assert_one_error_line(&format!(
-            "in manifest {}, {why}",
-            manifest.display()
-        ));
+        out.assert_code(2).assert_one_error_line(&format!("in manifest {}, {why}", manifest.display()));
     }
 }

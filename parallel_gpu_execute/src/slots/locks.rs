@@ -29,17 +29,17 @@ use crate::error::Error;
 use crate::prelude::*;
 use crate::profile::Profile;
 use crate::slots::drain;
-use crate::slots::lockfile::{
-    self, FileId, LockName, dir_still_there, lock_file_name, named, open_lock_file, refused, try_flock,
-};
+use crate::slots::lockfile::{FileId, LockName, dir_still_there, lock_file_name, named, open_lock_file, try_flock};
 use crate::slots::queue::Ahead;
 use crate::slots::request::Pool;
 use core::ffi::CStr;
 use core::time::Duration;
 use rustix::fd::OwnedFd;
-use rustix::fs::{Access, AtFlags, FileType, FlockOperation};
+use rustix::fs::{AtFlags, FlockOperation};
 use rustix::io::Errno;
-use wrapper_common::{diag, separator, with_joined};
+use wrapper_common::{separator, with_joined};
+
+mod judge;
 
 /// Most lock descriptors a waiter keeps open; beyond that it closes them
 /// after each try and polls instead of watching (its own closes would wake it).
@@ -194,7 +194,10 @@ impl<'a> Slots<'a> {
                 Err(
                     e @ (Error::System { errno: Errno::ACCESS | Errno::PERM, .. }
                     | Error::UnsafeLockPath { .. }
-                    | Error::LockFileCreate { .. }),
+                    | Error::LockFileCreate {
+                        errno: Errno::ACCESS | Errno::PERM | Errno::ROFS | Errno::NOSPC | Errno::DQUOT,
+                        ..
+                    }),
                 ) => {
                     self.warn_unusable(index, &e);
                     return Ok(Try::Unusable);
@@ -221,33 +224,6 @@ impl<'a> Slots<'a> {
             c[index] = Some((fd, id));
         }
         Ok(Try::Busy)
-    }
-
-    #[cold]
-    fn warn_unusable(&mut self, index: usize, error: &Error) {
-        if self.warned.contains(&index) {
-            return;
-        }
-        self.warned.push(index);
-        let create = match error {
-            Error::LockFileCreate { errno, .. } => Some(*errno),
-            _ => None,
-        };
-        if create.is_none() || self.create_said.replace(create.unwrap_or(Errno::INVAL)) != create {
-            self.unsaid.push((index, create, lockfile::unusable(error, "skipping that slot", true)));
-        }
-    }
-
-    /// Says the warnings of lock files found unusable and not said yet,
-    /// but that of `except` (the file whose own error ends the run, and
-    /// why it could not be made, where that is its error).
-    pub fn say_unusable(&mut self, except: Option<(usize, Option<Errno>)>) {
-        self.unsaid.retain(|(index, create, line)| {
-            if !except.is_some_and(|(i, why)| i == *index || create.is_some() && *create == why) {
-                diag::say_line(line.as_bytes());
-            }
-            false
-        });
     }
 
     /// Lock file `index` opens (or may be made): one warned about is
@@ -310,57 +286,6 @@ impl<'a> Slots<'a> {
     /// Whether `grant`'s block holds a GPU out of service at the last read.
     pub fn holds_out_of_service(&self, grant: &Grant) -> bool {
         !self.out.is_empty() && (grant.start..grant.start + grant.fds.len()).any(|g| self.out[g])
-    }
-
-    /// Judges every lock file of the pool by `access(2)`, so that those
-    /// this user may not open (or, missing, may not make) are known, and
-    /// kept out of its record, and those repaired since are known too (a
-    /// scan stops at a block's first busy GPU, and would not tell). It opens
-    /// none: each close would wake the waiters that watch the file. A lock
-    /// file whose descriptor is kept is passed over while it is still the
-    /// file at its path, checked where the directory changed (or every
-    /// eighth pass). Anything but a regular file is left to the scan that
-    /// meets it.
-    pub fn open_all(&mut self) {
-        let width = self.pool.ids.len();
-        let stamp = rustix::fs::fstat(self.dir_fd).ok().map(|st| (st.st_mtime, st.st_mtime_nsec));
-        let (last, passes) = self.dir_stamp;
-        let recheck = stamp.is_none() || stamp != last || passes % 8 == 7;
-        self.dir_stamp = (stamp, passes.wrapping_add(1));
-        for index in 0..width * self.slots as usize {
-            let held = match &self.cached {
-                Some(Cache::Kept(kept)) => kept[index].as_ref().map(|&(_, id)| id),
-                _ => None,
-            };
-            if held.is_some() && !recheck {
-                continue;
-            }
-            let name = self.name((index / width) as u32, index % width);
-            // A missing one is judged by the directory: may it be made?
-            let (at, access) = match rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) if held == Some((st.st_dev, st.st_ino)) => continue,
-                // Only a regular file: anything else (a FIFO, a link) is
-                // said by the scan that meets it.
-                Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile => continue,
-                Ok(_) if self.linked.contains(&index) => continue,
-                Ok(_) => (name.as_cstr(), Access::READ_OK),
-                Err(Errno::NOENT) => (c".", Access::WRITE_OK | Access::EXEC_OK),
-                Err(_) => continue,
-            };
-            match rustix::fs::accessat(self.dir_fd, at, access, AtFlags::empty()) {
-                Ok(()) => self.opened(index),
-                Err(errno @ (Errno::ACCESS | Errno::PERM | Errno::ROFS)) => {
-                    let path = named(self.dir, name.as_bytes());
-                    let e = if access == Access::READ_OK {
-                        Error::System { what: "cannot open lock file", path: Some(path), errno }
-                    } else {
-                        Error::LockFileCreate { path, errno, hint: lockfile::hint(self.dir.to_bytes(), errno, true) }
-                    };
-                    self.warn_unusable(index, &e);
-                }
-                Err(_) => {}
-            }
-        }
     }
 
     /// Which lock files (`slot * pool + gpu`) are in a block of `needed`
@@ -456,85 +381,6 @@ impl<'a> Slots<'a> {
             return Ok(None);
         }
         self.wait_or_fail(needed)
-    }
-
-    /// No block is free, none is held or left to an earlier waiter, and
-    /// some were passed over for a lock file this user may not open (those
-    /// in `warned`): `Ok(None)` (wait) where a wait can still end, because
-    /// such a file opens now (repaired), or another GPU of a block with it
-    /// (and no GPU out of service) is busy, on either side of it: the file
-    /// may be repaired meanwhile. Else the first such file's error.
-    #[cold]
-    fn wait_or_fail(&mut self, needed: usize) -> Result<Option<Grant>, Error> {
-        let width = self.pool.ids.len();
-        let mut first = None;
-        for index in self.warned.clone() {
-            let (slot, gpu) = ((index / width) as u32, index % width);
-            let name = self.name(slot, gpu);
-            // Anything but a regular file (or, for one found to be another
-            // lock file too, one that still has another name) is told by its
-            // `lstat`, not opened again: each close would wake the waiters
-            // that watch it, this one too.
-            let linked = if self.linked.contains(&index) { SAME_FILE } else { "" };
-            let still = rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW)
-                .ok()
-                .and_then(|st| refused(self.dir, &name, &st, linked));
-            match still.map_or_else(|| open_lock_file(self.dir_fd, self.dir, &name), Err) {
-                Ok(held) => {
-                    self.opened(index);
-                    if let Some(kept) = self.cache() {
-                        kept[index] = Some(held);
-                    }
-                    return Ok(None);
-                }
-                Err(Error::System { errno: Errno::WOULDBLOCK, .. }) => return Ok(None),
-                Err(e) => {
-                    first.get_or_insert((index, e));
-                }
-            }
-            for start in (gpu + 1).saturating_sub(needed)..=gpu.min(width.saturating_sub(needed)) {
-                let in_service = !(start..start + needed).any(|g| self.out.get(g).is_some_and(|&o| o));
-                if in_service && self.busy_beside(slot, start, needed, gpu)? {
-                    return Ok(None);
-                }
-            }
-        }
-        // The others are said; this one is the error, with its repair.
-        let Some((index, e)) = first else { return Ok(None) };
-        let create = match &e {
-            Error::LockFileCreate { errno, .. } => Some(*errno),
-            _ => None,
-        };
-        self.say_unusable(Some((index, create)));
-        Err(match e {
-            Error::System { errno: Errno::ACCESS | Errno::PERM, .. }
-            | Error::UnsafeLockPath { .. }
-            | Error::LockFileCreate { .. } => {
-                Error::NoUsableSlot(lockfile::unusable(&e, "no slot this test could take is left", false))
-            }
-            e => e,
-        })
-    }
-
-    /// Whether a GPU of the block of `needed` from `start` at `slot`, other
-    /// than `skip` (a lock file this user may not open), is busy: each is
-    /// tried, and one taken is given back at once.
-    #[cold]
-    fn busy_beside(&mut self, slot: u32, start: usize, needed: usize, skip: usize) -> Result<bool, Error> {
-        let width = self.pool.ids.len();
-        for gpu in start..start + needed {
-            // Not one known to be unusable (`warned`): it would be opened,
-            // and closed again, at each look.
-            if gpu == skip || self.warned.contains(&(slot as usize * width + gpu)) {
-                continue;
-            }
-            match self.try_lock(slot, gpu, &[])? {
-                Try::Taken(fd, id) => self.give_back(slot, gpu, fd, id),
-                Try::Busy => return Ok(true),
-                Try::Unusable => {}
-            }
-        }
-        Ok(false)
     }
 
     /// Is every lock of `grant` still the file at its path? A lock directory

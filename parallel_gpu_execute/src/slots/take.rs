@@ -246,12 +246,12 @@ impl<'a> Waiting<'a> {
                         let now = queue::ahead(dir_fd, self.place.as_ref(), table.pool(), prefix, &takes, false);
                         let (start, slot) = (grant.start, grant.slot);
                         if !now.starved && !(start..start + grant.fds.len()).all(|g| now.allows(g, slot)) {
-                            let Grant { fds, ids, start, slot, .. } = grant;
-                            table.give_back_block(slot, start, fds, ids);
+                            // Closed, not only unlocked: the close wakes the
+                            // waiters that watch the lock files.
+                            drop(grant);
                             continue;
                         }
                     }
-                    table.say_unusable(None);
                     let grant = self.granted(grant);
                     if let Some(w) = watch {
                         w.done();
@@ -264,10 +264,7 @@ impl<'a> Waiting<'a> {
                 Ok(None) => {}
                 Err(e) if e.errno() == Some(Errno::MFILE) && self.shed(&mut watch) => continue,
                 Err(_) if !dir_still_there(dir, dir_fd) => return Ok(None),
-                Err(e) => {
-                    table.say_unusable(None);
-                    return Err(e);
-                }
+                Err(e) => return Err(e),
             }
             // The lock files passed over are said before it fails or waits.
             table.say_unusable(None);
