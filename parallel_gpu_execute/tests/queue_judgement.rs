@@ -41,7 +41,11 @@ fn record_names(f: &Fixture, files: &str) {
 /// Makes `gpulock<gpu>_0` as `OWNER` under umask 077: mode 0600, a file
 /// nobody else may open.
 fn make_private(f: &Fixture, gpu: &str) {
-    let path = f.lock(gpu, 0);
+    make_private_at(&f.lock(gpu, 0));
+}
+
+/// Makes the file `path` as `OWNER` under umask 077.
+fn make_private_at(path: &std::path::Path) {
     let made = std::process::Command::new("setpriv")
         .args([&format!("--reuid={OWNER}"), &format!("--regid={OWNER}"), "--clear-groups", "sh", "-c"])
         .arg(format!("umask 077; : > '{}'", path.display()))
@@ -203,12 +207,7 @@ fn a_record_that_cannot_shrink_on_a_full_file_system_goes() {
         n += 1;
     }
     std::fs::remove_file(fill.join("0")).unwrap();
-    let made = std::process::Command::new("setpriv")
-        .args([&format!("--reuid={OWNER}"), &format!("--regid={OWNER}"), "--clear-groups", "sh", "-c"])
-        .arg(format!("umask 077; : > '{}'", lock_dir.join("gpulock2_0").display()))
-        .status()
-        .unwrap();
-    assert!(made.success());
+    make_private_at(&lock_dir.join("gpulock2_0"));
     std::thread::sleep(Duration::from_millis(600));
     let mut owner = f.cmd();
     on_tmpfs(&mut owner);

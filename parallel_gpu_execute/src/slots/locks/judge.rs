@@ -54,7 +54,10 @@ impl Slots<'_> {
     /// regular file is left to the scan that meets it.
     pub fn open_all(&mut self) {
         let width = self.pool.ids.len();
-        let stamp = rustix::fs::fstat(self.dir_fd).ok().map(|st| (st.st_mtime, st.st_mtime_nsec));
+        // The nanoseconds are unsigned in the kernel's `stat`, signed in
+        // libc's (rustix's libc backend, under Miri): one type for both.
+        #[allow(clippy::unnecessary_cast)]
+        let stamp = rustix::fs::fstat(self.dir_fd).ok().map(|st| (st.st_mtime as i64, st.st_mtime_nsec as u64));
         let (last, passes) = self.dir_stamp;
         let recheck = stamp.is_none() || stamp != last || passes % 8 == 7;
         self.dir_stamp = (stamp, passes.wrapping_add(1));
