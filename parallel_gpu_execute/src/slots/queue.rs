@@ -250,9 +250,9 @@ pub struct Ahead {
     pub covered: bool,
     /// Whether some lock file this one can take is left to it.
     pub leaves_some: bool,
-    /// Whether `gpuqueue/` held records earlier than this participant's
-    /// (read, whether or not they count).
-    pub read: bool,
+    /// Whether it passed over an earlier record whose beat is stale (its
+    /// waiter did not run as it looked, and may run again).
+    pub passed_stale: bool,
     /// Whether a record could not be read for want of a descriptor of
     /// this participant's own (`EMFILE`): it then counts, as one that wants
     /// everything, and the participant should give up what it holds for
@@ -337,7 +337,6 @@ pub fn ahead(
     if earlier.is_empty() {
         return out;
     }
-    out.read = true;
     // Latest first: the one to sleep on is found first, and reading stops
     // at one that wants everything this participant can take.
     crate::sys::sort::sort_by(&mut earlier, &mut |a, b| a.as_bytes() > b.as_bytes());
@@ -368,6 +367,10 @@ pub fn ahead(
                 None
             }
             Live::No => continue,
+            Live::Stale => {
+                out.passed_stale = true;
+                continue;
+            }
             Live::Dead => {
                 removed = true;
                 continue;
@@ -459,6 +462,9 @@ enum Live {
     Starved,
     /// No live record.
     No,
+    /// A record whose lock is held and whose beat is stale: its waiter does
+    /// not run now.
+    Stale,
     /// A dead record, removed.
     Dead,
 }
@@ -506,7 +512,11 @@ fn read_live(dir: &OwnedFd, name: &RecordName, buf: &mut [u8], own: Option<(u64,
             if let Some((_, at)) = beat_of(&buf[..n]) {
                 // Judged by the clock as it was read (a reader preempted or
                 // frozen in its look would take the beats after for stale).
-                return if fresh(at, since_boot()) && n < buf.len() { Live::Record(fd, n) } else { Live::No };
+                return match (fresh(at, since_boot()), n < buf.len()) {
+                    (true, true) => Live::Record(fd, n),
+                    (false, true) => Live::Stale,
+                    _ => Live::No,
+                };
             }
         }
         return Live::No;

@@ -233,15 +233,16 @@ impl<'a> Waiting<'a> {
                         }
                         continue;
                     }
-                    // A look older than the block's locks (its process
-                    // stopped or frozen between the two, while a waiter
-                    // ahead thawed or joined): the records are read again
-                    // with the locks held, and a block that an earlier
-                    // waiter that counts now wants is left to it. Where the
-                    // look read no record, none was earlier than it; where
-                    // the block's descriptors leave none to read a record
-                    // with, the look stands.
-                    if ahead.read {
+                    // A look that passed over a waiter that did not run
+                    // (a stale beat), older than the block's locks (this
+                    // process stopped or frozen between the two while that
+                    // waiter thawed): the records are read again with the
+                    // locks held, and a block that an earlier waiter that
+                    // counts now wants is left to it. Where the look passed
+                    // over none, the scan already left each one counting
+                    // its lock files; where the block's descriptors leave
+                    // none to read a record with, the look stands.
+                    if ahead.passed_stale {
                         let takes = || table.takeable(needed);
                         let now = queue::ahead(dir_fd, self.place.as_ref(), table.pool(), prefix, &takes, false);
                         let (start, slot) = (grant.start, grant.slot);

@@ -42,12 +42,12 @@ impl Slots<'_> {
     /// Judges every lock file of the pool, so that those this user may not
     /// open (or, missing, may not make) are known, and kept out of its
     /// record, and those repaired since are known too (a scan stops at a
-    /// block's first busy GPU, and would not tell). A file not known to be
-    /// unusable is judged by `access(2)` with the effective ids, which
-    /// opens nothing (each close would wake the waiters that watch the
-    /// file); one it may not use stays so until an open (or, missing, a
-    /// make) succeeds, tried where the directory changed and every eighth
-    /// pass: `access(2)` may allow what `open(2)` refuses (an LSM's rule on
+    /// block's first busy GPU, and would not tell): at the first pass, where
+    /// the directory changed since the last, and every eighth pass. A file
+    /// not known to be unusable is judged by `access(2)` with the effective
+    /// ids, which opens nothing (each close would wake the waiters that
+    /// watch the file); one it may not use stays so until an open (or,
+    /// missing, a make) succeeds: `access(2)` may allow what `open(2)` refuses (an LSM's rule on
     /// the open itself, a quota), and a file said unusable at each wake
     /// would come and go from its record. So is a lock file whose descriptor
     /// is kept, where the file at its path is another. Anything but a
@@ -59,17 +59,19 @@ impl Slots<'_> {
         #[allow(clippy::unnecessary_cast)]
         let stamp = rustix::fs::fstat(self.dir_fd).ok().map(|st| (st.st_mtime as i64, st.st_mtime_nsec as u64));
         let (last, passes) = self.dir_stamp;
+        // Nothing made, removed or renamed in the directory since the last
+        // pass: only every eighth pass looks (a `chmod` changes no entry).
         let recheck = stamp.is_none() || stamp != last || passes % 8 == 7;
         self.dir_stamp = (stamp, passes.wrapping_add(1));
+        if !recheck {
+            return;
+        }
         for index in 0..width * self.slots as usize {
             let held = match &self.cached {
                 Some(Cache::Kept(kept)) => kept[index].as_ref().map(|&(_, id)| id),
                 _ => None,
             };
             let unusable = self.warned.contains(&index);
-            if (held.is_some() || unusable) && !recheck {
-                continue;
-            }
             let name = self.name((index / width) as u32, index % width);
             // A missing one is judged by the directory: may it be made?
             let (at, access) = match rustix::fs::statat(self.dir_fd, name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW) {
