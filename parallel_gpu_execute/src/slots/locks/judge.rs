@@ -12,6 +12,9 @@ use rustix::io::Errno;
 use wrapper_common::diag;
 
 impl Slots<'_> {
+    /// Lock file `index` may not be used (`error` says why): passed over
+    /// from now on, and its warning kept to be said (one for all those it
+    /// may not make, for one reason).
     #[cold]
     pub(super) fn warn_unusable(&mut self, index: usize, error: &Error) {
         if self.warned.contains(&index) {
@@ -47,11 +50,12 @@ impl Slots<'_> {
     /// not known to be unusable is judged by `access(2)` with the effective
     /// ids, which opens nothing (each close would wake the waiters that
     /// watch the file); one it may not use stays so until an open (or,
-    /// missing, a make) succeeds: `access(2)` may allow what `open(2)` refuses (an LSM's rule on
-    /// the open itself, a quota), and a file said unusable at each wake
-    /// would come and go from its record. So is a lock file whose descriptor
-    /// is kept, where the file at its path is another. Anything but a
-    /// regular file is left to the scan that meets it.
+    /// missing, a make) succeeds: `access(2)` may allow what `open(2)`
+    /// refuses (an LSM's rule on the open itself, a quota), and a file said
+    /// unusable at each wake would come and go from its record. A lock file
+    /// whose descriptor is kept is judged where the file at its path is
+    /// another. Anything but a regular file is left to the scan that meets
+    /// it.
     pub fn open_all(&mut self) {
         let width = self.pool.ids.len();
         // The nanoseconds are unsigned in the kernel's `stat`, signed in
