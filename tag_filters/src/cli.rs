@@ -78,16 +78,20 @@ pub fn parse<'t>(args: &[OsString], table: &'t Table) -> Result<Request<'t>, Err
     // --strict is given (it may come last).
     let mut first_rejected = None;
 
+    // The configs by name, once: each `--config` is then found in time
+    // logarithmic in the table, whatever the number of both.
+    let by_name: std::collections::BTreeMap<&str, &Config> =
+        table.configs.iter().map(|config| (config.name.as_str(), config)).collect();
     let mut rest = options.iter();
     while let Some(arg) = rest.next() {
         if arg.as_bytes() == b"--strict" {
             strict = true;
         } else if let Some(value) = option_value(CONFIG, arg, &mut rest)? {
-            match value.to_str().and_then(|name| table.find_config(name)) {
-                Some(config) => configs.push(config),
+            match value.to_str().and_then(|name| by_name.get(name)) {
+                Some(config) => configs.push(*config),
                 None => {
                     let name = value.to_string_lossy().into_owned();
-                    first_rejected.get_or_insert(Error::UnknownConfig { name, known: table.known_configs() });
+                    first_rejected.get_or_insert_with(|| Error::UnknownConfig { name, known: table.known_configs() });
                 }
             }
         } else if option_value(TABLE, arg, &mut rest)?.is_some() || option_value(PRESET, arg, &mut rest)?.is_some() {

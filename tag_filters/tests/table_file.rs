@@ -211,4 +211,16 @@ fn a_table_near_its_size_limit_reads_in_linear_time() {
     write_file(&configs, &many);
     let out = Cmd::new(bin()).arg("--table").arg(&configs).timeout(limit).run();
     out.assert_code(2).assert_one_error_line("config 'c39999' is defined twice");
+    // 20,000 `--config`s (and as many unknown ones) against 40,000 configs:
+    // each is found by name, not by a scan of the table.
+    many.truncate(many.rfind("c39999 = again").unwrap());
+    write_file(&configs, &many);
+    let mut c = Cmd::new(bin());
+    c.arg("--table").arg(&configs).timeout(limit);
+    for i in 0..20_000 {
+        c.arg(format!("--config=c{}", i * 2)).arg(format!("--config=x{i}"));
+    }
+    let out = c.run();
+    out.assert_success();
+    assert!(out.stdout.starts_with("a,t0,t2,t4,") && out.stdout.ends_with(",t39998\n"), "{}", out.explain());
 }
