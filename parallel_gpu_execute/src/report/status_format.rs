@@ -242,14 +242,18 @@ fn slot_rows(out: &mut String, s: &Slot, gpu_w: usize, state_w: usize, since_w: 
 }
 
 pub fn text(r: &Report) -> String {
-    let held = r.slots.iter().filter(|s| s.held()).count();
-    let unknown = r.slots.iter().filter(|s| s.unknown && s.skipped.is_none()).count();
+    // The slots of these settings; other lock files listed below them are
+    // counted apart (all of them, where none is of these settings).
+    let any_configured = r.slots.iter().any(|s| s.configured);
+    let mine = || r.slots.iter().filter(|s| s.configured || !any_configured);
+    let held = mine().filter(|s| s.held()).count();
+    let unknown = mine().filter(|s| s.unknown && s.skipped.is_none()).count();
     let unknown_text = if unknown > 0 { format!(", {unknown} unknown") } else { String::new() };
     let mut out = if r.exists {
         format!(
             "lock dir {}: {} slot(s), {held} held{unknown_text}, {} waiting\n",
             Bytes(&r.lock_dir),
-            r.slots.len(),
+            mine().count(),
             r.waiters.len()
         )
     } else {
@@ -311,7 +315,8 @@ pub fn text(r: &Report) -> String {
     for s in &r.slots {
         if any_configured && !s.configured && !others_said {
             others_said = true;
-            out.push_str("other lock files in the directory (not slots of these settings):\n");
+            let others = r.slots.iter().filter(|s| !s.configured).count();
+            let _ = writeln!(out, "other lock files in the directory ({others}, not slots of these settings):");
         }
         slot_rows(&mut out, s, gpu_w, state_w, since_w);
     }
