@@ -19,18 +19,7 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-changed=link-order.txt");
     println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
-    if env::var("TARGET").as_deref() != Ok("x86_64-unknown-linux-gnu") {
-        return;
-    }
-    if !links_with_lld() {
-        // GNU ld reads each archive once, in order: rustc names libgcc_eh
-        // before libc, whose static `fputs` refers to the C personality
-        // routine that libgcc_eh holds (`__gcc_personality_v0`). Named once
-        // more after libc, so that Rust 1.85-1.89, which link with `cc` and
-        // GNU ld, link the static build; lld resolves it in any order.
-        if static_crt() {
-            println!("cargo:rustc-link-arg-bins=-lgcc_eh");
-        }
+    if env::var("TARGET").as_deref() != Ok("x86_64-unknown-linux-gnu") || !links_with_lld() {
         return;
     }
     let Ok(dir) = env::var("CARGO_MANIFEST_DIR") else { return };
@@ -57,9 +46,4 @@ fn links_with_lld() -> bool {
         .any(|f| f.contains("linker=") || f.contains("linker-flavor") || f.contains("linker-features"))
         || env::var_os("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER").is_some();
     (major, minor) >= (1, 90) && !other
-}
-
-/// Whether the build is static (`crt-static`, as .cargo/config.toml sets).
-fn static_crt() -> bool {
-    env::var("CARGO_CFG_TARGET_FEATURE").is_ok_and(|f| f.split(',').any(|f| f == "crt-static"))
 }

@@ -72,21 +72,43 @@ extern "C" fn rust_eh_personality() {}
 /// its functions (`fmt::format`, `dealloc` inlined into a drop) keep landing
 /// pads that end in a call to `_Unwind_Resume`, and the linker needs the
 /// symbol. Nothing can start an unwind here: the panic handler aborts, and
-/// neither musl's C code nor ours raises an exception, so no landing pad is
-/// ever entered and this is never called. On glibc, libgcc's unwinder
-/// (linked below for glibc's own C code) defines it; on musl, std would link
-/// the target's libunwind.a for this one symbol (74 KB more here). If it were
-/// ever reached, it would end the process as the panic handler does.
-#[cfg(target_env = "musl")]
+/// neither the C library's code (one thread: no `pthread_cancel`) nor ours
+/// raises an exception, so no landing pad is ever entered and this is never
+/// called. On musl, std would link the target's libunwind.a for this one
+/// symbol (74 KB more here); on a static glibc, libgcc's unwinder, about
+/// 20 KB (docs/design.md, "Static linking"). Defined here, in the program's
+/// own object, which the linker reads before any archive. If it were ever
+/// reached, it would end the process as the panic handler does.
+#[cfg(any(target_env = "musl", target_feature = "crt-static"))]
 #[unsafe(no_mangle)]
-extern "C" fn _Unwind_Resume() -> ! {
+extern "C" fn _Unwind_Resume(_exception: *mut core::ffi::c_void) -> ! {
     // SAFETY: abort has no preconditions; it does not return.
     unsafe { libc::abort() }
 }
 
-// What std would have linked. A static glibc has C code that unwinds
-// (`pthread_cancel` clean-ups) and needs libgcc's unwinder; on musl, the libc
-// crate leaves linking the C library itself to std.
+/// libgcc's C personality routine, which a static glibc's stdio names
+/// (`fileops.o`) for its clean-ups while a thread is cancelled: with
+/// `_Unwind_Resume` above, the last name that linked libgcc's unwinder.
+/// Never called here, for nothing unwinds; it aborts if it were. It also
+/// lets GNU ld, which reads each archive once, link the static build
+/// whatever the order of `libgcc_eh` and `libc`.
+#[cfg(all(target_env = "gnu", target_feature = "crt-static"))]
+#[unsafe(no_mangle)]
+extern "C" fn __gcc_personality_v0(
+    _version: c_int,
+    _actions: c_int,
+    _class: u64,
+    _exception: *mut core::ffi::c_void,
+    _context: *mut core::ffi::c_void,
+) -> c_int {
+    // SAFETY: abort has no preconditions; it does not return.
+    unsafe { libc::abort() }
+}
+
+// What std would have linked. A glibc has C code that unwinds
+// (`pthread_cancel` clean-ups), for which libgcc's unwinder is named (a
+// static build takes nothing from it: see above); on musl, the libc crate
+// leaves linking the C library itself to std.
 #[cfg(target_env = "gnu")]
 #[link(name = "gcc_eh", kind = "static")]
 unsafe extern "C" {}

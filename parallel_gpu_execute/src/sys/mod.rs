@@ -4,8 +4,7 @@
 //! descriptors held open (`stdfds`), directory and file reading without
 //! allocation (`dirs`), and the bounded tail of a child's output
 //! (`output_tail`), one stable sort for every list (`sort`), names other
-//! users cannot guess (`random`), libgcc's unwinder left out (`unwind`).
-//! Imports nothing from the rest of the crate.
+//! users cannot guess (`random`). Imports nothing from the rest of the crate.
 
 pub mod child;
 pub mod clock;
@@ -15,7 +14,3 @@ pub mod output_tail;
 pub mod random;
 pub mod sort;
 pub mod stdfds;
-// Release builds only: in a debug build this crate reaches the linker as
-// an archive read after libgcc's, whose unwinder would then be linked too.
-#[cfg(all(target_env = "gnu", target_feature = "crt-static", not(debug_assertions)))]
-pub mod unwind;
