@@ -127,21 +127,24 @@ pub fn manifest_lookup(manifest: &core::ffi::CStr, rlocation: &[u8]) -> Result<O
         } else {
             entry.rlocation
         };
-        let mut target = StackPath::new();
-        let has_target = !entry.target.is_empty() && entry.target_into(&mut target).is_ok();
-        if name == rlocation {
-            // Its own entry, a file with no target included, is the answer.
-            found = Some(has_target.then_some(target));
-            return ControlFlow::Break(());
-        }
-        if !has_target {
-            return ControlFlow::Continue(());
-        }
+        let own = name == rlocation;
         let is_above = rlocation.len() > name.len()
             && rlocation.starts_with(name)
             && rlocation[name.len()] == b'/'
             && !name.is_empty();
-        if is_above && above.as_ref().is_none_or(|(len, _)| name.len() > *len) {
+        // Only an entry that may answer has its target unescaped.
+        let nearer = is_above && above.as_ref().is_none_or(|(len, _)| name.len() > *len);
+        if !(own || nearer) {
+            return ControlFlow::Continue(());
+        }
+        let mut target = StackPath::new();
+        let has_target = !entry.target.is_empty() && entry.target_into(&mut target).is_ok();
+        if own {
+            // Its own entry, a file with no target included, is the answer.
+            found = Some(has_target.then_some(target));
+            return ControlFlow::Break(());
+        }
+        if has_target {
             above = Some((name.len(), target));
         }
         ControlFlow::Continue(())
