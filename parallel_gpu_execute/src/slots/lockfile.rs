@@ -441,19 +441,19 @@ pub fn open_existing(dir_fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<Op
 /// warning line (`warning`), or an error's text.
 #[cold]
 pub fn unusable(error: &Error, then: &str, warning: bool) -> String {
-    let (w, nl) = if warning { ("parallel_gpu_execute: warning: ", "\n") } else { ("", "") };
+    let (tool, w, nl) = if warning { (crate::TOOL, ": warning: ", "\n") } else { ("", "", "") };
     match error {
         Error::System { path: Some(path), errno, .. } => format!(
-            "{w}cannot open lock file {p} ({}): {then}; to repair, its owner or root runs: chmod a+rw {p} (or removes it while no test runs){nl}",
+            "{tool}{w}cannot open lock file {p} ({}): {then}; to repair, its owner or root runs: chmod a+rw {p} (or removes it while no test runs){nl}",
             wrapper_common::diag::Os(*errno),
             p = wrapper_common::diag::Bytes(path),
         ),
         Error::UnsafeLockPath { path, .. } => format!(
-            "{w}{error}: {then}; to repair, its owner or root runs: rm {} (while no test runs){nl}",
+            "{tool}{w}{error}: {then}; to repair, its owner or root runs: rm {} (while no test runs){nl}",
             wrapper_common::diag::Bytes(path),
         ),
         // Its repair is in the error's own words.
-        _ => format!("{w}{error}: {then}{nl}"),
+        _ => format!("{tool}{w}{error}: {then}{nl}"),
     }
 }
 

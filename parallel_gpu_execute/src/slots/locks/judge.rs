@@ -21,13 +21,15 @@ impl Slots<'_> {
             return;
         }
         self.warned.push(index);
-        let create = match error {
-            Error::LockFileCreate { errno, .. } => Some(*errno),
-            _ => None,
-        };
-        if create.is_none() || self.create_said.replace(create.unwrap_or(Errno::INVAL)) != create {
-            self.unsaid.push((index, create, lockfile::unusable(error, "skipping that slot", true)));
+        let create = not_made(error);
+        if create.is_some() {
+            // One line says them all: the cause is the directory's.
+            if self.create_said == create {
+                return;
+            }
+            self.create_said = create;
         }
+        self.unsaid.push((index, create, lockfile::unusable(error, "skipping that slot", true)));
     }
 
     /// Says the warnings of lock files found unusable and not said yet,
@@ -154,11 +156,7 @@ impl Slots<'_> {
         }
         // The others are said; this one is the error, with its repair.
         let Some((index, e)) = first else { return Ok(None) };
-        let create = match &e {
-            Error::LockFileCreate { errno, .. } => Some(*errno),
-            _ => None,
-        };
-        self.say_unusable(Some((index, create)));
+        self.say_unusable(Some((index, not_made(&e))));
         Err(match e {
             Error::System { errno: Errno::ACCESS | Errno::PERM, .. }
             | Error::UnsafeLockPath { .. }
@@ -188,6 +186,14 @@ impl Slots<'_> {
             }
         }
         Ok(false)
+    }
+}
+
+/// Why a lock file could not be made, where that is `error`.
+fn not_made(error: &Error) -> Option<Errno> {
+    match error {
+        Error::LockFileCreate { errno, .. } => Some(*errno),
+        _ => None,
     }
 }
 
