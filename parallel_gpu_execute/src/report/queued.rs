@@ -3,7 +3,8 @@
 //! of one that no process was found holding.
 
 use crate::prelude::*;
-use crate::slots::queue::{DIR_FLAGS, RECORD_FLAGS};
+use crate::slots::lockfile::DIR_FLAGS;
+use crate::slots::record::RECORD_FLAGS;
 use crate::slots::record::{QUEUE_DIR, RecordName, Want, beat_of, ticket_of};
 use crate::sys::dirs::for_each_entry;
 use core::ops::ControlFlow;

@@ -48,7 +48,7 @@
 
 use crate::error::Error;
 use crate::prelude::*;
-use crate::slots::lockfile::{LockName, make_shared_dir, open_lock_dir, repair_shared_mode};
+use crate::slots::lockfile::{DIR_FLAGS, LockName, make_shared_dir, open_lock_dir, repair_shared_mode};
 use crate::slots::request::Pool;
 use core::ffi::CStr;
 use core::ops::ControlFlow;
@@ -63,7 +63,6 @@ pub const DRAIN_DIR: &CStr = c"gpudrain";
 /// Longest reason kept, in bytes.
 pub const MAX_REASON: usize = 1000;
 
-const DIR_FLAGS: OFlags = OFlags::DIRECTORY.union(OFlags::RDONLY).union(OFlags::CLOEXEC).union(OFlags::NOFOLLOW);
 const FILE_FLAGS: OFlags =
     OFlags::RDONLY.union(OFlags::CLOEXEC).union(OFlags::NOFOLLOW).union(OFlags::NONBLOCK).union(OFlags::NOCTTY);
 

@@ -76,7 +76,7 @@ pub fn warn_exposed(dir: &CStr, fd: &OwnedFd, queue: bool) {
 fn say_exposed(dir: &CStr, owner: Option<u32>, queue: bool) {
     let queue_path;
     let (what, path) = if queue {
-        queue_path = crate::slots::lockfile::join(dir, b"gpuqueue");
+        queue_path = crate::slots::lockfile::join(dir, crate::slots::record::QUEUE_DIR.to_bytes());
         ("queue directory", queue_path.as_bytes())
     } else {
         ("lock directory", dir.to_bytes())

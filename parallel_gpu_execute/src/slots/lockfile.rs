@@ -400,6 +400,9 @@ fn stat_lock_file(fd: &OwnedFd, dir: &CStr, name: &LockName) -> Result<rustix::f
     })
 }
 
+/// How `gpuqueue/` and `gpudrain/` are opened: never through a link.
+pub const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+
 const OPEN_FLAGS: OFlags = OFlags::NOFOLLOW.union(OFlags::NONBLOCK).union(OFlags::CLOEXEC).union(OFlags::NOCTTY);
 
 /// A file's identity: its device and inode, as `stat` gives them.

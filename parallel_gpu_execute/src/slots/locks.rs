@@ -155,6 +155,10 @@ impl<'a> Slots<'a> {
         self.dir
     }
 
+    pub fn dir_fd(&self) -> &'a OwnedFd {
+        self.dir_fd
+    }
+
     /// Whether it keeps its lock files open (so a waiter may watch the
     /// directory: it closes none of them itself).
     pub fn cached(&mut self) -> bool {
@@ -283,9 +287,14 @@ impl<'a> Slots<'a> {
         Ok(changed)
     }
 
+    /// Whether pool GPU `g` was out of service at the last read.
+    fn is_out(&self, g: usize) -> bool {
+        self.out.get(g).is_some_and(|&o| o)
+    }
+
     /// Whether `grant`'s block holds a GPU out of service at the last read.
     pub fn holds_out_of_service(&self, grant: &Grant) -> bool {
-        !self.out.is_empty() && (grant.start..grant.start + grant.fds.len()).any(|g| self.out[g])
+        (grant.start..grant.start + grant.fds.len()).any(|g| self.is_out(g))
     }
 
     /// Which lock files (`slot * pool + gpu`) are in a block of `needed`
@@ -293,8 +302,7 @@ impl<'a> Slots<'a> {
     /// file one it may open. A waiter's record names these and no other.
     pub fn takeable(&self, needed: usize) -> Vec<bool> {
         let width = self.pool.ids.len();
-        let mut usable: Vec<bool> =
-            (0..width * self.slots as usize).map(|i| !self.out.get(i % width).is_some_and(|&o| o)).collect();
+        let mut usable: Vec<bool> = (0..width * self.slots as usize).map(|i| !self.is_out(i % width)).collect();
         for &i in &self.warned {
             usable[i] = false;
         }
@@ -338,7 +346,7 @@ impl<'a> Slots<'a> {
                 // busy, and no close tells it when it is let go).
                 let unusable =
                     |g: usize| !self.warned.is_empty() && self.warned.contains(&(slot as usize * pool_len + g));
-                let passed = |g: usize| self.out.get(g).is_some_and(|&o| o) || !ahead.allows(g, slot) || unusable(g);
+                let passed = |g: usize| self.is_out(g) || !ahead.allows(g, slot) || unusable(g);
                 if let Some(k) = (start..start + needed).rev().find(|&g| passed(g)) {
                     // Left to an earlier waiter: as good as held, so that
                     // a lock file this user may not open elsewhere is no

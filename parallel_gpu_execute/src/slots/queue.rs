@@ -10,9 +10,10 @@
 //! same lock files ([`crate::slots::record`] has its format).
 
 use crate::prelude::*;
-use crate::slots::lockfile::{make_shared_dir, repair_shared_mode};
+use crate::slots::lockfile::{DIR_FLAGS, FileId, make_shared_dir, repair_shared_mode};
 use crate::slots::record::{
-    HEADER, MAX_RECORD, QUEUE_DIR, RecordName, Want, beat_bytes, beat_of, fresh, other_name, ticket_of, with_name,
+    HEADER, MAX_RECORD, QUEUE_DIR, RECORD_FLAGS, RecordName, Want, beat_bytes, beat_of, fresh, now_ns, other_name,
+    ticket_of, with_name,
 };
 use crate::slots::request::Pool;
 use crate::sys::clock::{SystemTime, UNIX_EPOCH, host_since_boot as since_boot};
@@ -24,10 +25,6 @@ use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 use wrapper_common::CBuf;
-
-pub const RECORD_FLAGS: OFlags =
-    OFlags::RDONLY.union(OFlags::NOFOLLOW).union(OFlags::NONBLOCK).union(OFlags::CLOEXEC).union(OFlags::NOCTTY);
-pub const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 
 /// `.<record name>.<unguessable number>.new`, a record while it is made.
 type TemporaryName = CBuf<72>;
@@ -41,7 +38,7 @@ pub struct Place {
     fd: OwnedFd,
     pub name: RecordName,
     /// (device, inode) of the record, to tell it from one put in its place.
-    id: (u64, u64),
+    id: FileId,
     counter: u64,
     /// What it says, to make it again.
     content: Vec<u8>,
@@ -158,7 +155,7 @@ impl Place {
     /// says why it could not (a full file system, a quota).
     pub fn beat(&mut self) -> Result<(), Errno> {
         self.counter = self.counter.wrapping_add(1);
-        let at = u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX);
+        let at = now_ns();
         match rustix::io::pwrite(&self.fd, &beat_bytes(self.counter, at), 8)? {
             24 => Ok(()),
             // Part of it: no room for the rest.
@@ -172,15 +169,13 @@ impl Place {
     /// follow one, and so would read no record). A hard link to it,
     /// anywhere, changes nothing: readers go by the name the record says.
     pub fn linked(&self, lock_dir: &OwnedFd) -> bool {
-        self.queue_dir(lock_dir).is_some()
-            && rustix::fs::statat(&self.dir, self.name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW)
-                .is_ok_and(|st| (st.st_dev, st.st_ino) == self.id)
+        self.queue_dir(lock_dir).is_some() && is_at(&self.dir, self.name.as_cstr(), self.id)
     }
 
     /// `gpuqueue/` as this waiter holds it open, when it is still the one at
     /// its path (two `stat`s): a look through it closes nothing in the lock
     /// directory, which would wake every waiter that watches it.
-    pub fn queue_dir(&self, lock_dir: &OwnedFd) -> Option<&OwnedFd> {
+    fn queue_dir(&self, lock_dir: &OwnedFd) -> Option<&OwnedFd> {
         let at_path = rustix::fs::statat(lock_dir, QUEUE_DIR, AtFlags::SYMLINK_NOFOLLOW).ok()?;
         let held = rustix::fs::fstat(&self.dir).ok()?;
         ((at_path.st_dev, at_path.st_ino) == (held.st_dev, held.st_ino)).then_some(&self.dir)
@@ -192,21 +187,9 @@ impl Place {
         &self.dir
     }
 
-    /// What the record says after its beat.
-    pub fn text(&self) -> &[u8] {
-        self.content.get(HEADER..).unwrap_or_default()
-    }
-
-    /// Makes the record again with the same ticket, saying `content`
-    /// (removed from its path, or what this waiter can take changed); the
-    /// old one's lock goes with its descriptor, which wakes whoever slept
-    /// on it. Where it cannot, the old one stays, and the error says why.
-    pub fn remake(&mut self, lock_dir: &OwnedFd, content: Vec<u8>) -> Result<(), Errno> {
-        // The old record's `Drop` removes nothing that is not its own: the
-        // new one, under the same name, stays. An error leaves the old one;
-        // the new one is made whole, its first beat in it.
-        *self = Place::join(lock_dir, &self.name, content)?;
-        Ok(())
+    /// Whether the record says `content` after its beat.
+    pub fn says(&self, content: &[u8]) -> bool {
+        content.get(HEADER..) == self.content.get(HEADER..)
     }
 }
 
@@ -219,9 +202,7 @@ impl Drop for Place {
     /// not the one made again in its place), so that no signal meanwhile
     /// leaves it behind.
     fn drop(&mut self) {
-        let ours = rustix::fs::statat(&self.dir, self.name.as_cstr(), AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| (st.st_dev, st.st_ino) == self.id);
-        if ours {
+        if is_at(&self.dir, self.name.as_cstr(), self.id) {
             let _ = rustix::fs::unlinkat(&self.dir, self.name.as_cstr(), AtFlags::empty());
             // The last record gone: `gpuqueue/` too (a later arrival then
             // pays one failed `openat` instead of a directory read).
@@ -265,22 +246,13 @@ impl Ahead {
     pub fn allows(&self, gpu: usize, slot: u32) -> bool {
         !self.blocked.get(slot as usize * self.width + gpu).is_some_and(|&b| b)
     }
-
-    /// Whether any lock file it can take is.
-    pub fn allows_any(&self) -> bool {
-        self.blocked.is_empty() || self.leaves_some
-    }
 }
 
-/// Names in `gpuqueue/` that a reader may not open for a reason that says
-/// nothing of a waiter (it is gone, it is not a file, it is not this
-/// user's to read, its owner holds a lease on it: a waiter never leases
-/// its record): no record. Other errors (no descriptor or memory left, an
-/// I/O error of the file system) say nothing either way, so such a record
-/// counts, as one that wants everything, but for a participant without a
-/// record of its own that has no descriptor left (`EMFILE`): it cannot
-/// take part in the queue, so it takes what is free, as the classic script
-/// does, rather than wait without end behind records it can never read.
+/// Whether a name in `gpuqueue/` that cannot be opened for `e` is no
+/// record: gone, not a file, not this user's to read, leased; or no
+/// descriptor left to a reader without a record (docs/design.md, after
+/// "A record counts"). Any other error counts, as a record that wants
+/// everything.
 fn not_a_record(e: Errno, has_record: bool) -> bool {
     let gone = matches!(
         e,
@@ -445,7 +417,7 @@ fn remove_if_unlocked(dir: &OwnedFd, name: &CStr) {
     if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
         && (st.st_size >= HEADER as i64 || age > 60)
         && rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared).is_ok()
-        && still_at(dir, name, &st)
+        && is_at(dir, name, (st.st_dev, st.st_ino))
     {
         let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
     }
@@ -497,7 +469,7 @@ fn read_live(dir: &OwnedFd, name: &RecordName, buf: &mut [u8], own: Option<(u64,
             return Live::No;
         }
         match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared) {
-            Ok(()) if !still_at(dir, name.as_cstr(), &st) => continue,
+            Ok(()) if !is_at(dir, name.as_cstr(), (st.st_dev, st.st_ino)) => continue,
             // Removed, or (another user's, in a sticky `gpuqueue/`) left.
             Ok(()) => {
                 let removed = rustix::fs::unlinkat(dir, name.as_cstr(), AtFlags::empty()).is_ok();
@@ -524,10 +496,9 @@ fn read_live(dir: &OwnedFd, name: &RecordName, buf: &mut [u8], own: Option<(u64,
     Live::Unknown
 }
 
-/// Whether the file `st` is still the one at `name` in `dir`.
-fn still_at(dir: &OwnedFd, name: &CStr, st: &rustix::fs::Stat) -> bool {
-    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
-        .is_ok_and(|now| (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino))
+/// Whether the file `id` (device, inode) is still the one at `name` in `dir`.
+fn is_at(dir: &OwnedFd, name: &CStr, id: FileId) -> bool {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|now| (now.st_dev, now.st_ino) == id)
 }
 
 /// Whether the record open at `fd` shows a fresh beat now.

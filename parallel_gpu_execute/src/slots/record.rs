@@ -37,11 +37,16 @@ use crate::slots::lockfile::{LockName, lock_file_name, split_lock_file_name};
 use crate::slots::request::Pool;
 use core::ffi::CStr;
 use core::time::Duration;
+use rustix::fs::OFlags;
 use wrapper_common::CBuf;
 use wrapper_common::numbers::parse_u64;
 
 /// The directory of the records, in the lock directory.
 pub const QUEUE_DIR: &CStr = c"gpuqueue";
+/// How a record is opened to be read: never through a link, never waiting
+/// on a FIFO or a lease.
+pub const RECORD_FLAGS: OFlags =
+    OFlags::RDONLY.union(OFlags::NOFOLLOW).union(OFlags::NONBLOCK).union(OFlags::CLOEXEC).union(OFlags::NOCTTY);
 /// A beat older than this (by `CLOCK_BOOTTIME`) says that its waiter does
 /// not run: four beats missed.
 pub const STALE_AFTER: Duration = Duration::from_secs(1);
@@ -50,11 +55,11 @@ pub const HEARTBEAT: Duration = Duration::from_millis(250);
 
 const MAGIC: [u8; 8] = *b"gpuq\x02\0\0\0";
 /// Mixed into the check.
-pub const CHECK: u64 = 0x9e37_79b9_7f4a_7c15;
+const CHECK: u64 = 0x9e37_79b9_7f4a_7c15;
 /// The beat's size: what is read to judge a waiter.
 pub const HEADER: usize = 32;
 /// The longest `files` line written; a longer one is written `<prefix>*`.
-pub const MAX_FILES: usize = 16 * 1024;
+const MAX_FILES: usize = 16 * 1024;
 /// The most of a record read: a longer one is not a record.
 pub const MAX_RECORD: usize = 20 * 1024;
 /// The test, as much of it as a record keeps.
@@ -134,6 +139,11 @@ pub fn beat_of(bytes: &[u8]) -> Option<(u64, u64)> {
 pub fn fresh(at: u64, now: Duration) -> bool {
     let at = Duration::from_nanos(at);
     now.saturating_sub(at) <= STALE_AFTER && at.saturating_sub(now) <= STALE_AFTER
+}
+
+/// The host's boot clock now, in nanoseconds, as tickets and beats say it.
+pub fn now_ns() -> u64 {
+    u64::try_from(crate::sys::clock::host_since_boot().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// What a waiter asks for, as its record says.

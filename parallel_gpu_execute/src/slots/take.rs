@@ -13,15 +13,15 @@
 
 use crate::error::Error;
 use crate::prelude::*;
-use crate::slots::lockfile::{dir_still_there, join, keep_young, open_lock_dir};
+use crate::slots::lockfile::{FileId, dir_still_there, join, keep_young, open_lock_dir};
 use crate::slots::locks::{Ask, Grant, Slots};
 use crate::slots::privacy::{self, private_lock_dir};
 use crate::slots::queue::{self, Ahead, Place};
-use crate::slots::record::{HEADER, HEARTBEAT, QUEUE_DIR, RecordName, Want, files_line, record_name};
+use crate::slots::record::{HEARTBEAT, QUEUE_DIR, RecordName, Want, files_line, now_ns, record_name};
 use crate::slots::request::Pool;
 use crate::slots::telemetry::{Place as Standing, Telemetry};
 use crate::slots::wait::{self, SlotWatch, WaitingSignals};
-use crate::sys::clock::{Instant, host_since_boot as since_boot};
+use crate::sys::clock::Instant;
 use core::ffi::CStr;
 use core::time::Duration;
 use rustix::fd::OwnedFd;
@@ -57,10 +57,10 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
     let mut wait = Waiting::new(ask, test);
     // The directory last left as gone (device, inode): met again at its
     // path, removed, it is a removed directory the path still leads to.
-    let mut left: Option<(u64, u64)> = None;
+    let mut left: Option<FileId> = None;
     loop {
         let dir_fd = open_lock_dir(dir)?;
-        if left.is_some() {
+        if let Some(left) = left {
             removed_yet_reached(dir, &dir_fd, left)?;
         }
         // Physical names announce themselves before any lock file is
@@ -70,7 +70,7 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
         }
         let mut table = Slots::new(dir, &dir_fd, pool, ask.slots, prefix);
         table.out_of_service(ask.needed, ask.avoid)?;
-        match wait.in_directory(dir, &dir_fd, &mut table)? {
+        match wait.in_directory(&mut table)? {
             Some(grant) => {
                 drop(table);
                 crate::slots::exposure::warn_exposed(dir, &dir_fd, false);
@@ -93,9 +93,9 @@ fn take_block(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String)
 /// directory removed on the host, a working directory removed), nothing
 /// can be made in it, and starting over would find it again without end.
 #[cold]
-fn removed_yet_reached(dir: &CStr, dir_fd: &OwnedFd, left: Option<(u64, u64)>) -> Result<(), Error> {
+fn removed_yet_reached(dir: &CStr, dir_fd: &OwnedFd, left: FileId) -> Result<(), Error> {
     match rustix::fs::fstat(dir_fd) {
-        Ok(st) if st.st_nlink == 0 && Some((st.st_dev, st.st_ino)) == left => Err(Error::LockDir {
+        Ok(st) if st.st_nlink == 0 && (st.st_dev, st.st_ino) == left => Err(Error::LockDir {
             dir: dir.to_bytes().into(),
             action: "use it",
             errno: Errno::NOENT,
@@ -113,7 +113,7 @@ const STDERR_PATIENCE: Duration = Duration::from_millis(50);
 /// What a wrapper keeps while it looks for a block, across lock
 /// directories (one removed and made again: it starts over there, with its
 /// place).
-pub struct Waiting<'a> {
+struct Waiting<'a> {
     ask: &'a Ask<'a>,
     test: &'a dyn Fn() -> String,
     deadline: Option<Instant>,
@@ -125,8 +125,8 @@ pub struct Waiting<'a> {
     /// Its place in the queue: its record's name, `<ticket>.<pid>`, the
     /// ticket when it began to wait (`CLOCK_BOOTTIME` ns).
     name: Option<RecordName>,
-    /// Why it has none, once said.
-    no_place: Option<Errno>,
+    /// Whether it said it waits without a place (again after it had one).
+    said_no_place: bool,
     /// Whether a beat it could not write was said (once a wait).
     said_renew: bool,
     /// Whether `gpuqueue/` was judged (whether any user may remove its record), once a wait.
@@ -142,7 +142,7 @@ pub struct Waiting<'a> {
 }
 
 impl<'a> Waiting<'a> {
-    pub fn new(ask: &'a Ask<'a>, test: &'a dyn Fn() -> String) -> Waiting<'a> {
+    fn new(ask: &'a Ask<'a>, test: &'a dyn Fn() -> String) -> Waiting<'a> {
         Waiting {
             ask,
             test,
@@ -153,7 +153,7 @@ impl<'a> Waiting<'a> {
             signals: None,
             telemetry: Telemetry::default(),
             name: None,
-            no_place: None,
+            said_no_place: false,
             said_renew: false,
             judged_queue: false,
             shed_record: false,
@@ -173,12 +173,8 @@ impl<'a> Waiting<'a> {
 
     /// Looks for a block in the lock directory `dir_fd`, and waits for one;
     /// `None` when the directory went away meanwhile (start over).
-    pub fn in_directory(
-        &mut self,
-        dir: &CStr,
-        dir_fd: &OwnedFd,
-        table: &mut Slots<'_>,
-    ) -> Result<Option<Grant>, Error> {
+    fn in_directory(&mut self, table: &mut Slots<'_>) -> Result<Option<Grant>, Error> {
+        let (dir, dir_fd) = (table.dir(), table.dir_fd());
         let (needed, slots, prefix) = (self.ask.needed, self.ask.slots, self.ask.profile.lock_prefix());
         // A waiter that starts over in a new directory keeps its ticket,
         // and makes its record there at its first look.
@@ -199,13 +195,10 @@ impl<'a> Waiting<'a> {
             if waited && !dir_still_there(dir, dir_fd) {
                 return Ok(None);
             }
-            let kept = self.keep_place(dir_fd, table);
+            let kept = self.keep_place(table);
             let ahead = match stands.take() {
                 Some(ahead) if kept => ahead,
-                _ => {
-                    let takes = || table.takeable(needed);
-                    queue::ahead(dir_fd, self.place.as_ref(), table.pool(), prefix, &takes, false)
-                }
+                _ => self.look(table, false),
             };
             // No descriptor left to read the records ahead with: what the
             // wait holds goes first, then it looks again.
@@ -218,8 +211,7 @@ impl<'a> Waiting<'a> {
                     // locks held: a drain read before the scan could be
                     // older than the release that freed the block.
                     if waited && table.out_of_service(needed, self.ask.avoid)? && table.holds_out_of_service(&grant) {
-                        let Grant { fds, ids, start, slot, .. } = grant;
-                        table.give_back_block(slot, start, fds, ids);
+                        table.give_back_block(grant.slot, grant.start, grant.fds, grant.ids);
                         continue;
                     }
                     if !table.still_linked(&mut grant) {
@@ -243,8 +235,7 @@ impl<'a> Waiting<'a> {
                     // its lock files; where the block's descriptors leave
                     // none to read a record with, the look stands.
                     if ahead.passed_stale {
-                        let takes = || table.takeable(needed);
-                        let now = queue::ahead(dir_fd, self.place.as_ref(), table.pool(), prefix, &takes, false);
+                        let now = self.look(table, false);
                         let (start, slot) = (grant.start, grant.slot);
                         if !now.starved && !(start..start + grant.fds.len()).all(|g| now.allows(g, slot)) {
                             // Closed, not only unlocked: the close wakes the
@@ -283,17 +274,17 @@ impl<'a> Waiting<'a> {
                 // and looking, and takes its block when it frees up (and
                 // then execs the test, its lines dropped as well).
                 diag::stderr_patience(Some(STDERR_PATIENCE));
-                let ticket = u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX);
+                let ticket = now_ns();
                 let pid = rustix::process::getpid().as_raw_nonzero().get().unsigned_abs();
                 self.name = Some(record_name(ticket, pid));
-                self.keep_place(dir_fd, table);
-                self.announce(dir_fd, table, &ahead);
+                self.keep_place(table);
+                self.announce(table, &ahead);
                 // Time passed: a drain, or the directory's removal, may
                 // have come meanwhile.
                 waited = true;
                 continue;
             }
-            if self.shed_record && self.no_place.replace(Errno::MFILE).is_none() {
+            if self.shed_record && !core::mem::replace(&mut self.said_no_place, true) {
                 self.warn_no_place(table.dir(), Errno::MFILE, "keep its record");
             }
             let signals = self.signals.get_or_insert_with(WaitingSignals::install);
@@ -303,7 +294,7 @@ impl<'a> Waiting<'a> {
             let until = [self.deadline, alarm].into_iter().flatten().fold(beat_due, Instant::min);
             match &ahead.sleep_on {
                 // Nothing left to it: until the record ahead goes, or the beat.
-                Some(record) if !ahead.allows_any() => {
+                Some(record) if !ahead.leaves_some => {
                     let released = wait::on_record(signals, record, until);
                     if !released && ahead.covered && self.place.is_some() && queue::beats(record) {
                         stands = Some(ahead);
@@ -313,11 +304,13 @@ impl<'a> Waiting<'a> {
                     Some(w) => w.wait(until),
                     // Watch before the next look, so that a release between
                     // the look and the wait is not missed.
+                    // Polling where its scans close lock files, which
+                    // would wake it itself.
+                    None if !table.cached() => watch = Some(SlotWatch::Polling),
                     None => {
                         let each = table.pool().ids.len() * slots as usize <= wait::MAX_FILE_WATCHES;
-                        let names = each.then(|| table.lock_names());
-                        let cached = table.cached();
-                        watch = Some(SlotWatch::new(dir, prefix, names, cached));
+                        let names = if each { table.lock_names() } else { Vec::new() };
+                        watch = Some(SlotWatch::new(dir, prefix, names));
                     }
                 },
             }
@@ -332,17 +325,24 @@ impl<'a> Waiting<'a> {
         }
     }
 
+    /// What the records ahead of it come to, every one of them with
+    /// `full` (else down to the first that wants all it can take).
+    fn look(&self, table: &Slots<'_>, full: bool) -> Ahead {
+        let takes = || table.takeable(self.ask.needed);
+        queue::ahead(table.dir_fd(), self.place.as_ref(), table.pool(), self.ask.profile.lock_prefix(), &takes, full)
+    }
+
     /// What its record says: the lock files of the blocks it can take
     /// (none of a GPU out of service, or a lock file it may not open), and
     /// the test.
-    fn content(&self, table: &Slots<'_>, takes: &[bool]) -> Vec<u8> {
+    fn content(&self, name: &RecordName, table: &Slots<'_>, takes: &[bool]) -> Vec<u8> {
         let files = files_line(self.ask.profile.lock_prefix(), table.pool(), self.ask.slots, |i| takes[i]);
         let test = self.described.get_or_init(|| (self.test)());
         // The name its record has (another than the first where that was
         // taken: [`Place::join`]).
-        let name = self.place.as_ref().map(|p| &p.name).or(self.name.as_ref()).map_or(&b""[..], |n| n.as_bytes());
+        let name = self.place.as_ref().map_or(name, |p| &p.name).as_bytes();
         let want = Want { name, needed: self.ask.needed as u64, files: &files, test: test.as_bytes() };
-        want.content(u64::try_from(since_boot().as_nanos()).unwrap_or(u64::MAX))
+        want.content(now_ns())
     }
 
     /// At each wake of a waiter: makes its record (with its ticket) where
@@ -351,21 +351,22 @@ impl<'a> Waiting<'a> {
     /// had while that is still at its path, or else waits without a place
     /// and says why once, and tries again at the next wake. Returns
     /// whether it had its record, and kept it as it was.
-    fn keep_place(&mut self, dir_fd: &OwnedFd, table: &mut Slots<'_>) -> bool {
+    fn keep_place(&mut self, table: &mut Slots<'_>) -> bool {
+        let dir_fd = table.dir_fd();
         let Some(name) = self.name.clone().filter(|_| !self.shed_record) else { return false };
         table.open_all();
         let takes = table.takeable(self.ask.needed);
-        let content = self.content(table, &takes);
+        let content = self.content(&name, table, &takes);
         let made = match &mut self.place {
             Some(place) => {
                 let beat = place.beat();
-                if content.get(HEADER..) == Some(place.text()) && place.linked(dir_fd) {
+                if place.says(&content) && place.linked(dir_fd) {
                     // A beat not written: its record counts for nobody
                     // from a second on, as if it had none. Said once a
                     // wait (a file system near full may refuse every other
                     // one); its place is its again at the next beat written.
                     let Err(why) = beat else {
-                        self.no_place = None;
+                        self.said_no_place = false;
                         return true;
                     };
                     if !core::mem::replace(&mut self.said_renew, true) {
@@ -373,7 +374,12 @@ impl<'a> Waiting<'a> {
                     }
                     return false;
                 }
-                place.remake(dir_fd, content)
+                // Made again with the same ticket (removed from its path,
+                // or what this waiter can take changed): the old one's
+                // lock goes with its descriptor, which wakes whoever slept
+                // on it; its `Drop` removes nothing that is not its own.
+                // Where it cannot be, the old one stays.
+                Place::join(dir_fd, &place.name, content).map(|new| *place = new)
             }
             None => Place::join(dir_fd, &name, content).map(|place| {
                 // A `gpuqueue/` any user may write without the sticky bit
@@ -386,7 +392,7 @@ impl<'a> Waiting<'a> {
         };
         match made {
             Ok(()) => {
-                self.no_place = None;
+                self.said_no_place = false;
                 self.advertised = takes;
             }
             // A record still at its path that could not be made again
@@ -399,7 +405,7 @@ impl<'a> Waiting<'a> {
                     && !self.advertised.iter().zip(&takes).any(|(&was, &now)| was && !now) => {}
             Err(why) => {
                 self.place = None;
-                if self.no_place.replace(why).is_none() {
+                if !core::mem::replace(&mut self.said_no_place, true) {
                     self.warn_no_place(table.dir(), why, "make a record");
                 }
             }
@@ -425,7 +431,7 @@ impl<'a> Waiting<'a> {
         // Said once it sleeps without it (not where the look that follows
         // takes a block).
         self.shed_record = true;
-        self.no_place = None;
+        self.said_no_place = false;
         true
     }
 
@@ -484,24 +490,19 @@ impl<'a> Waiting<'a> {
     }
 
     /// The waiting line: what it waits for, the busy slots, its place.
-    fn announce(&mut self, dir_fd: &OwnedFd, table: &Slots<'_>, ahead: &Ahead) {
+    fn announce(&mut self, table: &Slots<'_>, ahead: &Ahead) {
         let (pool, slots, prefix) = (table.pool(), self.ask.slots, self.ask.profile.lock_prefix());
-        let standing = match &self.place {
-            Some(place) => {
-                let takes = || table.takeable(self.ask.needed);
-                match queue::ahead(dir_fd, Some(place), pool, prefix, &takes, true).count {
-                    0 => Standing::First,
-                    n => Standing::Behind(n),
-                }
-            }
+        let standing = match self.place {
+            Some(_) => Standing::Behind(self.look(table, true).count),
             None => Standing::NoQueue,
         };
         // No free block was found among all of them: proof of busy GPUs,
         // unless a lock file this user may not open was passed over, or
         // earlier waiters' lock files were left to them.
         let proof = (table.warned.is_empty() && ahead.blocked.is_empty()).then_some(table.out.as_slice());
-        let (needed, test) = (self.ask.needed, (self.test)());
-        self.telemetry.waiting(dir_fd, pool, slots, prefix, needed, &test, standing, proof, self.deadline);
+        let test = self.described.get_or_init(|| (self.test)());
+        let (dir_fd, needed) = (table.dir_fd(), self.ask.needed);
+        self.telemetry.waiting(dir_fd, pool, slots, prefix, needed, test, standing, proof, self.deadline);
     }
 
     /// Leaves the queue (its record removed, which wakes the one behind)

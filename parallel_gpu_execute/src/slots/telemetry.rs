@@ -34,9 +34,8 @@ const MAX_COUNTED: usize = 4096;
 /// Where a waiter stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {
-    /// No earlier waiter wants its lock files.
-    First,
-    /// Behind this many earlier waiters that want some of its lock files.
+    /// Behind this many earlier waiters that want some of its lock files
+    /// (none: first).
     Behind(usize),
     /// Waiting without a record (a lock directory it cannot write).
     NoQueue,
@@ -178,7 +177,7 @@ impl Telemetry {
         }
         let busy = busy_text(busy, total);
         let place = match place {
-            Place::First | Place::Behind(0) => "first in the queue".to_string(),
+            Place::Behind(0) => "first in the queue".to_string(),
             Place::Behind(1) => "second in the queue".to_string(),
             Place::Behind(n) => format!("in the queue behind {n} others"),
             Place::NoQueue => "waiting without a place in the queue".to_string(),

@@ -22,7 +22,9 @@
 //! `execve`).
 
 use crate::prelude::*;
+use crate::slots::drain::DRAIN_DIR;
 use crate::slots::lockfile::LockName;
+use crate::slots::record::QUEUE_DIR;
 use crate::sys::clock::Instant;
 use alloc::ffi::CString;
 use core::ffi::{CStr, c_int};
@@ -37,7 +39,7 @@ use rustix::io::Errno;
 
 /// How often a waiter rescans when inotify cannot be used (at most 10
 /// wake-ups a second).
-pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The waiter's record, removed when SIGTERM, SIGINT or SIGHUP ends the wait: the
 /// descriptors of the lock directory and of `gpuqueue/` (-1: none) and the
@@ -122,7 +124,7 @@ extern "C" fn exit_on_signal(sig: c_int) {
             libc::unlinkat(dir, name.as_ptr().cast(), 0);
             let lock_dir = LOCK_DIR.load(Ordering::SeqCst);
             if lock_dir >= 0 {
-                libc::unlinkat(lock_dir, c"gpuqueue".as_ptr(), libc::AT_REMOVEDIR);
+                libc::unlinkat(lock_dir, QUEUE_DIR.as_ptr(), libc::AT_REMOVEDIR);
             }
         }
     }
@@ -257,8 +259,8 @@ pub const MAX_FILE_WATCHES: usize = 1024;
 /// open and close it as often as it likes, and each close raises the
 /// event a release does; any program may make and remove its files in the
 /// lock directory: without a bound, each would be a wake (and a look).
-pub const LOOK_EVERY: Duration = Duration::from_millis(125);
-pub const LOOK_BURST: u32 = 32;
+const LOOK_EVERY: Duration = Duration::from_millis(125);
+const LOOK_BURST: u32 = 32;
 
 /// Watches the lock files of a pool for releases.
 pub enum SlotWatch {
@@ -295,19 +297,15 @@ impl SlotWatch {
         }
     }
 
-    /// Watches the lock files `names` of `lock_dir` (`None`: more than
-    /// [`MAX_FILE_WATCHES`], the directory's closes instead). `use_inotify` is false when the caller
-    /// closes lock files while waiting, which would wake it up itself.
+    /// Watches the lock files `names` of `lock_dir` (none: more than
+    /// [`MAX_FILE_WATCHES`], the directory's closes instead).
     #[inline(never)]
-    pub fn new(lock_dir: &CStr, prefix: &'static [u8], names: Option<Vec<LockName>>, use_inotify: bool) -> SlotWatch {
-        if !use_inotify {
-            return SlotWatch::Polling;
-        }
+    pub fn new(lock_dir: &CStr, prefix: &'static [u8], names: Vec<LockName>) -> SlotWatch {
         let Ok(fd) = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK) else {
             return SlotWatch::Polling;
         };
         let looks = Instant::now();
-        let mut w = Watch { fd, dir: -1, prefix, lock_dir: lock_dir.into(), names: names.unwrap_or_default(), looks };
+        let mut w = Watch { fd, dir: -1, prefix, lock_dir: lock_dir.into(), names, looks };
         // A lock file not made yet is watched once it is (`CREATE`).
         if !w.names.iter().all(|name| w.add(name.as_bytes())) {
             w.names = Vec::new();
@@ -425,7 +423,9 @@ impl Watch {
                             made.extend(ours().cloned());
                             ours().is_some()
                         }
-                        _ if e.contains(ReadFlags::ISDIR) => !closed && (name == b"gpuqueue" || name == b"gpudrain"),
+                        _ if e.contains(ReadFlags::ISDIR) => {
+                            !closed && [QUEUE_DIR, DRAIN_DIR].iter().any(|d| d.to_bytes() == name)
+                        }
                         _ => name.starts_with(self.prefix),
                     };
                 }

@@ -44,20 +44,11 @@ impl Slots<'_> {
         });
     }
 
-    /// Judges every lock file of the pool, so that those this user may not
-    /// open (or, missing, may not make) are known, and kept out of its
-    /// record, and those repaired since are known too (a scan stops at a
-    /// block's first busy GPU, and would not tell): at the first pass, where
-    /// the directory changed since the last, and every eighth pass. A file
-    /// not known to be unusable is judged by `access(2)` with the effective
-    /// ids, which opens nothing (each close would wake the waiters that
-    /// watch the file); one it may not use stays so until an open (or,
-    /// missing, a make) succeeds: `access(2)` may allow what `open(2)`
-    /// refuses (an LSM's rule on the open itself, a quota), and a file said
-    /// unusable at each wake would come and go from its record. A lock file
-    /// whose descriptor is kept is judged where the file at its path is
-    /// another. Anything but a regular file is left to the scan that meets
-    /// it.
+    /// Judges every lock file of the pool, those a scan does not reach
+    /// too, at the first pass, where the directory changed since the last,
+    /// and every eighth pass: by `access(2)`, which opens nothing, where it
+    /// is not known to be unusable; by an open (or a make) where it is
+    /// (docs/design.md, "Participants and files", says why).
     pub fn open_all(&mut self) {
         let width = self.pool.ids.len();
         // The nanoseconds are unsigned in the kernel's `stat`, signed in
@@ -148,7 +139,7 @@ impl Slots<'_> {
                 }
             }
             for start in (gpu + 1).saturating_sub(needed)..=gpu.min(width.saturating_sub(needed)) {
-                let in_service = !(start..start + needed).any(|g| self.out.get(g).is_some_and(|&o| o));
+                let in_service = !(start..start + needed).any(|g| self.is_out(g));
                 if in_service && self.busy_beside(slot, start, needed, gpu)? {
                     return Ok(None);
                 }
