@@ -154,6 +154,47 @@ fn a_container_made_for_the_action_is_told_by_its_mounted_input_root() {
     refused(&out, "on the root file system of a container made for this action");
 }
 
+/// Bazel's hermetic sandbox (`--experimental_use_hermetic_linux_sandbox`)
+/// pivots into `<sandbox base>/linux-sandbox/<id>`, a directory made for
+/// the action, with the execroot bound onto itself inside it: a lock
+/// directory on that `/` is the action's own (a build without the rule
+/// ran two such actions at once on GPU 0). The host's directory mounted
+/// in, as the advice says, is shared: not a word.
+#[test]
+fn bazels_hermetic_sandbox_root_is_the_actions_own() {
+    if !have_bwrap("a lock directory on the root of Bazel's hermetic sandbox") {
+        return;
+    }
+    let f = Fixture::new("privacy-hermetic");
+    // A sandbox directory of its own for each action, as Bazel makes them
+    // (bubblewrap leaves its mount points in it).
+    let mut next = 0;
+    let mut action = |extra: &[&str], gpus: &str| {
+        next += 1;
+        let sandbox = f.dir.join(format!("output_base/sandbox/linux-sandbox/{next}"));
+        let execroot = sandbox.join("execroot/_main");
+        std::fs::create_dir_all(&execroot).unwrap();
+        let mut mounts = vec!["--bind".to_string(), execroot.to_str().unwrap().into(), "/execroot/_main".into()];
+        mounts.extend(extra.iter().map(|a| a.to_string()));
+        let mounts: Vec<&str> = mounts.iter().map(String::as_str).collect();
+        sandboxed(&f, &["--bind", sandbox.to_str().unwrap(), "/"], "/execroot/_main", &mounts, gpus).run()
+    };
+    let place = "Bazel's hermetic sandbox";
+    for shipped in [&[][..], &["--dir", "/var/lock"][..]] {
+        refused(&action(shipped, "2"), place);
+        let out = action(shipped, "1");
+        Record::of(out.assert_success());
+        assert_eq!(said_private(&out, place), 1, "{}", out.explain());
+        assert!(out.stderr.contains("--sandbox_add_mount_pair=/var/lock"), "{}", out.explain());
+    }
+    let host = f.dir.join("host-locks");
+    std::fs::create_dir_all(&host).unwrap();
+    let out = action(&["--bind", host.to_str().unwrap(), "/var/lock"], "2");
+    Record::of(out.assert_success());
+    assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
+    assert!(host.join("gpulock0_0").exists(), "the lock file is not in the host's directory");
+}
+
 #[test]
 fn a_per_action_tmp_does_not_hold_the_jax_locks_silently() {
     // Bazel 7+ mounts <sandbox>/_hermetic_tmp at /tmp in each action; the
@@ -256,17 +297,37 @@ fn a_per_action_tmp_does_not_hold_the_jax_locks_silently() {
 
 #[test]
 fn a_lock_directory_made_on_an_ordinary_host_is_no_alarm_even_at_the_top_or_relative() {
-    // `--lock-dir=/gpu-locks` or a relative `locks` that does not exist
-    // yet: the first test used to be refused, the second ran.
+    // `--lock-dir=/gpu-locks`, or a relative `locks` outside Bazel, that
+    // does not exist yet: the first test used to be refused, the second ran.
     let f = Fixture::new("privacy-ordinary");
-    for dir in ["locks", "locks2/nested"] {
+    for dir in ["locks", "locks2/nested", "../outside"] {
         for round in 0..2 {
-            let out =
-                f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir).env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
+            let mut c = f.cmd();
+            c.env_remove("TEST_SRCDIR").env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir).env("TF_GPU_COUNT", "2");
+            let out = c.arg("./pkg/gpu_test").run();
             Record::of(out.assert_success());
             assert!(out.stderr.lines().count() <= 1, "{dir}, round {round}\n{}", out.explain());
         }
     }
+    // Under Bazel, a relative path is taken from the test's working
+    // directory, in its own runfiles tree: each test target would lock
+    // files of its own (a build without the rule ran both tests on GPU 0).
+    let place = "inside this test's runfiles tree";
+    for dir in ["locks", "./locks2/nested"] {
+        let out =
+            f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir).env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
+        refused(&out, place);
+        assert!(out.stderr.contains("give an absolute lock directory"), "{}", out.explain());
+        let out =
+            f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir).env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
+        Record::of(out.assert_success());
+        assert_eq!(said_private(&out, place), 1, "{}", out.explain());
+    }
+    // One that climbs out of the tree is no evidence either way: it runs.
+    let out =
+        f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", "../../up").env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
+    Record::of(out.assert_success());
+    assert_eq!(said_private(&out, "coordinates"), 0, "{}", out.explain());
     if !have_bwrap("a new /gpu-locks on a host's root") {
         return;
     }

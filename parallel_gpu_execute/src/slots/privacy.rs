@@ -25,6 +25,15 @@
 //!   made). The action began at `TEST_TMPDIR`'s birth inside Bazel's
 //!   sandbox, at its input root's where that is a mount (a container);
 //!   elsewhere there is no such look.
+//! - **Bazel's hermetic sandbox** ([`Private::HermeticRoot`]): in Bazel's
+//!   sandbox, the lock directory is on `/`'s mount, and `/` is a directory
+//!   made for this action, `<sandbox base>/linux-sandbox/<id>`, that
+//!   `--experimental_use_hermetic_linux_sandbox` pivots into (mountinfo's
+//!   root field of `/`): only what is mounted into it is shared.
+//! - **A relative lock directory under Bazel** ([`Private::Runfiles`]): it
+//!   is resolved from the working directory, which is inside the test's
+//!   runfiles tree (`$TEST_SRCDIR/$TEST_WORKSPACE`), a tree of each test's
+//!   own.
 //! - **A container made for the action** ([`Private::ContainerRoot`]): the
 //!   directory that holds `bazel-out` in `TEST_SRCDIR` is the root of a
 //!   mount (the input root was mounted into the container), the lock
@@ -53,6 +62,10 @@ use rustix::fs::{AtFlags, StatxAttributes, StatxFlags};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Private {
     ActionRoot,
+    /// The root of Bazel's hermetic sandbox, a directory of this action's.
+    HermeticRoot,
+    /// A relative path, in this test's runfiles tree.
+    Runfiles,
     ContainerRoot,
     ActionTmp,
     /// A mount born after the action began, in Bazel's sandbox.
@@ -66,6 +79,11 @@ pub enum Private {
 const MOUNT_HOST_DIR: &str = "mount the host's lock directory there in the worker (or set --lock-dir to one the worker mounts from the host), or run one action per GPU there";
 /// The advice inside Bazel's sandbox.
 const SHARED_DIR: &str = "use a lock directory outside /tmp that every test sees, such as /var/lock/gpu (made once on the host, mode 1777), with --lock-dir (JAX_LOCK_DIR for JAX) and --sandbox_writable_path=/var/lock/gpu; or let the sandboxes share the host's /tmp (--sandbox_add_mount_pair=/tmp, without --sandbox_tmpfs_path=/tmp)";
+
+/// The advice in Bazel's hermetic sandbox.
+const HERMETIC_DIR: &str = "mount the host's lock directory into every sandbox with --sandbox_add_mount_pair=/var/lock (for JAX, a directory outside /tmp such as /var/lock/gpu, made once on the host, mode 1777, with JAX_LOCK_DIR), and make it writable with --sandbox_writable_path";
+/// The advice for a relative lock directory under Bazel.
+const ABSOLUTE_DIR: &str = "give an absolute lock directory that every test sees, such as /var/lock/gpu (made once on the host, mode 1777), with --lock-dir (JAX_LOCK_DIR for JAX) and --sandbox_writable_path=/var/lock/gpu";
 
 /// What to do with a lock directory that coordinates nothing (see
 /// [`judge`]; `PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR`).
@@ -96,6 +114,12 @@ impl Private {
     pub fn place(self) -> &'static str {
         match self {
             Private::ActionRoot => "inside this action's own root (TEST_SRCDIR is under /bazel-out)",
+            Private::HermeticRoot => {
+                "inside this action's own root (Bazel's hermetic sandbox, --experimental_use_hermetic_linux_sandbox, shares only what is mounted into it)"
+            }
+            Private::Runfiles => {
+                "inside this test's runfiles tree (a relative path is taken from the working directory, which Bazel makes for each test)"
+            }
             Private::ContainerRoot => {
                 "on the root file system of a container made for this action (its input root is a mount of its own, and this is not Bazel's sandbox)"
             }
@@ -117,6 +141,8 @@ impl Private {
         match self {
             Private::ActionRoot | Private::ContainerRoot | Private::ContainerMount => MOUNT_HOST_DIR,
             Private::ActionTmp | Private::SandboxMount => SHARED_DIR,
+            Private::HermeticRoot => HERMETIC_DIR,
+            Private::Runfiles => ABSOLUTE_DIR,
         }
     }
 }
@@ -234,6 +260,33 @@ fn action_root(srcdir: &[u8]) -> Option<&[u8]> {
     Some(&srcdir[..at])
 }
 
+/// Whether `root` (the root field of `/`'s mount) is a sandbox directory of
+/// Bazel's hermetic sandbox: `<sandbox base>/linux-sandbox/<id>`
+/// (bazelbuild/bazel `LinuxSandboxedSpawnRunner.java`, `sandboxPath`,
+/// given to `linux-sandbox -h`, which `pivot_root`s into it).
+fn hermetic_root(root: &[u8]) -> bool {
+    let root = root.strip_suffix(b"/").unwrap_or(root);
+    let Some(cut) = root.iter().rposition(|&b| b == b'/') else { return false };
+    let (parent, id) = (&root[..cut], &root[cut + 1..]);
+    !id.is_empty() && id.iter().all(u8::is_ascii_digit) && parent.ends_with(b"/linux-sandbox")
+}
+
+/// Whether the relative lock directory `dir` lies inside the runfiles
+/// tree `srcdir`: the working directory is in it (as Bazel runs a test
+/// and its `--run_under` wrapper), and `dir` does not climb out of it
+/// (no `..`). Anything else is no evidence.
+fn in_runfiles(dir: &[u8], srcdir: &[u8]) -> bool {
+    if dir.split(|&b| b == b'/').any(|part| part == b"..") {
+        return false;
+    }
+    // `//bazel-out/...` on a remote worker is `/bazel-out/...`.
+    let srcdir = if srcdir.starts_with(b"//") { &srcdir[1..] } else { srcdir };
+    let srcdir = srcdir.strip_suffix(b"/").unwrap_or(srcdir);
+    let Ok(cwd) = rustix::process::getcwd(Vec::new()) else { return false };
+    let cwd = cwd.as_bytes();
+    srcdir.starts_with(b"/") && cwd.starts_with(srcdir) && matches!(cwd.get(srcdir.len()), None | Some(b'/'))
+}
+
 /// Whether the lock directory `dir` (or, when missing, where it would be
 /// made) coordinates nothing beyond this action, and why. Without Bazel's
 /// `TEST_SRCDIR`, or with one that names no `bazel-out` and a lock
@@ -241,6 +294,9 @@ fn action_root(srcdir: &[u8]) -> Option<&[u8]> {
 /// `statx(2)`, and reads `/proc` only where a mount must be named.
 pub fn judge(dir: &CStr) -> Option<Private> {
     let srcdir = wrapper_common::env::var_nonempty(b"TEST_SRCDIR")?;
+    if !dir.to_bytes().starts_with(b"/") {
+        return in_runfiles(dir.to_bytes(), srcdir).then_some(Private::Runfiles);
+    }
     let root = action_root(srcdir);
     let under_tmp = dir.to_bytes().starts_with(b"/tmp/");
     if root.is_none() && !under_tmp {
@@ -276,6 +332,11 @@ pub fn judge(dir: &CStr) -> Option<Private> {
     let root_info = root_mount.and_then(|id| mount_info(&mountinfo, id));
     let bazel_sandbox = in_linux_sandbox()
         || root_info.as_ref().is_some_and(|i| i.root.windows(23).any(|w| w == b"/sandbox/linux-sandbox/"));
+    // The root of Bazel's hermetic sandbox: a directory of this action's,
+    // pivoted into (its non-hermetic sandbox keeps the host's `/`).
+    if bazel_sandbox && lock_mount == slash && hermetic_root(&lock.root) {
+        return Some(Private::HermeticRoot);
+    }
     if lock_mount != slash {
         // A whole file system mounted there (one bound from elsewhere was
         // told above): made for this action when it was born after the
@@ -391,6 +452,33 @@ mod tests {
         assert!(!hermetic_tmp(b"/o/_hermetic_tmpx/y") && !hermetic_tmp(b"/tmp"));
         assert_eq!(mount_info(text, 7).map(|m| m.root), None);
         assert_eq!(mount_info(text, 22).unwrap().root, b"/");
+    }
+
+    #[test]
+    fn the_hermetic_sandbox_root_is_told_by_its_name() {
+        assert!(hermetic_root(b"/home/u/.cache/bazel/_bazel_u/ab12/sandbox/linux-sandbox/3"));
+        assert!(hermetic_root(b"/dev/shm/bazel-sandbox.x/linux-sandbox/17/"));
+        assert!(!hermetic_root(b"/"));
+        assert!(!hermetic_root(b"/o/sandbox/linux-sandbox/3/execroot/_main"));
+        assert!(!hermetic_root(b"/o/sandbox/linux-sandbox/"));
+        assert!(!hermetic_root(b"/o/sandbox/my-linux-sandbox/3"));
+        assert!(!hermetic_root(b"/srv/hostroot"));
+    }
+
+    #[test]
+    fn a_relative_lock_directory_is_in_the_runfiles_only_below_the_working_directory() {
+        let cwd = std::env::current_dir().unwrap();
+        let here = cwd.to_str().unwrap().as_bytes().to_vec();
+        let parent = cwd.parent().unwrap().to_str().unwrap().as_bytes().to_vec();
+        assert!(in_runfiles(b"locks", &here));
+        assert!(in_runfiles(b"./a/b", &parent));
+        assert!(!in_runfiles(b"../locks", &here));
+        assert!(!in_runfiles(b"a/../../b", &parent));
+        assert!(!in_runfiles(b"locks", b"/no/such/runfiles"));
+        // A sibling whose name only starts like it is not inside it.
+        let mut sibling = here.clone();
+        sibling.pop();
+        assert!(!in_runfiles(b"locks", &sibling) || here.ends_with(b"/"));
     }
 
     #[test]
