@@ -274,9 +274,10 @@ fn hermetic_root(root: &[u8]) -> bool {
 /// Whether the relative lock directory `dir` lies inside the runfiles
 /// tree `srcdir`: the working directory is in it (as Bazel runs a test
 /// and its `--run_under` wrapper), and `dir` does not climb out of it
-/// (no `..`). Anything else is no evidence.
+/// (no `..`). Anything else is no evidence, as is a path too long to be
+/// opened (its own error says so).
 fn in_runfiles(dir: &[u8], srcdir: &[u8]) -> bool {
-    if dir.split(|&b| b == b'/').any(|part| part == b"..") {
+    if dir.len() >= 4096 || dir.split(|&b| b == b'/').any(|part| part == b"..") {
         return false;
     }
     // `//bazel-out/...` on a remote worker is `/bazel-out/...`.
