@@ -75,6 +75,83 @@ fn another_users_locks_of_the_directory_and_the_queue_change_nothing() {
     }
 }
 
+/// Locks every temporary record that shows in `gpuqueue/` (argv[1]) with
+/// a shared `flock`, as soon as it shows, for argv[2] seconds; prints how
+/// many it locked.
+const SNIPER: &str = r#"
+import fcntl, os, sys, time
+queue, end, held = sys.argv[1], time.time() + float(sys.argv[2]), []
+while time.time() < end:
+    try:
+        names = os.listdir(queue)
+    except OSError:
+        names = []
+    for n in names:
+        if n.startswith('.') and n.endswith('.new'):
+            try:
+                fd = os.open(os.path.join(queue, n), os.O_RDONLY | os.O_NONBLOCK)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                held.append(fd)
+            except OSError:
+                os.close(fd)
+    time.sleep(0.002)
+print(len(held))
+"#;
+
+/// Another user who sees a waiter's temporary record in `gpuqueue/` (its
+/// name shows there) cannot lock it before its waiter does: the waiter made
+/// it 0644 and locked it after, and such a user, taking a shared lock in
+/// between at each of its eight tries, left it waiting without a place
+/// (strace holds each `flock` 0.2 s, as a loaded host would).
+#[test]
+fn another_user_cannot_lock_a_record_before_its_waiter() {
+    // Not the first on PATH, which may be root's own (a venv, pyenv).
+    let python = "/usr/bin/python3";
+    let runs = test_support::is_root()
+        && std::path::Path::new(python).exists()
+        && std::process::Command::new("strace")
+            .args(["-qq", "-o", "/dev/null", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !test_support::prerequisite(
+        runs,
+        "root, strace and /usr/bin/python3",
+        "another user locking a record as it is made",
+    ) {
+        return;
+    }
+    let f = shared_fixture("share-sniped");
+    let queue = f.lock_dir.join("gpuqueue");
+    std::fs::create_dir_all(&queue).unwrap();
+    for d in [&f.lock_dir, &queue] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    }
+    let held = hold_lock(f.lock("0", 0));
+    let script = f.dir.join("sniper.py");
+    test_support::write_file(&script, SNIPER);
+    let mut sniper = Cmd::new(python);
+    sniper.arg(&script).arg(&queue).arg("4").as_user(NOBODY, NOBODY).timeout(Duration::from_secs(30));
+    let sniper = sniper.spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut waiter = f.cmd_under("strace", ["-f", "-qq", "-o", "/dev/null", "-e", "inject=flock:delay_enter=200000"]);
+    on(&mut waiter, 1).args(["--wait=20", "./pkg/gpu_test"]).timeout(Duration::from_secs(60));
+    let waiter = waiter.spawn();
+    let recorded = || {
+        std::fs::read_dir(&queue).is_ok_and(|d| d.flatten().any(|e| !e.file_name().to_string_lossy().starts_with('.')))
+    };
+    let made = wait_until(Duration::from_secs(8), recorded);
+    drop(held);
+    let out = waiter.wait();
+    let locked = sniper.wait();
+    out.assert_success();
+    assert!(made, "no record in gpuqueue/ while it waited\n{}\n{}", out.explain(), locked.explain());
+    assert!(!out.stderr.contains("cannot make a record"), "{}\n{}", out.explain(), locked.explain());
+    assert_eq!(locked.stdout.trim(), "0", "another user locked a temporary record\n{}", locked.explain());
+}
+
 /// Issue 46, point 4: XLA's and JAX's wrappers on one lock directory (the
 /// advice for the ROCm/jax fork): their lock files differ, so a JAX waiter
 /// is served as soon as its own slot frees while an XLA waiter, queued

@@ -104,8 +104,11 @@ impl Place {
             // would leave) until the record is registered for removal.
             let deferred = crate::slots::wait::Deferred::hold();
             let dir = open_queue_dir(&lock_dir)?;
+            // Made 0600, locked, then opened to all: its name shows in
+            // `gpuqueue/`, and another user who could open it first would
+            // take its lock first (a shared one fails the exclusive one).
             let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let fd = match rustix::fs::openat(&dir, temporary.as_cstr(), flags, Mode::from_raw_mode(0o644)) {
+            let fd = match rustix::fs::openat(&dir, temporary.as_cstr(), flags, Mode::from_raw_mode(0o600)) {
                 Ok(fd) => fd,
                 Err(e @ (Errno::EXIST | Errno::NOENT)) => {
                     last = e;
