@@ -317,7 +317,7 @@ fn a_lock_directory_made_on_an_ordinary_host_is_no_alarm_even_at_the_top_or_rela
         let out =
             f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir).env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
         refused(&out, place);
-        assert!(out.stderr.contains("give an absolute lock directory"), "{}", out.explain());
+        assert!(out.stderr.contains("give an absolute lock directory every test sees"), "{}", out.explain());
         let out =
             f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir).env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
         Record::of(out.assert_success());

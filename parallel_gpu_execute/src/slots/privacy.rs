@@ -81,9 +81,10 @@ const MOUNT_HOST_DIR: &str = "mount the host's lock directory there in the worke
 const SHARED_DIR: &str = "use a lock directory outside /tmp that every test sees, such as /var/lock/gpu (made once on the host, mode 1777), with --lock-dir (JAX_LOCK_DIR for JAX) and --sandbox_writable_path=/var/lock/gpu; or let the sandboxes share the host's /tmp (--sandbox_add_mount_pair=/tmp, without --sandbox_tmpfs_path=/tmp)";
 
 /// The advice in Bazel's hermetic sandbox.
-const HERMETIC_DIR: &str = "mount the host's lock directory into every sandbox with --sandbox_add_mount_pair=/var/lock (for JAX, a directory outside /tmp such as /var/lock/gpu, made once on the host, mode 1777, with JAX_LOCK_DIR), and make it writable with --sandbox_writable_path";
+const HERMETIC_DIR: &str = "mount the host's lock directory into every sandbox: --sandbox_add_mount_pair=/var/lock (for JAX, one outside /tmp, with JAX_LOCK_DIR)";
 /// The advice for a relative lock directory under Bazel.
-const ABSOLUTE_DIR: &str = "give an absolute lock directory that every test sees, such as /var/lock/gpu (made once on the host, mode 1777), with --lock-dir (JAX_LOCK_DIR for JAX) and --sandbox_writable_path=/var/lock/gpu";
+const ABSOLUTE_DIR: &str =
+    "give an absolute lock directory every test sees, such as /var/lock (--lock-dir, or JAX_LOCK_DIR)";
 
 /// What to do with a lock directory that coordinates nothing (see
 /// [`judge`]; `PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR`).
@@ -115,11 +116,9 @@ impl Private {
         match self {
             Private::ActionRoot => "inside this action's own root (TEST_SRCDIR is under /bazel-out)",
             Private::HermeticRoot => {
-                "inside this action's own root (Bazel's hermetic sandbox, --experimental_use_hermetic_linux_sandbox, shares only what is mounted into it)"
+                "inside this action's own root (Bazel's hermetic sandbox shares only what is mounted in)"
             }
-            Private::Runfiles => {
-                "inside this test's runfiles tree (a relative path is taken from the working directory, which Bazel makes for each test)"
-            }
+            Private::Runfiles => "inside this test's runfiles tree (a relative path, from its working directory)",
             Private::ContainerRoot => {
                 "on the root file system of a container made for this action (its input root is a mount of its own, and this is not Bazel's sandbox)"
             }
@@ -283,8 +282,8 @@ fn in_runfiles(dir: &[u8], srcdir: &[u8]) -> bool {
     // `//bazel-out/...` on a remote worker is `/bazel-out/...`.
     let srcdir = if srcdir.starts_with(b"//") { &srcdir[1..] } else { srcdir };
     let srcdir = srcdir.strip_suffix(b"/").unwrap_or(srcdir);
-    let Ok(cwd) = rustix::process::getcwd(Vec::new()) else { return false };
-    let cwd = cwd.as_bytes();
+    let mut buf = [0u8; 4096];
+    let Some(cwd) = crate::sys::dirs::cwd(&mut buf) else { return false };
     srcdir.starts_with(b"/") && cwd.starts_with(srcdir) && matches!(cwd.get(srcdir.len()), None | Some(b'/'))
 }
 
