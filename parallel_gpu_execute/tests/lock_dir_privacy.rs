@@ -187,6 +187,17 @@ fn bazels_hermetic_sandbox_root_is_the_actions_own() {
         assert_eq!(said_private(&out, place), 1, "{}", out.explain());
         assert!(out.stderr.contains("--sandbox_add_mount_pair=/var/lock"), "{}", out.explain());
     }
+    // Bazel's ordinary sandbox in a container whose root happens to be a
+    // directory so named: the execroot is where the output base puts it,
+    // not at `/execroot/<workspace>`, and `/` is shared: not a word.
+    let outer = f.dir.join("ci/linux-sandbox/7");
+    let inner = "/ob/sandbox/linux-sandbox/1/execroot/_main";
+    let execroot = outer.join(inner.trim_start_matches('/'));
+    std::fs::create_dir_all(&execroot).unwrap();
+    let bind = ["--bind", execroot.to_str().unwrap(), inner];
+    let out = sandboxed(&f, &["--bind", outer.to_str().unwrap(), "/"], inner, &bind, "2").run();
+    Record::of(out.assert_success());
+    assert!(!out.stderr.contains("coordinates with no other test"), "{}", out.explain());
     let host = f.dir.join("host-locks");
     std::fs::create_dir_all(&host).unwrap();
     let out = action(&["--bind", host.to_str().unwrap(), "/var/lock"], "2");
@@ -312,22 +323,50 @@ fn a_lock_directory_made_on_an_ordinary_host_is_no_alarm_even_at_the_top_or_rela
     // Under Bazel, a relative path is taken from the test's working
     // directory, in its own runfiles tree: each test target would lock
     // files of its own (a build without the rule ran both tests on GPU 0).
+    // The tree is told by its directories, not by names: an absolute path
+    // into it, a climb that stays in it, `TEST_SRCDIR` spelled through a
+    // link or with a trailing `//`.
     let place = "inside this test's runfiles tree";
-    for dir in ["locks", "./locks2/nested"] {
-        let out =
-            f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir).env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
+    let srcdir = f.runfiles.srcdir.clone();
+    std::fs::create_dir_all(srcdir.join("ws/sub")).unwrap();
+    let link = f.dir.join("runfiles-link");
+    std::os::unix::fs::symlink(&srcdir, &link).unwrap();
+    let run = |dir: &str, gpus: &str, test_srcdir: &std::path::Path| {
+        let mut c = f.cmd();
+        c.env("TEST_SRCDIR", test_srcdir).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir).env("TF_GPU_COUNT", gpus);
+        c.arg("./pkg/gpu_test").run()
+    };
+    let trailing = std::path::PathBuf::from(format!("{}//", srcdir.display()));
+    let inside = srcdir.join("ws/locks4");
+    let cases = [
+        ("locks", &srcdir),
+        ("./locks2/nested", &srcdir),
+        ("sub/../locks3", &srcdir),
+        (inside.to_str().unwrap(), &srcdir),
+        ("locks", &link),
+        ("locks", &trailing),
+    ];
+    for (dir, test_srcdir) in cases {
+        let out = run(dir, "2", test_srcdir);
         refused(&out, place);
         assert!(out.stderr.contains("give an absolute lock directory every test sees"), "{}", out.explain());
-        let out =
-            f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir).env("TF_GPU_COUNT", "1").arg("./pkg/gpu_test").run();
+        let out = run(dir, "1", test_srcdir);
         Record::of(out.assert_success());
         assert_eq!(said_private(&out, place), 1, "{}", out.explain());
     }
-    // One that climbs out of the tree is no evidence either way: it runs.
-    let out =
-        f.cmd().env("PARALLEL_GPU_EXECUTE_LOCK_DIR", "../../up").env("TF_GPU_COUNT", "2").arg("./pkg/gpu_test").run();
-    Record::of(out.assert_success());
-    assert_eq!(said_private(&out, "coordinates"), 0, "{}", out.explain());
+    // One that climbs out of the tree, or leads out of it through a link
+    // (a shared directory the tree links to), is shared as far as anyone
+    // can tell: it runs, not a word (a first version of the rule refused
+    // the link by its name).
+    let shared = f.dir.join("shared-locks");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::os::unix::fs::symlink(&shared, srcdir.join("ws/shared")).unwrap();
+    for dir in ["../../up", "new/../../../up2", "shared", "shared/sub"] {
+        let out = run(dir, "2", &srcdir);
+        Record::of(out.assert_success());
+        assert_eq!(said_private(&out, "coordinates"), 0, "{dir}\n{}", out.explain());
+    }
+    assert!(shared.join("gpulock0_0").exists() && shared.join("sub/gpulock0_0").exists());
     if !have_bwrap("a new /gpu-locks on a host's root") {
         return;
     }

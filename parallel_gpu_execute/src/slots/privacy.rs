@@ -29,11 +29,13 @@
 //!   sandbox, the lock directory is on `/`'s mount, and `/` is a directory
 //!   made for this action, `<sandbox base>/linux-sandbox/<id>`, that
 //!   `--experimental_use_hermetic_linux_sandbox` pivots into (mountinfo's
-//!   root field of `/`): only what is mounted into it is shared.
-//! - **A relative lock directory under Bazel** ([`Private::Runfiles`]): it
-//!   is resolved from the working directory, which is inside the test's
-//!   runfiles tree (`$TEST_SRCDIR/$TEST_WORKSPACE`), a tree of each test's
-//!   own.
+//!   root field of `/`), with the execroot at `/execroot/<workspace>`:
+//!   only what is mounted into it is shared.
+//! - **The test's runfiles tree** ([`Private::Runfiles`]): a relative lock
+//!   directory (taken from the working directory,
+//!   `$TEST_SRCDIR/$TEST_WORKSPACE`), or one spelled under `TEST_SRCDIR`,
+//!   that is inside that tree, a tree of each test's own, by the
+//!   directories themselves.
 //! - **A container made for the action** ([`Private::ContainerRoot`]): the
 //!   directory that holds `bazel-out` in `TEST_SRCDIR` is the root of a
 //!   mount (the input root was mounted into the container), the lock
@@ -118,7 +120,7 @@ impl Private {
             Private::HermeticRoot => {
                 "inside this action's own root (Bazel's hermetic sandbox shares only what is mounted in)"
             }
-            Private::Runfiles => "inside this test's runfiles tree (a relative path, from its working directory)",
+            Private::Runfiles => "inside this test's runfiles tree, which Bazel makes for each test",
             Private::ContainerRoot => {
                 "on the root file system of a container made for this action (its input root is a mount of its own, and this is not Bazel's sandbox)"
             }
@@ -270,21 +272,55 @@ fn hermetic_root(root: &[u8]) -> bool {
     !id.is_empty() && id.iter().all(u8::is_ascii_digit) && parent.ends_with(b"/linux-sandbox")
 }
 
-/// Whether the relative lock directory `dir` lies inside the runfiles
-/// tree `srcdir`: the working directory is in it (as Bazel runs a test
-/// and its `--run_under` wrapper), and `dir` does not climb out of it
-/// (no `..`). Anything else is no evidence, as is a path too long to be
-/// opened (its own error says so).
+/// Whether `root`, the directory that holds `bazel-out`, is where Bazel's
+/// hermetic sandbox puts the execroot: `/execroot/<workspace>` (its
+/// `sandboxPath/execroot/<workspace>`, entered below the sandbox's root).
+fn hermetic_execroot(root: &[u8]) -> bool {
+    root.strip_prefix(b"/execroot/").is_some_and(|ws| !ws.is_empty() && !ws.contains(&b'/'))
+}
+
+/// Whether the lock directory `dir` lies inside the runfiles tree
+/// `srcdir`, by the directories themselves, not their names (a link in the
+/// tree to a shared directory leads out of it; `srcdir` may be spelled
+/// through a link): the nearest of `dir` and its parents that exists, and
+/// the directories above it, up to `srcdir` or `/`. The part of `dir` not
+/// made yet must not climb (`..`); a path too long to be opened is no
+/// evidence either (its own error says so).
 fn in_runfiles(dir: &[u8], srcdir: &[u8]) -> bool {
-    if dir.len() >= 4096 || dir.split(|&b| b == b'/').any(|part| part == b"..") {
-        return false;
+    use rustix::fs::{Mode, OFlags};
+    const AT: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
+    let id = |st: rustix::fs::Stat| (st.st_dev, st.st_ino);
+    let tree = wrapper_common::with_joined(&[srcdir], None, |p| rustix::fs::stat(p).ok()).flatten();
+    let Some(tree) = tree.filter(|_| dir.len() < 4096).map(id) else { return false };
+    let mut path = dir;
+    let mut at = loop {
+        let opened = wrapper_common::with_joined(&[path], None, |p| rustix::fs::open(p, AT, Mode::empty()).ok());
+        if let Some(fd) = opened.flatten() {
+            break fd;
+        }
+        let (rest, last) = match path.iter().rposition(|&b| b == b'/') {
+            Some(0) => (&b"/"[..], &path[1..]),
+            Some(cut) => (&path[..cut], &path[cut + 1..]),
+            None if path == b"." || path == b"/" => return false,
+            None => (&b"."[..], path),
+        };
+        if last == b".." {
+            return false;
+        }
+        path = rest;
+    };
+    for _ in 0..256 {
+        let Ok(here) = rustix::fs::fstat(&at).map(id) else { return false };
+        if here == tree {
+            return true;
+        }
+        let Ok(up) = rustix::fs::openat(&at, c"..", AT, Mode::empty()) else { return false };
+        if rustix::fs::fstat(&up).map(id) == Ok(here) {
+            return false;
+        }
+        at = up;
     }
-    // `//bazel-out/...` on a remote worker is `/bazel-out/...`.
-    let srcdir = if srcdir.starts_with(b"//") { &srcdir[1..] } else { srcdir };
-    let srcdir = srcdir.strip_suffix(b"/").unwrap_or(srcdir);
-    let mut buf = [0u8; 4096];
-    let Some(cwd) = crate::sys::dirs::cwd(&mut buf) else { return false };
-    srcdir.starts_with(b"/") && cwd.starts_with(srcdir) && matches!(cwd.get(srcdir.len()), None | Some(b'/'))
+    false
 }
 
 /// Whether the lock directory `dir` (or, when missing, where it would be
@@ -294,8 +330,14 @@ fn in_runfiles(dir: &[u8], srcdir: &[u8]) -> bool {
 /// `statx(2)`, and reads `/proc` only where a mount must be named.
 pub fn judge(dir: &CStr) -> Option<Private> {
     let srcdir = wrapper_common::env::var_nonempty(b"TEST_SRCDIR")?;
-    if !dir.to_bytes().starts_with(b"/") {
-        return in_runfiles(dir.to_bytes(), srcdir).then_some(Private::Runfiles);
+    // Relative (taken from the test's working directory, in its runfiles
+    // tree), or spelled under `TEST_SRCDIR`: in the tree, or no evidence.
+    let relative = !dir.to_bytes().starts_with(b"/");
+    if (relative || dir.to_bytes().starts_with(srcdir)) && in_runfiles(dir.to_bytes(), srcdir) {
+        return Some(Private::Runfiles);
+    }
+    if relative {
+        return None;
     }
     let root = action_root(srcdir);
     let under_tmp = dir.to_bytes().starts_with(b"/tmp/");
@@ -334,7 +376,7 @@ pub fn judge(dir: &CStr) -> Option<Private> {
         || root_info.as_ref().is_some_and(|i| i.root.windows(23).any(|w| w == b"/sandbox/linux-sandbox/"));
     // The root of Bazel's hermetic sandbox: a directory of this action's,
     // pivoted into (its non-hermetic sandbox keeps the host's `/`).
-    if bazel_sandbox && lock_mount == slash && hermetic_root(&lock.root) {
+    if bazel_sandbox && lock_mount == slash && hermetic_root(&lock.root) && hermetic_execroot(root) {
         return Some(Private::HermeticRoot);
     }
     if lock_mount != slash {
@@ -463,22 +505,26 @@ mod tests {
         assert!(!hermetic_root(b"/o/sandbox/linux-sandbox/"));
         assert!(!hermetic_root(b"/o/sandbox/my-linux-sandbox/3"));
         assert!(!hermetic_root(b"/srv/hostroot"));
+        assert!(hermetic_execroot(b"/execroot/_main") && hermetic_execroot(b"/execroot/xla"));
+        assert!(!hermetic_execroot(b"/o/sandbox/linux-sandbox/1/execroot/_main"));
+        assert!(!hermetic_execroot(b"/execroot/") && !hermetic_execroot(b"/execroot/a/b"));
     }
 
     #[test]
-    fn a_relative_lock_directory_is_in_the_runfiles_only_below_the_working_directory() {
+    fn a_lock_directory_is_in_the_runfiles_by_the_directories_not_their_names() {
         let cwd = std::env::current_dir().unwrap();
         let here = cwd.to_str().unwrap().as_bytes().to_vec();
         let parent = cwd.parent().unwrap().to_str().unwrap().as_bytes().to_vec();
         assert!(in_runfiles(b"locks", &here));
         assert!(in_runfiles(b"./a/b", &parent));
+        assert!(in_runfiles(b"src/../locks", &here), "climbs within the tree, through what exists");
         assert!(!in_runfiles(b"../locks", &here));
-        assert!(!in_runfiles(b"a/../../b", &parent));
+        assert!(!in_runfiles(b"new/../../b", &here), "climbs out through what is not made yet");
         assert!(!in_runfiles(b"locks", b"/no/such/runfiles"));
-        // A sibling whose name only starts like it is not inside it.
-        let mut sibling = here.clone();
-        sibling.pop();
-        assert!(!in_runfiles(b"locks", &sibling) || here.ends_with(b"/"));
+        assert!(!in_runfiles(b"/", &here));
+        let mut long = b"x/".repeat(2100);
+        long.push(b'x');
+        assert!(!in_runfiles(&long, &here));
     }
 
     #[test]

@@ -25,20 +25,6 @@ pub fn open_dir_at(dir: impl AsFd, name: &CStr) -> Result<OwnedFd, Errno> {
     rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty())
 }
 
-/// The working directory, into `buf` (no heap); `None` where it cannot be
-/// told (removed, longer than `buf`).
-pub fn cwd(buf: &mut [u8; 4096]) -> Option<&[u8]> {
-    // SAFETY: getcwd writes at most `buf.len()` bytes, NUL included, into
-    // `buf`, and returns NULL on failure.
-    let at = unsafe { libc::getcwd(buf.as_mut_ptr().cast(), buf.len()) };
-    if at.is_null() {
-        return None;
-    }
-    let len = buf.iter().position(|&b| b == 0)?;
-    // A removed one reads "(unreachable)/...": not a path.
-    buf[..len].starts_with(b"/").then_some(&buf[..len])
-}
-
 /// The whole of a (small) file, such as `/proc/locks` or `/proc/<pid>/stat`,
 /// on the heap; `None` when it cannot be opened or read. For `--status`
 /// only, which allocates anyway.
