@@ -85,8 +85,9 @@ fn a_lock_directory_another_user_owns_is_said_where_a_slot_is_taken_and_in_statu
     );
     assert!(json.stdout.contains(&entry), "{}", json.explain());
     let metrics = common::status(&f, 2, 1, "openmetrics");
-    let sample =
-        format!("parallel_gpu_execute_lock_dir_other_owner{{lock_dir=\"{dir}\",dir=\"{dir}\",uid=\"{NOBODY}\"}} 1\n");
+    let sample = format!(
+        "parallel_gpu_execute_lock_dir_other_owner{{lock_dir=\"{dir}\",profile=\"xla\",dir=\"{dir}\",uid=\"{NOBODY}\"}} 1\n"
+    );
     assert!(metrics.stdout.contains(&sample), "{}", metrics.explain());
     list_says(&f, &note, &format!(", \"lock_dir_other_owner\": {NOBODY}}}"));
 
@@ -134,7 +135,8 @@ fn a_lock_directory_without_the_sticky_bit_is_said_where_a_slot_is_taken_and_in_
     assert!(json.stdout.contains(&format!("\"unsticky_dirs\": [\"{dir}\"]")), "{}", json.explain());
     assert!(!json.stdout.contains("other_owners"), "{}", json.explain());
     let metrics = common::status(&f, 2, 1, "openmetrics");
-    let sample = format!("parallel_gpu_execute_lock_dir_unsticky{{lock_dir=\"{dir}\",dir=\"{dir}\"}} 1\n");
+    let sample =
+        format!("parallel_gpu_execute_lock_dir_unsticky{{lock_dir=\"{dir}\",profile=\"xla\",dir=\"{dir}\"}} 1\n");
     assert!(metrics.stdout.contains(&sample), "{}", metrics.explain());
     list_says(&f, &note, ", \"lock_dir_unsticky\": true}");
 

@@ -119,13 +119,13 @@ fn openmetrics_output_parses_and_says_what_status_says() {
     }
     let dir = serde_escape(&lossless(f.lock_dir.as_os_str().as_bytes()));
     let get = |name: &str, labels: &str| {
-        let key = (name.to_string(), format!("{{{labels}\"lock_dir\": {dir}}}"));
+        let key = (name.to_string(), format!("{{{labels}\"lock_dir\": {dir}, \"profile\": \"xla\"}}"));
         *samples.get(&key).unwrap_or_else(|| panic!("no sample {key:?}\n{report}"))
     };
     let slot = |gpu: &str, state: &str| {
         let key = (
             "parallel_gpu_execute_slots".to_string(),
-            format!("{{\"gpu\": \"{gpu}\", \"lock_dir\": {dir}, \"state\": \"{state}\"}}"),
+            format!("{{\"gpu\": \"{gpu}\", \"lock_dir\": {dir}, \"profile\": \"xla\", \"state\": \"{state}\"}}"),
         );
         *samples.get(&key).unwrap_or_else(|| panic!("no sample {key:?}\n{report}"))
     };
@@ -136,7 +136,7 @@ fn openmetrics_output_parses_and_says_what_status_says() {
         let key = (
             "parallel_gpu_execute_gpu_drained".to_string(),
             format!(
-                "{{\"gpu\": \"{gpu}\", \"lock_dir\": {dir}, \"reason\": {}}}",
+                "{{\"gpu\": \"{gpu}\", \"lock_dir\": {dir}, \"profile\": \"xla\", \"reason\": {}}}",
                 serde_escape(&lossless(why.as_bytes()))
             ),
         );
@@ -146,7 +146,7 @@ fn openmetrics_output_parses_and_says_what_status_says() {
     let healthy = |gpu: &str| {
         let key = (
             "parallel_gpu_execute_gpu_unhealthy".to_string(),
-            format!("{{\"gpu\": \"{gpu}\", \"health\": \"ok\", \"lock_dir\": {dir}}}"),
+            format!("{{\"gpu\": \"{gpu}\", \"health\": \"ok\", \"lock_dir\": {dir}, \"profile\": \"xla\"}}"),
         );
         *samples.get(&key).unwrap_or_else(|| panic!("no sample {key:?}\n{report}"))
     };
@@ -214,7 +214,7 @@ fn metrics_from_a_pid_namespace_count_no_slot_free() {
     for gpu in ["0", "1"] {
         for (state, n) in [("held", 0), ("free", 0), ("unknown", 1)] {
             out.assert_stdout_contains(&format!(
-                "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{gpu}\",state=\"{state}\"}} {n}\n"
+                "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",profile=\"xla\",gpu=\"{gpu}\",state=\"{state}\"}} {n}\n"
             ));
         }
     }
@@ -222,7 +222,7 @@ fn metrics_from_a_pid_namespace_count_no_slot_free() {
     let mut c = f.cmd_under("/usr/bin/unshare", ["--pid", "--fork", "--mount-proc", "--mount"]);
     let out = c.env("TF_GPU_COUNT", "3").env("TF_TESTS_PER_GPU", "1").arg("--status=openmetrics").run();
     out.assert_success().assert_stdout_contains(&format!(
-        "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"2\",state=\"free\"}} 1\n"
+        "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",profile=\"xla\",gpu=\"2\",state=\"free\"}} 1\n"
     ));
     // On the host the same slots are told: GPU 0's held, GPU 1's free.
     let mut c = f.cmd();
@@ -230,7 +230,7 @@ fn metrics_from_a_pid_namespace_count_no_slot_free() {
     out.assert_success();
     for (gpu, state) in [("0", "held"), ("1", "free")] {
         out.assert_stdout_contains(&format!(
-            "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{gpu}\",state=\"{state}\"}} 1\n"
+            "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",profile=\"xla\",gpu=\"{gpu}\",state=\"{state}\"}} 1\n"
         ));
     }
     assert!(!out.stdout.contains("state=\"unknown\""), "{}", out.explain());
@@ -246,7 +246,7 @@ fn metrics_from_a_pid_namespace_count_no_slot_free() {
     let out = c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").run();
     out.assert_success();
     out.assert_stdout_contains(&format!(
-        "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"1\",state=\"free\"}} 1\n"
+        "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",profile=\"xla\",gpu=\"1\",state=\"free\"}} 1\n"
     ));
     assert!(!out.stdout.contains("state=\"unknown\""), "{}", out.explain());
     // A PID namespace whose pid 2 was entered from outside (its parent
@@ -256,6 +256,47 @@ fn metrics_from_a_pid_namespace_count_no_slot_free() {
     let out = c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1").arg("--status=openmetrics").run();
     drop(container);
     out.assert_success().assert_stdout_contains(&format!(
-        "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"0\",state=\"unknown\"}} 1\n"
+        "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",profile=\"xla\",gpu=\"0\",state=\"unknown\"}} 1\n"
     ));
+}
+
+/// More slots than are listed (8 GPUs x 1,024 slots, both within their
+/// limits): those without a lock file are counted free, per GPU, in every
+/// format. A build without the count listed none of them: one slot, no
+/// series for GPUs 1-7, and 0 free where 8,191 were, an "all busy" alert.
+#[test]
+fn slots_beyond_those_listed_are_counted_free() {
+    let f = Fixture::new("metrics-many-slots");
+    let run = |format: &str| {
+        let mut c = f.cmd();
+        c.env("TF_GPU_COUNT", "8").env("TF_TESTS_PER_GPU", "1024").arg(format!("--status={format}"));
+        c.run()
+    };
+    // No lock directory yet: every slot free.
+    let text = run("text");
+    assert!(text.assert_success().stdout.contains(": 8192 slot(s), 0 held"), "{}", text.explain());
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held = hold_lock(f.lock("3", 5));
+    let (text, metrics, json) = (run("text"), run("openmetrics"), run("json"));
+    drop(held);
+    assert!(text.assert_success().stdout.contains(": 8192 slot(s), 1 held"), "{}", text.explain());
+    assert!(text.stdout.contains("note: 8191 more slots of these settings, free"), "{}", text.explain());
+    let value = |gpu: &str, state: &str| {
+        let key = format!("gpu=\"{gpu}\",state=\"{state}\"}} ");
+        metrics.stdout.lines().find_map(|l| l.split_once(&key).map(|(_, v)| v.to_string()))
+    };
+    metrics.assert_success();
+    assert_eq!(
+        (value("3", "held"), value("3", "free")),
+        (Some("1".into()), Some("1023".into())),
+        "{}",
+        metrics.explain()
+    );
+    assert_eq!(
+        (value("7", "held"), value("7", "free")),
+        (Some("0".into()), Some("1024".into())),
+        "{}",
+        metrics.explain()
+    );
+    assert!(json.assert_success().stdout.contains("\"unlisted_free_slots\": 8191"), "{}", json.explain());
 }

@@ -58,8 +58,10 @@ fn look(f: &Fixture, who: Viewer) -> (Output, Output) {
 fn says_held(f: &Fixture, who: Viewer, gpu: &str) {
     let (text, metrics) = look(f, who);
     assert!(text.stdout.contains(": 2 slot(s), 1 held, 0 waiting\n"), "{who:?}\n{}", text.explain());
-    let sample =
-        format!("parallel_gpu_execute_slots{{lock_dir=\"{}\",gpu=\"{gpu}\",state=\"held\"}} 1\n", f.lock_dir.display());
+    let sample = format!(
+        "parallel_gpu_execute_slots{{lock_dir=\"{}\",profile=\"xla\",gpu=\"{gpu}\",state=\"held\"}} 1\n",
+        f.lock_dir.display()
+    );
     assert!(metrics.stdout.contains(&sample), "{who:?}\n{}", metrics.explain());
 }
 
@@ -172,8 +174,8 @@ fn a_flock_of_the_lock_directory_is_no_waiter() {
         assert!(!text.stdout.contains("hidden"), "{who:?}: an invented holder\n{}", text.explain());
         let dir = f.lock_dir.display();
         for sample in [
-            format!("parallel_gpu_execute_waiters{{lock_dir=\"{dir}\"}} 0\n"),
-            format!("parallel_gpu_execute_oldest_wait_seconds{{lock_dir=\"{dir}\"}} 0\n"),
+            format!("parallel_gpu_execute_waiters{{lock_dir=\"{dir}\",profile=\"xla\"}} 0\n"),
+            format!("parallel_gpu_execute_oldest_wait_seconds{{lock_dir=\"{dir}\",profile=\"xla\"}} 0\n"),
         ] {
             assert!(metrics.stdout.contains(&sample), "{who:?}\n{}", metrics.explain());
         }
@@ -291,9 +293,44 @@ fn odd_names_and_junk_neither_duplicate_nor_grow_the_output() {
         test_support::write_file(textfiles.join("gpu.prom"), &metrics.stdout);
         let scraped = scrape_textfile(exporter, &textfiles);
         assert!(scraped.contains("node_textfile_scrape_error 0"), "{scraped}");
-        let sample =
-            format!("parallel_gpu_execute_slots{{gpu=\"0\",lock_dir=\"{}\",state=\"free\"}} 1", f.lock_dir.display());
+        let sample = format!(
+            "parallel_gpu_execute_slots{{gpu=\"0\",lock_dir=\"{}\",profile=\"xla\",state=\"free\"}} 1",
+            f.lock_dir.display()
+        );
         assert!(scraped.contains(&sample), "{sample} not in\n{scraped}");
+    }
+}
+
+/// The xla and jax profiles on one lock directory (the advice for the
+/// ROCm/jax fork), each exported by its own `--status` into one textfile
+/// directory: every sample of both is scraped. Without the `profile`
+/// label, their series shared label sets, and node_exporter kept one
+/// file's, silently (its scrape error still 0).
+#[test]
+fn both_profiles_of_one_lock_directory_are_exported_side_by_side() {
+    let exporter = Path::new("/usr/bin/prometheus-node-exporter");
+    if !test_support::prerequisite(exporter.exists(), "prometheus-node-exporter", "two profiles' metrics") {
+        return;
+    }
+    let f = Fixture::new("truth-two-profiles");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let textfiles = f.dir.join("textfiles");
+    std::fs::create_dir_all(&textfiles).unwrap();
+    for profile in ["xla", "jax"] {
+        let mut c = f.cmd();
+        c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "1");
+        c.env("JAX_ACCELERATOR_COUNT", "2").env("JAX_TESTS_PER_ACCELERATOR", "1");
+        let out = c.arg(format!("--profile={profile}")).arg("--status=openmetrics").run();
+        test_support::write_file(textfiles.join(format!("{profile}.prom")), &out.assert_success().stdout);
+    }
+    let scraped = scrape_textfile(exporter, &textfiles);
+    assert!(scraped.contains("node_textfile_scrape_error 0"), "{scraped}");
+    for profile in ["xla", "jax"] {
+        let waiters =
+            format!("parallel_gpu_execute_waiters{{lock_dir=\"{}\",profile=\"{profile}\"}} 0", f.lock_dir.display());
+        assert!(scraped.contains(&waiters), "{waiters} not in\n{scraped}");
+        let free = format!("gpu=\"1\",lock_dir=\"{}\",profile=\"{profile}\",state=\"free\"}} 1", f.lock_dir.display());
+        assert!(scraped.contains(&free), "{free} not in\n{scraped}");
     }
 }
 
@@ -498,7 +535,9 @@ fn a_drain_in_a_gpudrain_without_the_sticky_bit_is_refused_or_flagged() {
         assert!(json.stdout.contains(&format!(r#""untrusted": "{why}"}}"#)), "{who:?}\n{}", json.explain());
     }
     let metrics = wrapper(&f, Viewer::Root, &["--status=openmetrics"]);
-    let sample = format!("parallel_gpu_execute_gpu_drain_untrusted{{lock_dir=\"{d}\",gpu=\"0\",why=\"{why}\"}} 1\n");
+    let sample = format!(
+        "parallel_gpu_execute_gpu_drain_untrusted{{lock_dir=\"{d}\",profile=\"xla\",gpu=\"0\",why=\"{why}\"}} 1\n"
+    );
     assert!(metrics.stdout.contains(&sample), "{}", metrics.explain());
     assert_eq!(metrics.stdout.matches("parallel_gpu_execute_gpu_drain_untrusted{").count(), 1, "{}", metrics.explain());
     let out = wrapper(&f, Viewer::Root, &["--wait=0", "./pkg/gpu_test"]);

@@ -505,7 +505,7 @@ fn status_says_a_lock_path_every_test_skips() {
     for (gpu, free, skipped) in [("0", 0, 1), ("1", 0, 1), ("2", 1, 0)] {
         for (state, n) in [("free", free), ("skipped", skipped)] {
             metrics.assert_stdout_contains(&format!(
-                "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{gpu}\",state=\"{state}\"}} {n}\n"
+                "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",profile=\"xla\",gpu=\"{gpu}\",state=\"{state}\"}} {n}\n"
             ));
         }
     }

@@ -75,7 +75,7 @@ fn a_held_slot_is_never_shown_free_where_proc_locks_cannot_be_read() {
         assert!(json.contains("\"locks_readable\": false"), "{seen}");
         let sample = |gpu: &str, state: &str| {
             format!(
-                "parallel_gpu_execute_slots{{lock_dir=\"{}\",gpu=\"{gpu}\",state=\"{state}\"}}",
+                "parallel_gpu_execute_slots{{lock_dir=\"{}\",profile=\"xla\",gpu=\"{gpu}\",state=\"{state}\"}}",
                 f.lock_dir.display()
             )
         };

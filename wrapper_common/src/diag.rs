@@ -67,12 +67,15 @@ impl<const N: usize> fmt::Write for LineBuf<N> {
 /// Whether `c` is an invisible format character (Unicode's `Cf`): a
 /// zero-width space or joiner, a bidirectional override, embedding or
 /// isolate (`U+202E` shows the rest of a line reversed), a word joiner, a
-/// byte-order mark, a tag. Such a character in a file name can make a row
-/// look like another, or reorder the rest of the line on a terminal.
+/// byte-order mark, a tag; and the line and paragraph separators
+/// (`U+2028`, `U+2029`), a line break to some viewers. Such a character in
+/// a file name can make a row look like another, split it, or reorder the
+/// rest of the line on a terminal.
 pub fn is_format(c: char) -> bool {
     matches!(
         c as u32,
         0xAD | 0x600..=0x605
+            | 0x2028..=0x2029
             | 0x61C
             | 0x6DD
             | 0x70F
@@ -275,6 +278,8 @@ mod tests {
     fn format_characters_are_escaped() {
         let shown = Bytes("a\u{200b}b\u{202e}c\u{2066}d\u{feff}e\u{61c}f\u{e0041}\u{660}".as_bytes()).to_string();
         assert_eq!(shown, "a\\u{200b}b\\u{202e}c\\u{2066}d\\u{feff}e\\u{061c}f\\u{e0041}\u{660}");
+        let split = Bytes("ls\u{2028}ps\u{2029}x".as_bytes()).to_string();
+        assert_eq!(split, "ls\\u{2028}ps\\u{2029}x");
         assert!(!is_format('0') && !is_format('\u{e9}') && !is_format('\u{660}'));
         // Runs shown whole between escapes, at either end too, across
         // invalid bytes.

@@ -1,7 +1,8 @@
 //! `--status=openmetrics`: what `--status` finds, as OpenMetrics text
 //! (gauges, one `# HELP` and `# TYPE` per family, `# EOF` last), for
 //! node_exporter's textfile collector or any scraper. Every sample carries
-//! the lock directory as `lock_dir`. Label values are escaped losslessly:
+//! the lock directory as `lock_dir`, and the profile (`xla`, `jax`) as `profile`,
+//! so that both profiles' reports of one shared directory can be exported. Label values are escaped losslessly:
 //! `"` and a line break as OpenMetrics has it (`\"`, `\n`), a backslash
 //! doubled (it reads back as `\\`), and a byte that is not UTF-8 as `\\xHH`
 //! (it reads back as `\xHH`), so that two names never share a label value.
@@ -11,15 +12,15 @@
 //!
 //! | family | labels | value |
 //! |---|---|---|
-//! | `parallel_gpu_execute_slots` | `lock_dir`, `gpu`, `state` (`held`, `free`; `unknown` only where some slot's state is unknown; `skipped` only where some slot's lock path is one every test skips: a FIFO, a symbolic link) | slots of the settings in that state; from a PID namespace other than the host's, every slot with a lock file not seen held is `unknown` (one held from outside it cannot be told from a free one), never `free` |
-//! | `parallel_gpu_execute_waiters` | `lock_dir` | processes waiting for a slot (`--status`'s waiters) |
-//! | `parallel_gpu_execute_oldest_wait_seconds` | `lock_dir` | how long the oldest waiter has waited (from its record; from its start for a process blocked on a lock file), 0 without waiters |
-//! | `parallel_gpu_execute_gpu_drained` | `lock_dir`, `gpu`, `reason` | 1 when drained (`reason` its reason), else 0 (`reason` empty) |
-//! | `parallel_gpu_execute_gpu_unhealthy` | `lock_dir`, `gpu`, `health` | 1 when the kernel shows it unhealthy (`health` why), else 0 (`health` `ok`) |
-//! | `parallel_gpu_execute_gpu_kernel_users` | `lock_dir`, `gpu` | processes the kernel lists on it; only for GPUs where it tells |
-//! | `parallel_gpu_execute_gpu_drain_untrusted` | `lock_dir`, `gpu`, `why` | 1 for a drained GPU whose drain record another user could have renamed there (`why`, as `--status` says it); only then |
-//! | `parallel_gpu_execute_lock_dir_other_owner` | `lock_dir`, `dir`, `uid` | 1 for the lock directory or `gpuqueue/` where a user other than root and the caller owns it; only then |
-//! | `parallel_gpu_execute_lock_dir_unsticky` | `lock_dir`, `dir` | 1 for the lock directory or `gpuqueue/` where every user may write it and it has no sticky bit; only then |
+//! | `parallel_gpu_execute_slots` | `lock_dir`, `profile`, `gpu`, `state` (`held`, `free`; `unknown` only where some slot's state is unknown; `skipped` only where some slot's lock path is one every test skips: a FIFO, a symbolic link) | slots of the settings in that state; from a PID namespace other than the host's, every slot with a lock file not seen held is `unknown` (one held from outside it cannot be told from a free one), never `free` |
+//! | `parallel_gpu_execute_waiters` | `lock_dir`, `profile` | processes waiting for a slot (`--status`'s waiters) |
+//! | `parallel_gpu_execute_oldest_wait_seconds` | `lock_dir`, `profile` | how long the oldest waiter has waited (from its record; from its start for a process blocked on a lock file), 0 without waiters |
+//! | `parallel_gpu_execute_gpu_drained` | `lock_dir`, `profile`, `gpu`, `reason` | 1 when drained (`reason` its reason), else 0 (`reason` empty) |
+//! | `parallel_gpu_execute_gpu_unhealthy` | `lock_dir`, `profile`, `gpu`, `health` | 1 when the kernel shows it unhealthy (`health` why), else 0 (`health` `ok`) |
+//! | `parallel_gpu_execute_gpu_kernel_users` | `lock_dir`, `profile`, `gpu` | processes the kernel lists on it; only for GPUs where it tells |
+//! | `parallel_gpu_execute_gpu_drain_untrusted` | `lock_dir`, `profile`, `gpu`, `why` | 1 for a drained GPU whose drain record another user could have renamed there (`why`, as `--status` says it); only then |
+//! | `parallel_gpu_execute_lock_dir_other_owner` | `lock_dir`, `profile`, `dir`, `uid` | 1 for the lock directory or `gpuqueue/` where a user other than root and the caller owns it; only then |
+//! | `parallel_gpu_execute_lock_dir_unsticky` | `lock_dir`, `profile`, `dir` | 1 for the lock directory or `gpuqueue/` where every user may write it and it has no sticky bit; only then |
 
 use crate::prelude::*;
 use crate::report::status_format::Report;
@@ -50,14 +51,17 @@ fn family(out: &mut String, name: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} gauge");
 }
 
-pub fn render(r: &Report) -> String {
-    let dir = escape(&r.lock_dir);
+pub fn render(r: &Report, profile: &str) -> String {
+    // The lock directory and the profile: the xla and jax profiles' reports
+    // of one shared directory are exported side by side.
+    let at = format!("lock_dir=\"{}\",profile=\"{profile}\"", escape(&r.lock_dir));
     let mut out = String::new();
     family(&mut out, "parallel_gpu_execute_slots", "GPU slots of the lock directory, by state.");
     let mut gpus: Vec<&str> = Vec::new();
-    for s in r.slots.iter().filter(|s| s.configured) {
-        if !gpus.contains(&s.gpu.as_str()) {
-            gpus.push(&s.gpu);
+    let named = r.slots.iter().filter(|s| s.configured).map(|s| s.gpu.as_str());
+    for gpu in named.chain(r.unlisted.iter().map(|(g, _)| g.as_str())) {
+        if !gpus.contains(&gpu) {
+            gpus.push(gpu);
         }
     }
     for gpu in &gpus {
@@ -69,30 +73,25 @@ pub fn render(r: &Report) -> String {
         // say it as fact (the text says so in a note, JSON by
         // `host_pid_namespace`). A `/proc` that hides pid 2 (`hidepid`) on
         // the host is no such namespace.
-        let free = of().filter(|s| s.free() && (!r.own_namespace || !s.file_exists)).count();
+        let unlisted = r.unlisted.iter().filter(|(g, _)| g == gpu).map(|(_, n)| n).sum::<usize>();
+        let free = of().filter(|s| s.free() && (!r.own_namespace || !s.file_exists)).count() + unlisted;
         let g = escape(gpu.as_bytes());
-        let _ = writeln!(out, "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"held\"}} {held}");
-        let _ = writeln!(out, "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"free\"}} {free}");
+        let _ = writeln!(out, "parallel_gpu_execute_slots{{{at},gpu=\"{g}\",state=\"held\"}} {held}");
+        let _ = writeln!(out, "parallel_gpu_execute_slots{{{at},gpu=\"{g}\",state=\"free\"}} {free}");
         // Not held, and skipped by every test (a FIFO, a link at its path).
         let skipped = of().filter(|s| !s.held() && s.skipped.is_some()).count();
         if r.slots.iter().any(|s| s.skipped.is_some()) {
-            let _ = writeln!(
-                out,
-                "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"skipped\"}} {skipped}"
-            );
+            let _ = writeln!(out, "parallel_gpu_execute_slots{{{at},gpu=\"{g}\",state=\"skipped\"}} {skipped}");
         }
         if !r.locks_readable || r.own_namespace || r.slots.iter().any(|s| s.unknown) {
             // Neither held nor free: `/proc/locks` cannot be read, or a
             // PID namespace's leaves out the locks taken outside it.
-            let unknown = of().count() - held - free - skipped;
-            let _ = writeln!(
-                out,
-                "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",gpu=\"{g}\",state=\"unknown\"}} {unknown}"
-            );
+            let unknown = (of().count() + unlisted).saturating_sub(held + free + skipped);
+            let _ = writeln!(out, "parallel_gpu_execute_slots{{{at},gpu=\"{g}\",state=\"unknown\"}} {unknown}");
         }
     }
     family(&mut out, "parallel_gpu_execute_waiters", "Processes waiting for a GPU slot.");
-    let _ = writeln!(out, "parallel_gpu_execute_waiters{{lock_dir=\"{dir}\"}} {}", r.waiters.len());
+    let _ = writeln!(out, "parallel_gpu_execute_waiters{{{at}}} {}", r.waiters.len());
     let now = SystemTime::now();
     let oldest = r
         .waiters
@@ -107,13 +106,13 @@ pub fn render(r: &Report) -> String {
         "parallel_gpu_execute_oldest_wait_seconds",
         "How long the oldest waiter has waited, in seconds; 0 without waiters.",
     );
-    let _ = writeln!(out, "parallel_gpu_execute_oldest_wait_seconds{{lock_dir=\"{dir}\"}} {oldest}");
+    let _ = writeln!(out, "parallel_gpu_execute_oldest_wait_seconds{{{at}}} {oldest}");
     family(&mut out, "parallel_gpu_execute_gpu_drained", "1 when the GPU is taken out of service (--drain).");
     for g in r.gpus.iter().filter(|g| g.configured) {
         let reason = g.drained.as_ref().map_or_else(String::new, |d| escape(&d.reason));
         let _ = writeln!(
             out,
-            "parallel_gpu_execute_gpu_drained{{lock_dir=\"{dir}\",gpu=\"{}\",reason=\"{reason}\"}} {}",
+            "parallel_gpu_execute_gpu_drained{{{at},gpu=\"{}\",reason=\"{reason}\"}} {}",
             escape(g.gpu.as_bytes()),
             u8::from(g.drained.is_some())
         );
@@ -122,7 +121,7 @@ pub fn render(r: &Report) -> String {
     for g in r.gpus.iter().filter(|g| g.configured) {
         let _ = writeln!(
             out,
-            "parallel_gpu_execute_gpu_unhealthy{{lock_dir=\"{dir}\",gpu=\"{}\",health=\"{}\"}} {}",
+            "parallel_gpu_execute_gpu_unhealthy{{{at},gpu=\"{}\",health=\"{}\"}} {}",
             escape(g.gpu.as_bytes()),
             escape(g.health.as_bytes()),
             u8::from(g.health != "ok")
@@ -133,7 +132,7 @@ pub fn render(r: &Report) -> String {
         if let Some(users) = &g.kernel_users {
             let _ = writeln!(
                 out,
-                "parallel_gpu_execute_gpu_kernel_users{{lock_dir=\"{dir}\",gpu=\"{}\"}} {}",
+                "parallel_gpu_execute_gpu_kernel_users{{{at},gpu=\"{}\"}} {}",
                 escape(g.gpu.as_bytes()),
                 users.len()
             );
@@ -150,7 +149,7 @@ pub fn render(r: &Report) -> String {
         for (g, why) in untrusted {
             let _ = writeln!(
                 out,
-                "parallel_gpu_execute_gpu_drain_untrusted{{lock_dir=\"{dir}\",gpu=\"{}\",why=\"{}\"}} 1",
+                "parallel_gpu_execute_gpu_drain_untrusted{{{at},gpu=\"{}\",why=\"{}\"}} 1",
                 escape(g.gpu.as_bytes()),
                 escape(why.describe().as_bytes())
             );
@@ -165,7 +164,7 @@ pub fn render(r: &Report) -> String {
         for (path, uid) in r.exposed.iter().filter_map(|(p, uid, _)| Some((p, (*uid)?))) {
             let _ = writeln!(
                 out,
-                "parallel_gpu_execute_lock_dir_other_owner{{lock_dir=\"{dir}\",dir=\"{}\",uid=\"{uid}\"}} 1",
+                "parallel_gpu_execute_lock_dir_other_owner{{{at},dir=\"{}\",uid=\"{uid}\"}} 1",
                 escape(path)
             );
         }
@@ -177,11 +176,7 @@ pub fn render(r: &Report) -> String {
             "1 where every user may write the lock directory (or gpuqueue/) and it has no sticky bit.",
         );
         for (path, ..) in r.exposed.iter().filter(|(_, uid, _)| uid.is_none()) {
-            let _ = writeln!(
-                out,
-                "parallel_gpu_execute_lock_dir_unsticky{{lock_dir=\"{dir}\",dir=\"{}\"}} 1",
-                escape(path)
-            );
+            let _ = writeln!(out, "parallel_gpu_execute_lock_dir_unsticky{{{at},dir=\"{}\"}} 1", escape(path));
         }
     }
     out.push_str("# EOF\n");

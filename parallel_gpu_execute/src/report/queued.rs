@@ -6,9 +6,11 @@ use crate::prelude::*;
 use crate::slots::lockfile::DIR_FLAGS;
 use crate::slots::record::RECORD_FLAGS;
 use crate::slots::record::{QUEUE_DIR, RecordName, Want, beat_of, ticket_of};
+use crate::sys::clock::{SystemTime, UNIX_EPOCH};
 use crate::sys::dirs::for_each_entry;
 use core::ops::ControlFlow;
-use rustix::fs::{AtFlags, FileType, Stat};
+use core::time::Duration;
+use rustix::fs::{AtFlags, FileType, Stat, StatxFlags};
 
 /// A record of the queue, as `--status` lists it.
 pub struct Queued {
@@ -23,6 +25,9 @@ pub struct Queued {
     pub needed: u64,
     /// The test, as the record says.
     pub test: Vec<u8>,
+    /// When the record was made (its birth time, where the file system
+    /// keeps one): what bounds a ticket whose holder cannot be seen.
+    pub born: Option<SystemTime>,
 }
 
 /// What became of a record's waiter since the record was read.
@@ -95,7 +100,15 @@ pub fn queued(lock_dir: &rustix::fd::OwnedFd) -> Vec<Queued> {
         let n = rustix::io::pread(&fd, &mut buf, 0).unwrap_or(0);
         // Under the name it says only: a hard link under another is none.
         let Some(want) = Want::parse(&buf[..n]).filter(|w| w.name == name.as_bytes()) else { continue };
+        let born = rustix::fs::statx(&fd, c"", AtFlags::EMPTY_PATH, StatxFlags::BTIME)
+            .ok()
+            .filter(|st| st.stx_mask & StatxFlags::BTIME.bits() != 0)
+            .and_then(|st| {
+                let (s, ns) = (u64::try_from(st.stx_btime.tv_sec).ok()?, st.stx_btime.tv_nsec);
+                UNIX_EPOCH.checked_add(Duration::new(s, ns))
+            });
         out.push(Queued {
+            born,
             ticket: ticket_of(name.as_bytes()).unwrap_or(0),
             beat: beat_of(&buf[..n]).map(|(_, at)| at),
             needed: want.needed,

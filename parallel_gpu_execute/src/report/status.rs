@@ -65,10 +65,11 @@
 //! | `waiters[].position` | `queued` (a record in the queue), `blocked` (waits on a lock file without one: a classic script's `flock`) |
 //! | `waiters[].file` | its record, or the lock file it waits on |
 //! | `waiters[].needs` | the GPUs it asks for: as its record says, else read from its arguments as the wrapper reads them (`--num_processes`, `--gpus_per_process`); `null` when unknown |
-//! | `waiters[].since` | when it began to wait (its record's ticket; its process's start where the ticket is earlier), as `since`; `null` without a record |
+//! | `waiters[].since` | when it began to wait (its record's ticket; where the ticket is earlier, its process's start, or where that process cannot be seen, its record's birth), as `since`; `null` without a record |
 //! | `waiters[].beat_age_seconds` | seconds between now and its record's last beat, either way (over 1: it does not run, or runs on another clock, and nobody waits for it); `null` without one |
 //! | `waiters[].owner_uid` | the uid that owns its record (the kernel's word, not the record's); `null` without one |
 //! | `waiters[].record_test` | the test, as its record says (seen also where the process is hidden); `null` without one |
+//! | `unlisted_free_slots` | only where the settings give more than 4096 slots: those without a lock file, not listed (free; counted per GPU in the metrics) |
 //! | `pool_error` | only where the pool's GPUs cannot be told (then no slot of these settings is listed): the line a test here is refused with |
 //! | `other_owners` | only where the lock directory or `gpuqueue/` is owned by a user other than root and the caller: each `{"dir", "uid"}` (that user can rename a held lock file away) |
 //! | `exists` | whether the lock directory exists (the first wrapper that takes a slot creates it) |
@@ -104,7 +105,7 @@ use crate::hardware::gpu_count;
 use crate::prelude::*;
 use crate::profile::LockNames;
 use crate::report::queued::{Since, queued};
-use crate::report::status_format::{self, QueueRecord, Report, Slot, Waiter};
+use crate::report::status_format::{self, MAX_LISTED, QueueRecord, Report, Slot, Waiter};
 use crate::report::{gpus, openmetrics};
 use crate::settings::Settings;
 use crate::slots::exposure::Exposed;
@@ -124,10 +125,6 @@ use wrapper_common::diag::Os;
 
 /// Lock file name prefixes, per profile.
 pub const LOCK_PREFIXES: &[(&str, &str)] = &[("gpulock", "xla"), ("jax_accelerator_lock_", "jax")];
-
-/// Most slots of the settings listed one by one: beyond, only those with a
-/// lock file are.
-pub const MAX_LISTED: usize = 4096;
 
 /// `<prefix><id>_<slot>` split into (profile, id, slot).
 pub fn parse_lock_name(name: &str) -> Option<(&'static str, &str, u32)> {
@@ -199,10 +196,22 @@ impl Configured {
         profile == self.profile && slot < self.slots && self.names.iter().any(|n| n == id.as_bytes())
     }
 
+    /// Whether the settings give more slots than are listed.
+    fn over(&self) -> bool {
+        self.names.len().saturating_mul(self.slots as usize) > MAX_LISTED
+    }
+
+    /// Per GPU, where not all are listed, its slots not in `listed` (free).
+    fn unlisted(&self, listed: &[Slot]) -> Vec<(String, usize)> {
+        let gpus = self.names.iter().map(|n| gpu_id(&String::from_utf8_lossy(n))).filter(|_| self.over());
+        let there = |gpu: &String| listed.iter().filter(|s| s.configured && s.gpu == *gpu).count();
+        gpus.map(|g| (g.clone(), (self.slots as usize).saturating_sub(there(&g)))).collect()
+    }
+
     /// Every (lock file name, GPU, slot), GPU by GPU; none when there are
     /// more than [`MAX_LISTED`].
     fn each(&self) -> Vec<(String, String, u32)> {
-        if self.names.len().saturating_mul(self.slots as usize) > MAX_LISTED {
+        if self.over() {
             return Vec::new();
         }
         let mut out = Vec::new();
@@ -275,6 +284,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         gpus: Vec::new(),
         not_shown: 0,
         unsettled: false,
+        unlisted: Vec::new(),
     };
     let unreadable = |errno| Error::StatusDir { dir: dir.to_bytes().to_vec(), error: Os(errno).to_string() };
     let dir_fd = match open_dir(dir) {
@@ -287,6 +297,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
             }
             report.exists = false;
             report.slots = configured.each().into_iter().map(free).collect();
+            report.unlisted = configured.unlisted(&report.slots);
             (report.gpus, report.not_shown) = gpus::survey(settings, &configured.names, dir);
             return Ok(report);
         }
@@ -396,6 +407,13 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
             None => skipped_or_free(&dir_fd, &names, free((name, gpu, slot))),
         });
     }
+    // More slots than are listed: those with a lock file listed, the rest counted.
+    if configured.over() {
+        let (mine, others): (Vec<Slot>, Vec<Slot>) = extra.into_iter().partition(|s| s.configured);
+        report.unlisted = configured.unlisted(&mine);
+        report.slots.extend(mine);
+        extra = others;
+    }
     // The other lock files: those held first, at most MAX_OTHERS of them.
     let key = |s: &Slot| (s.holders.is_empty(), s.profile, id_order(&s.gpu), s.slot);
     crate::sys::sort::sort_by(&mut extra, &mut |a, b| key(a) < key(b));
@@ -419,13 +437,14 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         }
         let process = l.holders.first().map_or_else(|| process(0), |&pid| process(pid));
         let ticket = Duration::from_nanos(r.ticket);
-        // A ticket is its writer's word: one from before its process
-        // started (a second's slack for the start time's rounding) was not
-        // its wait's beginning, and would pass for a wait of hours (and
-        // an alert); the process's start is shown instead.
+        // A ticket is its writer's word: one from before its process started
+        // (a second's slack for rounding) would pass for a wait of hours (and
+        // an alert): that start is shown, or where the process cannot be seen,
+        // the record's birth (one made again after a cleaner: since then).
+        let bound = process.started.or(r.born);
         let since = wall
             .checked_sub(boot.saturating_sub(ticket))
-            .map(|t| process.started.filter(|&s| t + Duration::from_secs(1) < s).unwrap_or(t));
+            .map(|t| bound.filter(|&s| t + Duration::from_secs(1) < s).unwrap_or(t));
         let beat_age_ms = r
             .beat
             // A beat ahead of now (a writer on another clock) is as stale
@@ -513,7 +532,7 @@ pub fn render(settings: &Settings, format: Format) -> Result<String, Error> {
     Ok(match format {
         Format::Text => status_format::text(&report),
         Format::Json => status_format::json(&report),
-        Format::OpenMetrics => openmetrics::render(&report),
+        Format::OpenMetrics => openmetrics::render(&report, settings.profile.name()),
     })
 }
 

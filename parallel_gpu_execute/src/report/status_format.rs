@@ -134,7 +134,14 @@ pub struct Report {
     /// Whether a waiter's record was made again while the report was made,
     /// its holder then unknown (not shown: `render` looks again).
     pub unsettled: bool,
+    /// Where the settings give more slots than are listed: per GPU, its
+    /// slots without a lock file (free), counted, not listed.
+    pub unlisted: Vec<(String, usize)>,
 }
+
+/// Most slots of the settings listed one by one: beyond, only those with a
+/// lock file are, and the others counted ([`Report::unlisted`]).
+pub const MAX_LISTED: usize = 4096;
 
 /// Why slots are of unknown state, and the repair: one line.
 pub const UNREADABLE_LOCKS: &str = "/proc/locks cannot be read (a /proc mounted with subset=pid, as systemd's ProcSubset=pid makes, or none), so a slot that no visible process holds may be held or free: its state is unknown; run --status where /proc is whole (drop ProcSubset=pid from the unit)";
@@ -244,8 +251,9 @@ fn slot_rows(out: &mut String, s: &Slot, gpu_w: usize, state_w: usize, since_w: 
 pub fn text(r: &Report) -> String {
     // The slots of these settings; other lock files listed below them are
     // counted apart (all of them, where none is of these settings).
-    let any_configured = r.slots.iter().any(|s| s.configured);
+    let any_configured = r.slots.iter().any(|s| s.configured) || !r.unlisted.is_empty();
     let mine = || r.slots.iter().filter(|s| s.configured || !any_configured);
+    let unlisted: usize = r.unlisted.iter().map(|(_, n)| n).sum();
     let held = mine().filter(|s| s.held()).count();
     let unknown = mine().filter(|s| s.unknown && s.skipped.is_none()).count();
     let unknown_text = if unknown > 0 { format!(", {unknown} unknown") } else { String::new() };
@@ -253,14 +261,14 @@ pub fn text(r: &Report) -> String {
         format!(
             "lock dir {}: {} slot(s), {held} held{unknown_text}, {} waiting\n",
             Bytes(&r.lock_dir),
-            mine().count(),
+            mine().count() + unlisted,
             r.waiters.len()
         )
     } else {
         format!(
             "lock dir {}: does not exist (no test has taken a slot there yet): {} slot(s), 0 held, 0 waiting\n",
             Bytes(&r.lock_dir),
-            r.slots.len()
+            r.slots.len() + unlisted
         )
     };
     if r.not_shown > 0 {
@@ -272,6 +280,13 @@ pub fn text(r: &Report) -> String {
     }
     if let Some(why) = &r.unresolved {
         let _ = writeln!(out, "note: the slots of these settings are not listed, as a test here is refused: {why}");
+    }
+    if unlisted > 0 {
+        let _ = writeln!(
+            out,
+            "note: {unlisted} more slots of these settings, free (no lock file yet), are counted, not listed (over {})",
+            MAX_LISTED
+        );
     }
     for (dir, owner, queue) in &r.exposed {
         let _ = writeln!(out, "note: {}", crate::slots::exposure::Exposed { dir, owner: *owner, queue: *queue });
@@ -527,6 +542,9 @@ pub fn json(r: &Report) -> String {
         ("gpus", json::array(&r.gpus.iter().map(gpu_json).collect::<Vec<_>>())),
         ("not_shown", r.not_shown.to_string()),
     ];
+    if !r.unlisted.is_empty() {
+        fields.push(("unlisted_free_slots", r.unlisted.iter().map(|(_, n)| n).sum::<usize>().to_string()));
+    }
     if !r.locks_readable {
         fields.push(("locks_readable", "false".to_string()));
     }

@@ -324,7 +324,7 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
                     None => failed(dir, "use gpudrain (not a directory)", e),
                 });
             }
-            Err(e) => return Err(failed(dir, "open gpudrain/", e)),
+            Err(e) => return Err(failed(dir, "read gpudrain/", e)),
         };
         // Its owner's own, with another mode, made 1777 first.
         repair_shared_mode(&drain_fd);
@@ -459,8 +459,18 @@ pub enum Undrained {
 
 /// Removes the record of the GPU named `gpu` (as lock file names have it).
 pub fn undrain(dir: &CStr, gpu: &[u8]) -> Result<Undrained, Error> {
-    let Ok(dir_fd) = crate::sys::dirs::open_dir(dir) else { return Ok(Undrained::NotDrained) };
-    let Some(drain_fd) = open(&dir_fd) else { return Ok(Undrained::NotDrained) };
+    // Nothing there is nothing drained; a directory this user may not read
+    // says nothing, and is no "not drained".
+    let dir_fd = match crate::sys::dirs::open_dir(dir) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(Undrained::NotDrained),
+        Err(e) => return Err(failed(dir, "read the drain state", e)),
+    };
+    let drain_fd = match rustix::fs::openat(&dir_fd, DRAIN_DIR, DIR_FLAGS, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => return Ok(Undrained::NotDrained),
+        Err(e) => return Err(failed(dir, "read gpudrain/", e)),
+    };
     let mut name = LockName::new();
     name.push(gpu).map_err(|_| Error::Drain("GPU name too long".to_string()))?;
     if let Some((kind, owner)) = planted(&drain_fd, name.as_cstr()) {
