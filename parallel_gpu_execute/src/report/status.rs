@@ -407,16 +407,17 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
             None => skipped_or_free(&dir_fd, &names, free((name, gpu, slot))),
         });
     }
-    // More slots than are listed: those with a lock file listed, the rest counted.
-    if configured.over() {
-        let (mine, others): (Vec<Slot>, Vec<Slot>) = extra.into_iter().partition(|s| s.configured);
-        report.unlisted = configured.unlisted(&mine);
-        report.slots.extend(mine);
-        extra = others;
-    }
-    // The other lock files: those held first, at most MAX_OTHERS of them.
     let key = |s: &Slot| (s.holders.is_empty(), s.profile, id_order(&s.gpu), s.slot);
     crate::sys::sort::sort_by(&mut extra, &mut |a, b| key(a) < key(b));
+    // Held first, by GPU and slot. More slots than are listed: those with a
+    // lock file listed, the rest counted.
+    if configured.over() {
+        let mut others = Vec::new();
+        extra.into_iter().for_each(|s| if s.configured { report.slots.push(s) } else { others.push(s) });
+        extra = others;
+        report.unlisted = configured.unlisted(&report.slots);
+    }
+    // The other lock files: at most MAX_OTHERS of them.
     report.not_shown += extra.len().saturating_sub(MAX_OTHERS);
     extra.truncate(MAX_OTHERS);
     report.slots.extend(extra);
