@@ -235,33 +235,6 @@ fn a_lock_directory_that_cannot_be_written_is_one_line_and_exit_2() {
     out.assert_stderr_contains("Permission denied");
 }
 
-/// `--undrain` where the drain state cannot be read (a lock directory this
-/// user may not read, or a file in its place) said "was not drained;
-/// nothing to do", exit 0, of a GPU that stayed drained: one line, exit 2.
-/// Where there is no lock directory, or no `gpudrain/`, nothing is drained.
-#[test]
-fn an_undrain_that_cannot_read_the_drain_state_is_one_line_and_exit_2() {
-    let f = shared_fixture("undrain-unreadable");
-    drain(&f, 2, "0", "bad ECC");
-    if is_root() {
-        std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let mut c = on(&f, 2);
-        let out = c.arg("--undrain=0").as_user(NOBODY, NOBODY).run();
-        out.assert_code(2).assert_one_error_line("cannot read the drain state in the lock directory");
-        out.assert_stderr_contains("Permission denied");
-        std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
-        let status = on(&f, 2).arg("--status=json").run();
-        assert!(status.assert_success().stdout.contains("bad ECC"), "the drain went\n{}", status.explain());
-    }
-    let file = f.dir.join("a-file");
-    test_support::write_file(&file, "");
-    let out = on(&f, 2).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &file).arg("--undrain=0").run();
-    out.assert_code(2).assert_one_error_line("cannot read the drain state in the lock directory");
-    let none = f.dir.join("none");
-    let out = on(&f, 2).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &none).arg("--undrain=0").run();
-    out.assert_success().assert_stdout_contains("was not drained");
-}
-
 #[test]
 fn users_sharing_a_lock_directory_share_its_drain_state() {
     if !test_support::prerequisite(is_root(), "root", "the drain state shared by two users") {

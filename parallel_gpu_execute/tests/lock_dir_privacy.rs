@@ -327,10 +327,12 @@ fn a_lock_directory_made_on_an_ordinary_host_is_no_alarm_even_at_the_top_or_rela
     // into it, a climb that stays in it, `TEST_SRCDIR` spelled through a
     // link or with a trailing `//`.
     let place = "inside this test's runfiles tree";
-    let srcdir = f.runfiles.srcdir.clone();
-    std::fs::create_dir_all(srcdir.join("ws/sub")).unwrap();
-    let link = f.dir.join("runfiles-link");
-    std::os::unix::fs::symlink(&srcdir, &link).unwrap();
+    // The fixture's tree is `runfiles/`; Bazel names it `<target>.runfiles`,
+    // here a link to it (the tree is told by its directories).
+    let real = f.runfiles.srcdir.clone();
+    std::fs::create_dir_all(real.join("ws/sub")).unwrap();
+    let srcdir = f.dir.join("gpu_test.runfiles");
+    std::os::unix::fs::symlink(&real, &srcdir).unwrap();
     let run = |dir: &str, gpus: &str, test_srcdir: &std::path::Path| {
         let mut c = f.cmd();
         c.env("TEST_SRCDIR", test_srcdir).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", dir).env("TF_GPU_COUNT", gpus);
@@ -343,7 +345,6 @@ fn a_lock_directory_made_on_an_ordinary_host_is_no_alarm_even_at_the_top_or_rela
         ("./locks2/nested", &srcdir),
         ("sub/../locks3", &srcdir),
         (inside.to_str().unwrap(), &srcdir),
-        ("locks", &link),
         ("locks", &trailing),
     ];
     for (dir, test_srcdir) in cases {
@@ -354,17 +355,34 @@ fn a_lock_directory_made_on_an_ordinary_host_is_no_alarm_even_at_the_top_or_rela
         Record::of(out.assert_success());
         assert_eq!(said_private(&out, place), 1, "{}", out.explain());
     }
-    // One that climbs out of the tree, or leads out of it through a link
-    // (a shared directory the tree links to), is shared as far as anyone
-    // can tell: it runs, not a word (a first version of the rule refused
-    // the link by its name).
+    // One that climbs out of the tree, leads out of it through a link (a
+    // shared directory the tree links to) or to nothing, is bound into it
+    // from elsewhere, or a TEST_SRCDIR that is no runfiles tree (a harness
+    // that sets it to a repository, or `/`): no evidence, it runs, not a
+    // word (a first version of the rule refused the link by its name).
     let shared = f.dir.join("shared-locks");
     std::fs::create_dir_all(&shared).unwrap();
-    std::os::unix::fs::symlink(&shared, srcdir.join("ws/shared")).unwrap();
+    std::os::unix::fs::symlink(&shared, real.join("ws/shared")).unwrap();
+    std::os::unix::fs::symlink(f.dir.join("nowhere"), real.join("ws/dangling")).unwrap();
     for dir in ["../../up", "new/../../../up2", "shared", "shared/sub"] {
         let out = run(dir, "2", &srcdir);
         Record::of(out.assert_success());
         assert_eq!(said_private(&out, "coordinates"), 0, "{dir}\n{}", out.explain());
+    }
+    let out = run("dangling/locks", "2", &srcdir);
+    assert_eq!(said_private(&out, "coordinates"), 0, "{}", out.explain());
+    for test_srcdir in [real.as_path(), f.dir.path()] {
+        let out = run("locks", "2", test_srcdir);
+        Record::of(out.assert_success());
+        assert_eq!(said_private(&out, "coordinates"), 0, "{}", out.explain());
+    }
+    if is_root() {
+        let bound = real.join("ws/bound");
+        std::fs::create_dir_all(&bound).unwrap();
+        let _mounted = test_support::mounts::Mounted::bind(&shared.join("sub"), &bound);
+        let out = run("bound", "2", &srcdir);
+        Record::of(out.assert_success());
+        assert_eq!(said_private(&out, "coordinates"), 0, "{}", out.explain());
     }
     assert!(shared.join("gpulock0_0").exists() && shared.join("sub/gpulock0_0").exists());
     if !have_bwrap("a new /gpu-locks on a host's root") {

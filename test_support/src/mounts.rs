@@ -32,6 +32,14 @@ impl Mounted {
         Mounted { at: at.to_path_buf() }
     }
 
+    /// `from` bound at `at` (`mount --bind`), created.
+    pub fn bind(from: &Path, at: &Path) -> Mounted {
+        std::fs::create_dir_all(at).unwrap();
+        let st = Command::new("mount").arg("--bind").arg(from).arg(at).status();
+        assert!(st.is_ok_and(|s| s.success()), "mount --bind {} {}", from.display(), at.display());
+        Mounted { at: at.to_path_buf() }
+    }
+
     /// An ext4 file system of `size` (`4M`) made in `image` with
     /// `mkfs_args` (`-I 128`), loop-mounted at `at`, created.
     pub fn ext4_image(image: &Path, size: &str, mkfs_args: &[&str], at: &Path) -> Mounted {

@@ -12,9 +12,10 @@ use core::ffi::CStr;
 
 /// Each of `names` (the settings' GPUs, as lock file names have them),
 /// then the other drained GPUs of the lock directory `dir`, at most
-/// [`MAX_OTHER_DRAINED`] of them; and how many more there are.
-pub fn survey(settings: &Settings, names: &[Vec<u8>], dir: &CStr) -> (Vec<Gpu>, usize) {
-    let mut drained = drain::all(dir);
+/// [`MAX_OTHER_DRAINED`] of them; and how many more there are. The error
+/// where the drain state cannot be read.
+pub fn survey(settings: &Settings, names: &[Vec<u8>], dir: &CStr) -> Result<(Vec<Gpu>, usize), rustix::io::Errno> {
+    let mut drained = drain::all(dir)?;
     let kfd = kfd_usage::named_gpus(&settings.probe());
     let procs = if kfd.is_empty() { None } else { kfd_usage::kfd_processes(settings.sysroot) };
     let mut out = Vec::new();
@@ -48,7 +49,7 @@ pub fn survey(settings: &Settings, names: &[Vec<u8>], dir: &CStr) -> (Vec<Gpu>, 
         health: "ok".to_string(),
         configured: false,
     }));
-    (out, more)
+    Ok((out, more))
 }
 
 /// Most drained GPUs not of these settings that `--status` lists (to

@@ -37,7 +37,7 @@ fn resolve(settings: &Settings, flag: &str, gpu: &[u8]) -> Result<Vec<u8>, Error
     let name = lock_form(gpu).into_owned();
     let configured = Configured::of(settings);
     let lock_dir = settings.lock_dir.path();
-    if configured.names.contains(&name) || drain::all(&lock_dir).iter().any(|d| d.gpu == name) {
+    if configured.names.contains(&name) || drain::all(&lock_dir).unwrap_or_default().iter().any(|d| d.gpu == name) {
         return Ok(name);
     }
     let known: Vec<String> = configured.names.iter().map(|n| Bytes(n).to_string()).collect();

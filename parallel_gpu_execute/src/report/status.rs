@@ -105,7 +105,7 @@ use crate::hardware::gpu_count;
 use crate::prelude::*;
 use crate::profile::LockNames;
 use crate::report::queued::{Since, queued};
-use crate::report::status_format::{self, MAX_LISTED, QueueRecord, Report, Slot, Waiter};
+use crate::report::status_format::{self, MAX_LISTED, QueueRecord, Report, Slot, Waiter, skipped_or_free};
 use crate::report::{gpus, openmetrics};
 use crate::settings::Settings;
 use crate::slots::exposure::Exposed;
@@ -287,6 +287,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         unlisted: Vec::new(),
     };
     let unreadable = |errno| Error::StatusDir { dir: dir.to_bytes().to_vec(), error: Os(errno).to_string() };
+    let drains = |e| Error::StatusDir { dir: dir.to_bytes().to_vec(), error: format!("its gpudrain/: {}", Os(e)) };
     let dir_fd = match open_dir(dir) {
         Ok(fd) => fd,
         Err(rustix::io::Errno::NOENT) => {
@@ -298,7 +299,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
             report.exists = false;
             report.slots = configured.each().into_iter().map(free).collect();
             report.unlisted = configured.unlisted(&report.slots);
-            (report.gpus, report.not_shown) = gpus::survey(settings, &configured.names, dir);
+            (report.gpus, report.not_shown) = gpus::survey(settings, &configured.names, dir).map_err(drains)?;
             return Ok(report);
         }
         Err(e) => return Err(unreadable(e)),
@@ -415,6 +416,16 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         let mut others = Vec::new();
         extra.into_iter().for_each(|s| if s.configured { report.slots.push(s) } else { others.push(s) });
         extra = others;
+        // Its lock paths where something else than a file is: skipped.
+        for n in names.iter().filter_map(|n| n.to_str().ok()) {
+            let Some((_, id, slot)) = parse_lock_name(n).filter(|&(p, id, s)| configured.contains(p, id, s)) else {
+                continue;
+            };
+            let s = skipped_or_free(&dir_fd, &names, free((n.to_string(), gpu_id(id), slot)));
+            if s.skipped.is_some() {
+                report.slots.push(s);
+            }
+        }
         report.unlisted = configured.unlisted(&report.slots);
     }
     // The other lock files: at most MAX_OTHERS of them.
@@ -465,7 +476,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     crate::sys::sort::sort_by(&mut report.waiters, &mut |a, b| order(a) < order(b));
     queue_waiters.append(&mut report.waiters);
     report.waiters = queue_waiters;
-    let (gpus, not_shown) = gpus::survey(settings, &configured.names, dir);
+    let (gpus, not_shown) = gpus::survey(settings, &configured.names, dir).map_err(drains)?;
     report.gpus = gpus;
     report.not_shown += not_shown;
     unseen_holders(&mut report);
@@ -489,21 +500,6 @@ fn unseen_holders(report: &mut Report) {
     for s in slots.iter_mut().filter(|s| s.configured && s.file_exists && s.holders.is_empty() && !drained(&s.gpu)) {
         s.unknown = true;
     }
-}
-
-/// A configured slot without a regular file at its path: free, or, where
-/// something else is there (a FIFO, a link: every test skips it), that.
-fn skipped_or_free(dir_fd: &rustix::fd::OwnedFd, names: &[alloc::ffi::CString], mut slot: Slot) -> Slot {
-    let name = slot.file.rsplit(|&b| b == b'/').next().unwrap_or(b"");
-    let st =
-        names.iter().find(|n| n.to_bytes() == name).map(|n| rustix::fs::statat(dir_fd, n, AtFlags::SYMLINK_NOFOLLOW));
-    if let Some(Ok(st)) =
-        st.filter(|st| st.as_ref().is_ok_and(|st| FileType::from_raw_mode(st.st_mode) != FileType::RegularFile))
-    {
-        slot.skipped = Some(crate::slots::lockfile::kind_of(st.st_mode));
-        slot.file_exists = true;
-    }
-    slot
 }
 
 /// Most lock files not of these settings that `--status` lists (held ones

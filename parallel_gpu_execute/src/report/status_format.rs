@@ -143,6 +143,23 @@ pub struct Report {
 /// lock file are, and the others counted ([`Report::unlisted`]).
 pub const MAX_LISTED: usize = 4096;
 
+/// A configured slot without a regular file at its path: free, or, where
+/// something else is there (a FIFO, a link: every test skips it), that.
+pub fn skipped_or_free(dir_fd: &rustix::fd::OwnedFd, names: &[alloc::ffi::CString], mut slot: Slot) -> Slot {
+    let name = slot.file.rsplit(|&b| b == b'/').next().unwrap_or(b"");
+    let st = names
+        .iter()
+        .find(|n| n.to_bytes() == name)
+        .map(|n| rustix::fs::statat(dir_fd, n, rustix::fs::AtFlags::SYMLINK_NOFOLLOW));
+    if let Some(Ok(st)) =
+        st.filter(|st| st.as_ref().is_ok_and(|st| !rustix::fs::FileType::from_raw_mode(st.st_mode).is_file()))
+    {
+        slot.skipped = Some(crate::slots::lockfile::kind_of(st.st_mode));
+        slot.file_exists = true;
+    }
+    slot
+}
+
 /// Why slots are of unknown state, and the repair: one line.
 pub const UNREADABLE_LOCKS: &str = "/proc/locks cannot be read (a /proc mounted with subset=pid, as systemd's ProcSubset=pid makes, or none), so a slot that no visible process holds may be held or free: its state is unknown; run --status where /proc is whole (drop ProcSubset=pid from the unit)";
 

@@ -232,10 +232,15 @@ pub fn is_gpu_name(name: &[u8]) -> bool {
     !name.contains(&b'/') && is_cuda_mig_path(&path)
 }
 
-/// The drained-GPU directory of an open lock directory; `None` when no GPU
-/// is drained (one failed `openat`, no allocation).
-pub fn open(dir_fd: impl AsFd) -> Option<OwnedFd> {
-    rustix::fs::openat(dir_fd, DRAIN_DIR, DIR_FLAGS, Mode::empty()).ok()
+/// The drained-GPU directory of an open lock directory; `Ok(None)` when no
+/// GPU is drained (one failed `openat`, no allocation), the error where
+/// the drain state cannot be read (this user may not).
+pub fn open(dir_fd: impl AsFd) -> Result<Option<OwnedFd>, Errno> {
+    match rustix::fs::openat(dir_fd, DRAIN_DIR, DIR_FLAGS, Mode::empty()) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The record of the GPU named `name` in lock file names, when drained,
@@ -269,15 +274,34 @@ fn read_one(drain_fd: &OwnedFd, place: Option<Place>, name: &[u8]) -> Option<Dra
 
 /// The drained GPUs of `pool`, as (index in the pool, record); `None`, at
 /// the cost of one failed `openat`, when no GPU of the directory is drained.
-pub fn of_pool(dir_fd: &OwnedFd, pool: &Pool) -> Option<Vec<(usize, Drained)>> {
-    let drain_fd = open(dir_fd)?;
+pub fn of_pool(dir_fd: &OwnedFd, dir: &CStr, pool: &Pool) -> Option<Vec<(usize, Drained)>> {
+    let drain_fd = open(dir_fd).unwrap_or_else(|e| unreadable_state(dir, e))?;
     Some((0..pool.ids.len()).filter_map(|i| read_one(&drain_fd, None, pool.lock_name(i)).map(|d| (i, d))).collect())
 }
 
-/// Every drained GPU of the lock directory `dir` (for `--status`).
-pub fn all(dir: &CStr) -> Vec<Drained> {
-    let Ok(dir_fd) = crate::sys::dirs::open_dir(dir) else { return Vec::new() };
-    let Some(drain_fd) = open(&dir_fd) else { return Vec::new() };
+/// A drain state this user may not read: no GPU known drained, said once
+/// (a drained GPU may be given).
+#[cold]
+fn unreadable_state(dir: &CStr, e: Errno) -> Option<OwnedFd> {
+    static SAID: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, core::sync::atomic::Ordering::Relaxed) {
+        let d = Bytes(dir.to_bytes());
+        wrapper_common::diag::report(
+            crate::TOOL,
+            format_args!(
+                "warning: cannot read {d}/gpudrain/ ({}): a drained GPU may be given; to repair, its owner or root runs: chmod 1777 {d}/gpudrain",
+                Os(e)
+            ),
+        );
+    }
+    None
+}
+
+/// Every drained GPU of the lock directory `dir` (for `--status`); the
+/// error where its drain state cannot be read.
+pub fn all(dir: &CStr) -> Result<Vec<Drained>, Errno> {
+    let Ok(dir_fd) = crate::sys::dirs::open_dir(dir) else { return Ok(Vec::new()) };
+    let Some(drain_fd) = open(&dir_fd)? else { return Ok(Vec::new()) };
     let mut names = Vec::new();
     let _ = crate::sys::dirs::for_each_entry(&drain_fd, |name, _| {
         if is_gpu_name(name.to_bytes()) {
@@ -288,7 +312,7 @@ pub fn all(dir: &CStr) -> Vec<Drained> {
     let place = Place::of(&dir_fd, &drain_fd);
     let mut out: Vec<Drained> = names.iter().filter_map(|n| read_one(&drain_fd, place, n)).collect();
     crate::sys::sort::sort_by(&mut out, &mut |a, b| a.gpu < b.gpu);
-    out
+    Ok(out)
 }
 
 fn failed(dir: &CStr, action: &str, errno: Errno) -> Error {
@@ -466,9 +490,9 @@ pub fn undrain(dir: &CStr, gpu: &[u8]) -> Result<Undrained, Error> {
         Err(Errno::NOENT) => return Ok(Undrained::NotDrained),
         Err(e) => return Err(failed(dir, "read the drain state", e)),
     };
-    let drain_fd = match rustix::fs::openat(&dir_fd, DRAIN_DIR, DIR_FLAGS, Mode::empty()) {
-        Ok(fd) => fd,
-        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => return Ok(Undrained::NotDrained),
+    let drain_fd = match open(&dir_fd) {
+        Ok(Some(fd)) => fd,
+        Ok(None) => return Ok(Undrained::NotDrained),
         Err(e) => return Err(failed(dir, "read gpudrain/", e)),
     };
     let mut name = LockName::new();

@@ -253,7 +253,7 @@ impl<'a> Slots<'a> {
     /// no block of `needed` GPUs is left. Whether that changed since the
     /// last read.
     pub fn out_of_service(&mut self, needed: usize, avoided: &[(usize, String)]) -> Result<bool, Error> {
-        let drained = drain::of_pool(self.dir_fd, self.pool);
+        let drained = drain::of_pool(self.dir_fd, self.dir, self.pool);
         if drained.is_none() && avoided.is_empty() {
             let changed = !self.out.is_empty();
             self.out.clear();

@@ -280,38 +280,50 @@ fn hermetic_execroot(root: &[u8]) -> bool {
 }
 
 /// Whether the lock directory `dir` lies inside the runfiles tree
-/// `srcdir`, by the directories themselves, not their names (a link in the
-/// tree to a shared directory leads out of it; `srcdir` may be spelled
-/// through a link): the nearest of `dir` and its parents that exists, and
-/// the directories above it, up to `srcdir` or `/`. The part of `dir` not
-/// made yet must not climb (`..`); a path too long to be opened is no
-/// evidence either (its own error says so).
+/// `srcdir` (a `<target>.runfiles` directory, as Bazel names them), by the
+/// directories themselves, not their names (a link in the tree to a shared
+/// directory leads out of it; `srcdir` may be spelled through a link): the
+/// nearest of `dir` and its parents that exists, on the tree's own mount
+/// (a directory mounted into the tree is from elsewhere), and the
+/// directories above it, up to `srcdir` or `/`. Anything else is no
+/// evidence: a part not made yet that climbs (`..`), a path through a link
+/// to nothing or a file, a path too long to be opened.
 fn in_runfiles(dir: &[u8], srcdir: &[u8]) -> bool {
     use rustix::fs::{Mode, OFlags};
     const AT: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
     let id = |st: rustix::fs::Stat| (st.st_dev, st.st_ino);
-    let tree = wrapper_common::with_joined(&[srcdir], None, |p| rustix::fs::stat(p).ok()).flatten();
-    let Some(tree) = tree.filter(|_| dir.len() < 4096).map(id) else { return false };
+    let mount = |fd: &rustix::fd::OwnedFd| {
+        let st = rustix::fs::statx(fd, c"", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID).ok()?;
+        (st.stx_mask & StatxFlags::MNT_ID.bits() != 0).then_some(st.stx_mnt_id)
+    };
+    let named = srcdir[..srcdir.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1)].ends_with(b".runfiles");
+    let open = |p: &[u8]| wrapper_common::with_joined(&[p], None, |p| rustix::fs::open(p, AT, Mode::empty()).ok());
+    let Some(tree) = open(srcdir).flatten().filter(|_| named && dir.len() < 4096) else { return false };
+    let (tree_id, tree_mount) = (rustix::fs::fstat(&tree).map(id), mount(&tree));
     let mut path = dir;
     let mut at = loop {
-        let opened = wrapper_common::with_joined(&[path], None, |p| rustix::fs::open(p, AT, Mode::empty()).ok());
-        if let Some(fd) = opened.flatten() {
+        if let Some(fd) = open(path).flatten() {
             break fd;
         }
+        // Something there that leads nowhere (a dangling link, a file).
+        let there = wrapper_common::with_joined(&[path], None, |p| rustix::fs::lstat(p).is_ok());
         let (rest, last) = match path.iter().rposition(|&b| b == b'/') {
             Some(0) => (&b"/"[..], &path[1..]),
             Some(cut) => (&path[..cut], &path[cut + 1..]),
             None if path == b"." || path == b"/" => return false,
             None => (&b"."[..], path),
         };
-        if last == b".." {
+        if last == b".." || there == Some(true) {
             return false;
         }
         path = rest;
     };
+    if mount(&at) != tree_mount {
+        return false;
+    }
     for _ in 0..256 {
         let Ok(here) = rustix::fs::fstat(&at).map(id) else { return false };
-        if here == tree {
+        if Ok(here) == tree_id {
             return true;
         }
         let Ok(up) = rustix::fs::openat(&at, c"..", AT, Mode::empty()) else { return false };
@@ -512,19 +524,28 @@ mod tests {
 
     #[test]
     fn a_lock_directory_is_in_the_runfiles_by_the_directories_not_their_names() {
-        let cwd = std::env::current_dir().unwrap();
-        let here = cwd.to_str().unwrap().as_bytes().to_vec();
-        let parent = cwd.parent().unwrap().to_str().unwrap().as_bytes().to_vec();
-        assert!(in_runfiles(b"locks", &here));
-        assert!(in_runfiles(b"./a/b", &parent));
-        assert!(in_runfiles(b"src/../locks", &here), "climbs within the tree, through what exists");
-        assert!(!in_runfiles(b"../locks", &here));
-        assert!(!in_runfiles(b"new/../../b", &here), "climbs out through what is not made yet");
-        assert!(!in_runfiles(b"locks", b"/no/such/runfiles"));
-        assert!(!in_runfiles(b"/", &here));
-        let mut long = b"x/".repeat(2100);
+        let base = std::env::temp_dir().join(format!("privacy-unit-{}", std::process::id()));
+        let tree = base.join("t.runfiles");
+        std::fs::create_dir_all(tree.join("ws/src")).unwrap();
+        std::fs::create_dir_all(base.join("shared")).unwrap();
+        std::os::unix::fs::symlink(base.join("shared"), tree.join("ws/out")).unwrap();
+        std::os::unix::fs::symlink(base.join("nowhere"), tree.join("ws/dangling")).unwrap();
+        let b = |p: &std::path::Path| p.to_str().unwrap().as_bytes().to_vec();
+        let (t, ws) = (b(&tree), b(&tree.join("ws")));
+        let under = |rest: &str| [ws.as_slice(), b"/", rest.as_bytes()].concat();
+        assert!(in_runfiles(&under("locks"), &t));
+        assert!(in_runfiles(&under("src/../locks"), &t), "climbs within the tree, through what exists");
+        assert!(in_runfiles(&under("a/b"), &[t.as_slice(), b"/"].concat()));
+        assert!(!in_runfiles(&under("new/../../../up"), &t), "climbs out through what is not made yet");
+        assert!(!in_runfiles(&under("out/locks"), &t), "a link out of the tree");
+        assert!(!in_runfiles(&under("dangling/locks"), &t), "a link to nothing");
+        assert!(!in_runfiles(&under("locks"), &b(&base)), "not a runfiles tree");
+        assert!(!in_runfiles(&b(&base.join("shared")), &t));
+        assert!(!in_runfiles(&under("locks"), b"/no/such/x.runfiles"));
+        let mut long = under("x/").repeat(2100);
         long.push(b'x');
-        assert!(!in_runfiles(&long, &here));
+        assert!(!in_runfiles(&long, &t));
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]
