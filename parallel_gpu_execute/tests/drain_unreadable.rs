@@ -7,18 +7,13 @@ mod common;
 
 use common::{Fixture, NOBODY, shared_fixture};
 use std::os::unix::fs::PermissionsExt;
-use test_support::{Cmd, Output, is_root};
+use test_support::{Cmd, is_root};
 
-fn on(f: &Fixture, gpus: u32) -> Cmd {
+/// The wrapper on `f` with two GPUs, one slot each.
+fn two_gpus(f: &Fixture) -> Cmd {
     let mut c = f.cmd();
-    c.env("TF_GPU_COUNT", gpus.to_string()).env("TF_TESTS_PER_GPU", "1");
+    common::on(&mut c, 2, 1);
     c
-}
-
-fn drain(f: &Fixture, gpus: u32, gpu: &str, reason: &str) -> Output {
-    let out = on(f, gpus).arg(format!("--drain={gpu}")).arg(format!("--reason={reason}")).run();
-    out.assert_success();
-    out
 }
 
 /// `--undrain` where the drain state cannot be read (a lock directory this
@@ -28,20 +23,20 @@ fn drain(f: &Fixture, gpus: u32, gpu: &str, reason: &str) -> Output {
 #[test]
 fn an_undrain_that_cannot_read_the_drain_state_is_one_line_and_exit_2() {
     let f = shared_fixture("undrain-unreadable");
-    drain(&f, 2, "0", "bad ECC");
+    two_gpus(&f).args(["--drain=0", "--reason=bad ECC"]).run().assert_success();
     if is_root() {
         std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let mut c = on(&f, 2);
+        let mut c = two_gpus(&f);
         let out = c.arg("--undrain=0").as_user(NOBODY, NOBODY).run();
         out.assert_code(2).assert_one_error_line("cannot read the drain state in the lock directory");
         out.assert_stderr_contains("Permission denied");
         std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
-        let status = on(&f, 2).arg("--status=json").run();
+        let status = two_gpus(&f).arg("--status=json").run();
         assert!(status.assert_success().stdout.contains("bad ECC"), "the drain went\n{}", status.explain());
         // `gpudrain/` itself unreadable: --status and --undrain say so (exit
         // 2), and a test, which may be given the drained GPU, is warned.
         std::fs::set_permissions(f.lock_dir.join("gpudrain"), std::fs::Permissions::from_mode(0o700)).unwrap();
-        let as_nobody = |args: &[&str]| on(&f, 2).args(args).as_user(NOBODY, NOBODY).run();
+        let as_nobody = |args: &[&str]| two_gpus(&f).args(args).as_user(NOBODY, NOBODY).run();
         let out = as_nobody(&["--undrain=0"]);
         out.assert_code(2).assert_one_error_line("cannot read gpudrain/ in the lock directory");
         for format in ["text", "json", "openmetrics"] {
@@ -56,9 +51,9 @@ fn an_undrain_that_cannot_read_the_drain_state_is_one_line_and_exit_2() {
     }
     let file = f.dir.join("a-file");
     test_support::write_file(&file, "");
-    let out = on(&f, 2).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &file).arg("--undrain=0").run();
+    let out = two_gpus(&f).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &file).arg("--undrain=0").run();
     out.assert_code(2).assert_one_error_line("cannot read the drain state in the lock directory");
     let none = f.dir.join("none");
-    let out = on(&f, 2).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &none).arg("--undrain=0").run();
+    let out = two_gpus(&f).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &none).arg("--undrain=0").run();
     out.assert_success().assert_stdout_contains("was not drained");
 }
