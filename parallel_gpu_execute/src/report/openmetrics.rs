@@ -1,8 +1,9 @@
 //! `--status=openmetrics`: what `--status` finds, as OpenMetrics text
 //! (gauges, one `# HELP` and `# TYPE` per family, `# EOF` last), for
 //! node_exporter's textfile collector or any scraper. Every sample carries
-//! the lock directory as `lock_dir`, and the profile (`xla`, `jax`) as `profile`,
-//! so that both profiles' reports of one shared directory can be exported. Label values are escaped losslessly:
+//! the lock directory as `lock_dir`, and the profile (`xla`, `jax`) as
+//! `profile`, so that both profiles' reports of one shared directory can be
+//! exported side by side. Label values are escaped losslessly:
 //! `"` and a line break as OpenMetrics has it (`\"`, `\n`), a backslash
 //! doubled (it reads back as `\\`), and a byte that is not UTF-8 as `\\xHH`
 //! (it reads back as `\xHH`), so that two names never share a label value.

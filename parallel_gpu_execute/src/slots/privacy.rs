@@ -66,7 +66,7 @@ pub enum Private {
     ActionRoot,
     /// The root of Bazel's hermetic sandbox, a directory of this action's.
     HermeticRoot,
-    /// A relative path, in this test's runfiles tree.
+    /// In this test's runfiles tree (a relative path, or one under it).
     Runfiles,
     ContainerRoot,
     ActionTmp,
@@ -338,8 +338,10 @@ fn in_runfiles(dir: &[u8], srcdir: &[u8]) -> bool {
 /// Whether the lock directory `dir` (or, when missing, where it would be
 /// made) coordinates nothing beyond this action, and why. Without Bazel's
 /// `TEST_SRCDIR`, or with one that names no `bazel-out` and a lock
-/// directory outside `/tmp`, it makes no system call; else two or three
-/// `statx(2)`, and reads `/proc` only where a mount must be named.
+/// directory outside `/tmp` and outside the runfiles tree by its name, it
+/// makes no system call; else two or three `statx(2)` (a few more for the
+/// runfiles tree's walk), and reads `/proc` only where a mount must be
+/// named.
 pub fn judge(dir: &CStr) -> Option<Private> {
     let srcdir = wrapper_common::env::var_nonempty(b"TEST_SRCDIR")?;
     // Relative (taken from the test's working directory, in its runfiles
