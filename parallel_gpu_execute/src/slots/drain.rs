@@ -348,7 +348,7 @@ pub fn drain(dir: &CStr, record: &Drained) -> Result<(), Error> {
                     None => failed(dir, "use gpudrain (not a directory)", e),
                 });
             }
-            Err(e) => return Err(failed(dir, "read gpudrain/", e)),
+            Err(e) => return Err(failed(dir, "open gpudrain/", e)),
         };
         // Its owner's own, with another mode, made 1777 first.
         repair_shared_mode(&drain_fd);
