@@ -57,3 +57,32 @@ fn an_undrain_that_cannot_read_the_drain_state_is_one_line_and_exit_2() {
     let out = two_gpus(&f).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &none).arg("--undrain=0").run();
     out.assert_success().assert_stdout_contains("was not drained");
 }
+
+/// A drain record this user may not read (made 0600 by hand, or by another
+/// program): drained all the same, its reason unknown. It read as "not
+/// drained": `--status` showed the GPU in service and a test was given it,
+/// unsaid.
+#[test]
+fn a_drain_record_this_user_may_not_read_still_drains() {
+    if !is_root() {
+        return;
+    }
+    let f = shared_fixture("drain-record-unreadable");
+    two_gpus(&f).args(["--drain=1", "--reason=fan"]).run().assert_success();
+    std::fs::set_permissions(f.lock_dir.join("gpudrain/1"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let as_nobody = |args: &[&str]| two_gpus(&f).args(args).as_user(NOBODY, NOBODY).run();
+    let json = as_nobody(&["--status=json"]);
+    assert!(
+        json.assert_success().stdout.contains("its record cannot be read by this user"),
+        "GPU 1 shown in service\n{}",
+        json.explain()
+    );
+    // Both GPUs asked for: GPU 1 is out of service, so no block is left.
+    let out = as_nobody(&["./pkg/gpu_test", "--num_processes=2"]);
+    assert_ne!(out.code(), 0, "given the drained GPU\n{}", out.explain());
+    out.assert_stderr_contains("GPU 1");
+    // Not this user's to undrain: said so, not "nothing to do".
+    let out = as_nobody(&["--undrain=1"]);
+    out.assert_code(2);
+    assert!(!out.stdout.contains("was not drained"), "{}", out.explain());
+}

@@ -281,6 +281,11 @@ fn slots_beyond_those_listed_are_counted_free() {
     let fifo = std::ffi::CString::new(f.lock("6", 9).as_os_str().as_bytes()).unwrap();
     // SAFETY: mkfifo with a NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    // One that spells a slot with a leading zero is no slot of GPU 6 (it
+    // was counted a second skipped one).
+    let zero = std::ffi::CString::new(f.lock_dir.join("gpulock6_09").as_os_str().as_bytes()).unwrap();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::mkfifo(zero.as_ptr(), 0o644) }, 0);
     let (text, metrics, json) = (run("text"), run("openmetrics"), run("json"));
     drop(held);
     assert!(text.assert_success().stdout.contains(": 8192 slot(s), 1 held"), "{}", text.explain());

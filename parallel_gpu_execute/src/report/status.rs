@@ -546,7 +546,7 @@ mod tests {
         assert_eq!(parse_lock_name("jax_accelerator_lock_2_5"), Some(("jax", "2", 5)));
         assert_eq!(gpu_id("MIG-GPU-8932f937+1+2"), "MIG-GPU-8932f937/1/2");
         assert_eq!(gpu_id("GPU-8932f937+1"), "GPU-8932f937+1", "not a MIG path: the name as it is");
-        for bad in ["gpulock.queue", "gpulock_0", "gpulock3_", "gpulock3_x", "other3_0", "gpulock3"] {
+        for bad in ["gpulock.queue", "gpulock_0", "gpulock3_", "gpulock3_x", "other3_0", "gpulock3", "gpulock0_05"] {
             assert_eq!(parse_lock_name(bad), None, "{bad}");
         }
     }

@@ -251,7 +251,22 @@ fn read_one(drain_fd: &OwnedFd, place: Option<Place>, name: &[u8]) -> Option<Dra
     }
     let mut c = LockName::new();
     c.push(name).ok()?;
-    let fd = rustix::fs::openat(drain_fd, c.as_cstr(), FILE_FLAGS, Mode::empty()).ok()?;
+    let fd = match rustix::fs::openat(drain_fd, c.as_cstr(), FILE_FLAGS, Mode::empty()) {
+        Ok(fd) => fd,
+        // A record this user may not read (made 0600 by hand): drained all
+        // the same, its reason unknown, rather than a GPU given unsaid.
+        Err(Errno::ACCESS | Errno::PERM) => {
+            let st = rustix::fs::statat(drain_fd, c.as_cstr(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+            let unread = Drained::parse(name, b"reason (its record cannot be read by this user)");
+            let doubt = place.and_then(|p| p.doubt_for(st.st_uid));
+            return (FileType::from_raw_mode(st.st_mode) == FileType::RegularFile).then_some(Drained {
+                owner: Some(st.st_uid),
+                doubt,
+                ..unread
+            });
+        }
+        Err(_) => return None,
+    };
     let st = rustix::fs::fstat(&fd).ok()?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
         return None;
@@ -289,7 +304,7 @@ fn unreadable_state(dir: &CStr, e: Errno) -> Option<OwnedFd> {
         wrapper_common::diag::report(
             crate::TOOL,
             format_args!(
-                "warning: cannot read {d}/gpudrain/ ({}): a drained GPU may be given; to repair, its owner or root runs: chmod 1777 {d}/gpudrain",
+                "warning: cannot read {d}/gpudrain/ ({}): a drained GPU may be given; to repair, root runs: chown root:root {d}/gpudrain && chmod 1777 {d}/gpudrain",
                 Os(e)
             ),
         );

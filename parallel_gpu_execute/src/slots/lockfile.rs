@@ -50,7 +50,9 @@ pub fn split_lock_file_name<'n>(name: &'n [u8], prefix: &[u8]) -> Option<(&'n [u
     let rest = name.strip_prefix(prefix)?;
     let cut = rest.iter().rposition(|&b| b == b'_')?;
     let (id, digits) = (&rest[..cut], &rest[cut + 1..]);
-    (!id.is_empty() && !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)).then_some((id, digits))
+    // One spelling per slot, as the wrappers write it: `_5`, never `_05`.
+    let canonical = digits.len() == 1 || digits.first() != Some(&b'0');
+    (!id.is_empty() && !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) && canonical).then_some((id, digits))
 }
 
 /// Opens the lock directory, creating it (and its parents) when missing.
