@@ -328,7 +328,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         ControlFlow::<()>::Continue(())
     })
     .map_err(unreadable)?;
-    let mut found = Vec::new();
+    let (mut found, mut odd) = (Vec::new(), Vec::new());
     for entry in &names {
         let Ok(name) = entry.to_str() else { continue };
         if parse_lock_name(name).is_none() {
@@ -337,6 +337,8 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         let Ok(st) = rustix::fs::statat(&dir_fd, entry.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) else { continue };
         if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile {
             found.push(Found { name: name.to_string(), st });
+        } else {
+            odd.push((name, st.st_mode));
         }
     }
     let queued = queued(&dir_fd);
@@ -417,14 +419,13 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
         extra.into_iter().for_each(|s| if s.configured { report.slots.push(s) } else { others.push(s) });
         extra = others;
         // Its lock paths where something else than a file is: skipped.
-        for n in names.iter().filter_map(|n| n.to_str().ok()) {
+        for &(n, mode) in &odd {
             let Some((_, id, slot)) = parse_lock_name(n).filter(|&(p, id, s)| configured.contains(p, id, s)) else {
                 continue;
             };
-            let s = skipped_or_free(&dir_fd, &names, free((n.to_string(), gpu_id(id), slot)));
-            if s.skipped.is_some() {
-                report.slots.push(s);
-            }
+            let mut s = free((n.to_string(), gpu_id(id), slot));
+            (s.skipped, s.file_exists) = (Some(crate::slots::lockfile::kind_of(mode)), true);
+            report.slots.push(s);
         }
         report.unlisted = configured.unlisted(&report.slots);
     }
