@@ -362,8 +362,31 @@ def sanitizer_wrapper(
 
 _TAG_TABLE_SUFFIX = ".tag_filters.conf"
 
+# What a config name may hold: tag_filters reads a table line's name with
+# exactly this rule (letters, digits, '_', '-' and '.', not starting with
+# '-'), so that a name written here is the name the binary defines.
+_CONFIG_NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-."
+
+def _check_config_name(owner, name):
+    """A config name as tag_filters reads it from the table file."""
+    if name in ["base", "preset"]:
+        fail("{}: '{}' cannot be a config name".format(owner, name))
+    if not name or name.startswith("-"):
+        fail("{}: bad config name {} (letters, digits, '_', '-' and '.', not starting with '-')".format(
+            owner,
+            repr(name),
+        ))
+    for i in range(len(name)):
+        if name[i] not in _CONFIG_NAME_CHARS:
+            fail("{}: bad config name {}: {} is not a letter, digit, '_', '-' or '.'".format(
+                owner,
+                repr(name),
+                repr(name[i]),
+            ))
+    return name
+
 def _check_tag_word(owner, what, value):
-    """A tag or config name as the tag table file accepts it."""
+    """A tag (or a preset's name) as the tag table file accepts it."""
     bare = value[1:] if value.startswith("-") else value
     if not bare or bare.startswith("-"):
         fail("{}: bad {} {}".format(owner, what, repr(value)))
@@ -398,10 +421,8 @@ def _tag_table_lines(ctx, owner):
     lines = ["# tag_filters table for {}: 'base' first, then each config in order.".format(owner)]
     lines.append("base = " + ",".join([_check_tag_word(owner, "tag", t) for t in ctx.attr.base_tags]))
     for config in ctx.attr.config_names:
-        if config in ["base", "preset"]:
-            fail("{}: '{}' cannot be a config name".format(owner, config))
+        _check_config_name(owner, config)
         tags = ctx.attr.config_tags.get(config, [])
-        _check_tag_word(owner, "config name", config)
         lines.append("{} = {}".format(config, ",".join([_check_tag_word(owner, "tag", t) for t in tags])))
     return lines
 
@@ -433,6 +454,8 @@ def tag_filters(name, base_tags = [], configs = {}, preset = None, binary = None
         base_tags: The tags every filter starts with, in order.
         configs: A dict from config name to the tags it appends, in order;
             e.g. {"ci_single_gpu": ["requires-gpu-amd", "-multi_gpu"]}.
+            A name is letters, digits, '_', '-' and '.', not starting
+            with '-' (nor "base" or "preset"); another fails the analysis.
         preset: Instead of base_tags and configs, the name of a table
             compiled into tag_filters: "xla-rocm", "jax-rocm",
             "xla-rocm-compile" or "rocm-dev-infra" (`tag_filters --help`

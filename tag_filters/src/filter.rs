@@ -4,8 +4,12 @@
 use crate::tables::{Config, Table};
 use std::collections::BTreeSet;
 
+/// The one entry Bazel ignores in a filter.
+const MANUAL: &str = "manual";
+
 /// A tag filter as Bazel's `--test_tag_filters` takes it: an ordered list of
-/// entries, `-tag` to exclude, `tag` to include.
+/// entries, `-tag` to exclude, `tag` or `+tag` to include; a bare `manual`
+/// entry is no filter at all (Bazel's `TestTargetUtils.sortTagsBySense`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TagFilter<'t> {
     entries: Vec<&'t str>,
@@ -44,9 +48,17 @@ impl<'t> TagFilter<'t> {
         self.entries.join(",")
     }
 
-    /// Tags a target must carry one of (when there are any).
+    /// Tags a target must carry one of (when there are any), each once, as
+    /// Bazel reads the entries: `+tag` is `tag`, and a bare `manual` is
+    /// skipped (Bazel ignores it: it is a property of a `test_suite`, not
+    /// a filter). `-+tag` excludes `+tag` ([`excluded`](Self::excluded)).
     pub fn included(&self) -> impl Iterator<Item = &'t str> + '_ {
-        self.entries.iter().copied().filter(|entry| !entry.starts_with('-'))
+        let mut seen = BTreeSet::new();
+        self.entries
+            .iter()
+            .filter(|entry| !entry.starts_with('-') && **entry != MANUAL)
+            .map(|entry| entry.strip_prefix('+').unwrap_or(entry))
+            .filter(move |tag| seen.insert(*tag))
     }
 
     /// Tags that rule a target out, without their `-`.
@@ -155,6 +167,19 @@ mod tests {
         assert_eq!(base.explain(&target), Verdict::NothingIncluded);
         assert_eq!(base.explain(&[]), Verdict::NothingIncluded);
         assert_eq!(base.explain(&tags(&["cuda-only"])), Verdict::Excluded { tag: "cuda-only" });
+    }
+
+    #[test]
+    fn plus_includes_and_a_bare_manual_is_no_entry() {
+        let table = Table::parse(b"base = -no_gpu,+gpu,gpu,manual,-manual,-+x\n", std::path::Path::new("t")).unwrap();
+        let filter = TagFilter::compose(&table, []);
+        assert_eq!(filter.included().collect::<Vec<_>>(), ["gpu"]);
+        assert_eq!(filter.excluded().collect::<Vec<_>>(), ["no_gpu", "manual", "+x"]);
+        assert_eq!(filter.explain(&tags(&["gpu"])), Verdict::Included { tag: "gpu" });
+        assert_eq!(filter.explain(&tags(&["+x", "gpu"])), Verdict::Excluded { tag: "+x" });
+        let only_manual = Table::parse(b"base = -no_gpu,manual\n", std::path::Path::new("t")).unwrap();
+        let filter = TagFilter::compose(&only_manual, []);
+        assert_eq!(filter.explain(&tags(&["gpu"])), Verdict::NothingIncluded);
     }
 
     #[test]

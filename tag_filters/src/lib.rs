@@ -53,6 +53,18 @@ pub fn conf_beside(argv0: &OsStr) -> Option<PathBuf> {
     path.symlink_metadata().is_ok().then_some(path)
 }
 
+/// A path the user typed: `bazel run` starts the binary in its runfiles
+/// directory and names the directory it was started in in
+/// `$BUILD_WORKING_DIRECTORY`, so a relative path is taken from there when
+/// that is set (and not empty); otherwise, and for an absolute path, the
+/// path as given.
+pub fn from_working_directory(path: &Path) -> PathBuf {
+    match std::env::var_os("BUILD_WORKING_DIRECTORY") {
+        Some(dir) if !dir.is_empty() && path.is_relative() => Path::new(&dir).join(path),
+        _ => path.to_path_buf(),
+    }
+}
+
 /// The table in force: `--table=FILE`, else `--preset=NAME`, else
 /// `<argv0>.tag_filters.conf` when present, else the default preset. The
 /// command line wins over the file beside the executable, and a table file
@@ -61,7 +73,7 @@ pub fn load_table(argv0: Option<&OsStr>, args: &[OsString]) -> Result<Table, Err
     let choice = cli::table_choice(args)?;
     let preset = choice.preset.map(|name| tables::preset_named(&name.to_string_lossy())).transpose()?;
     if let Some(file) = choice.file {
-        return Table::read(Path::new(file));
+        return Table::read(&from_working_directory(Path::new(file)));
     }
     if let Some(preset) = preset {
         return Ok(preset.table(None));

@@ -89,7 +89,9 @@ Options:
   --table=FILE      read the tag table from FILE instead of the compiled-in
                     one (also: <executable>.tag_filters.conf when present);
                     lines 'base = TAG,...' and 'CONFIG = TAG,...', '#' comments;
-                    or a single line 'preset = NAME'
+                    or a single line 'preset = NAME'; under bazel run, a
+                    relative FILE is taken from where bazel run was started
+                    ($BUILD_WORKING_DIRECTORY)
   --strict          reject unknown configs and other arguments (exit 2)
   -h, --help        print this help
   --version         print the version

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{assert_usage_error, run};
+use test_support::{TempDir, write_file};
 
 #[track_caller]
 fn assert_verdict(args: &[&str], code: i32, line: &str) {
@@ -122,4 +123,33 @@ fn strict_still_applies() {
         "tag_filters: --config: unknown config 'rbe' under --strict \
          (known configs: ci_single_gpu, ci_multi_gpu, ci_rocm_cpu, asan, tsan)",
     );
+}
+
+/// Bazel reads a filter entry `+tag` as the included tag `tag`, and skips a
+/// bare `manual` entry (`TestTargetUtils.sortTagsBySense`).
+#[test]
+fn plus_includes_and_a_bare_manual_is_ignored_as_bazel_reads_them() {
+    let dir = TempDir::new("tf-explain-plus");
+    let plus = dir.join("plus.conf");
+    write_file(&plus, "base = -no_gpu,+gpu\n");
+    let plus = format!("--table={}", plus.display());
+    assert_verdict(&[&plus, "--explain=gpu"], 0, "selected: tag 'gpu' is in the included tags");
+    assert_verdict(
+        &[&plus, "--explain=cpu"],
+        1,
+        "not selected: none of its tags (cpu) is among the included tags (gpu)",
+    );
+    let manual = dir.join("manual.conf");
+    write_file(&manual, "base = -no_gpu,manual\n");
+    let manual = format!("--table={}", manual.display());
+    assert_verdict(
+        &[&manual, "--explain=gpu"],
+        0,
+        "selected: none of its tags is excluded and the filter has no included tags",
+    );
+    // `-manual` is an exclusion like any other.
+    let minus = dir.join("minus.conf");
+    write_file(&minus, "base = gpu,-manual\n");
+    let minus = format!("--table={}", minus.display());
+    assert_verdict(&[&minus, "--explain=gpu,manual"], 1, "not selected: tag 'manual' is excluded (-manual)");
 }

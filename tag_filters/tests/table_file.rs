@@ -224,3 +224,34 @@ fn a_table_near_its_size_limit_reads_in_linear_time() {
     out.assert_success();
     assert!(out.stdout.starts_with("a,t0,t2,t4,") && out.stdout.ends_with(",t39998\n"), "{}", out.explain());
 }
+
+/// `bazel run` starts the binary in its runfiles directory and names the
+/// directory it was started in in `BUILD_WORKING_DIRECTORY`: a relative
+/// `--table` is taken from there, an absolute one as given.
+#[test]
+fn a_relative_table_under_bazel_run_is_taken_from_the_build_working_directory() {
+    let (dir, file) = table_dir("tf-table-bwd", TABLE);
+    let runfiles = dir.join("runfiles");
+    std::fs::create_dir_all(&runfiles).unwrap();
+    let under_bazel_run = |table: &str| {
+        let mut cmd = Cmd::new(bin());
+        cmd.current_dir(&runfiles).env("BUILD_WORKING_DIRECTORY", dir.path()).args([table, "--config=nightly"]);
+        cmd.run()
+    };
+    let want = "-no_gpu,-requires-gpu-nvidia,-flaky\n";
+    under_bazel_run("--table=tags.conf").assert_success().assert_stdout_eq(want);
+    under_bazel_run("--table=./tags.conf").assert_success().assert_stdout_eq(want);
+    under_bazel_run(&format!("--table={file}")).assert_success().assert_stdout_eq(want);
+    // Where it looked is what a missing file names.
+    let out = under_bazel_run("--table=gone.conf");
+    out.assert_code(2).assert_one_error_line(&format!(
+        "tag_filters: {}: cannot read the tag table: No such file or directory (os error 2)",
+        dir.join("gone.conf").display()
+    ));
+    // Without the variable, or with it empty, from the working directory.
+    let mut plain = Cmd::new(bin());
+    plain.current_dir(dir.path()).args(["--table=tags.conf", "--config=nightly"]);
+    plain.run().assert_success().assert_stdout_eq(want);
+    plain.env("BUILD_WORKING_DIRECTORY", "");
+    plain.run().assert_success().assert_stdout_eq(want);
+}

@@ -325,6 +325,13 @@ run_bazel sanitizer_override 0 test "${flags[@]}" //sanitizer:sanitizer_test \
   --test_arg=--asan-last=detect_leaks=0
 ok "an option given with --run_under overrides the config's; the user's ASAN_OPTIONS come last"
 
+# --noenable_runfiles: no runfiles tree, only the manifest, and Bazel names the
+# test by its runfiles path from an empty $TEST_SRCDIR/bazel_e2e. Run locally:
+# linux-sandbox stages a runfiles tree into the sandbox all the same.
+run_bazel sanitizer_manifest_only 0 test "${flags[@]}" //sanitizer:sanitizer_test \
+  --run_under=//:asan_wrapper --noenable_runfiles --spawn_strategy=local --nocache_test_results
+ok "with a runfiles manifest only, the wrapper finds its config, its files and the test through it"
+
 run_bazel sanitizer_gpu 0 test "${flags[@]}" "${gpu_env[@]}" //sanitizer:sanitizer_gpu_test \
   --run_under=//:asan_gpu_wrapper \
   "--test_env=PARALLEL_GPU_EXECUTE_LOCK_DIR=${shared}/locks" \
@@ -335,6 +342,15 @@ run_bazel bad_config 1 build //bad_config:newline_in_options
 grep -q "must fit on one line" "${out}/logs/bad_config.log" ||
   die "//bad_config:newline_in_options failed for another reason (log: ${out}/logs/bad_config.log)"
 ok "a value with a line break fails the analysis"
+
+# The tag_filters macro checks config names with the binary's own rule.
+for bad in colon_in_config_name:weird: slash_in_config_name:ci/x leading_dash_in_config_name:-dash; do
+  target="${bad%%:*}" name="${bad#*:}"
+  run_bazel "bad_${target}" 1 build "//bad_config:${target}"
+  grep -qF "bad config name \"${name}\"" "${out}/logs/bad_${target}.log" ||
+    die "//bad_config:${target} failed for another reason (log: ${out}/logs/bad_${target}.log)"
+done
+ok "a config name tag_filters would not read as written fails the analysis"
 
 # --- 4. tag_filters through bazel run --------------------------------------
 
@@ -371,6 +387,11 @@ check_tag_filters project_tags_bazelrc "$(printf '%s\n' \
   "build:nightly --build_tag_filters=-no_gpu,-requires-gpu-nvidia,-flaky" \
   "test:nightly --test_tag_filters=-no_gpu,-requires-gpu-nvidia,-flaky")" \
   //:project_tags -- --format=bazelrc
+# A relative --table is the user's path: bazel run starts the binary in its
+# runfiles directory, and names where it was started in BUILD_WORKING_DIRECTORY.
+printf 'base = -no_gpu\nnightly = -flaky\n' >"${out}/relative.conf"
+check_tag_filters tag_filters_relative_table "-no_gpu,-flaky" \
+  //:tag_filters -- --table=.output/relative.conf --config=nightly
 # The tag_filters macro naming a preset: JAX's table.
 check_tag_filters jax_tags "jax_test_gpu,-config-cuda-only,-manual,gpu,-multiaccelerator" \
   //:jax_tags -- --config=single_gpu
