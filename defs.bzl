@@ -322,8 +322,9 @@ def sanitizer_wrapper(
         **kwargs):
     """A `--run_under` target that sets up ASan, LSan and TSan for a test.
 
-    Takes the same arguments as the shell-template `sanitizer_wrapper` macro, so
-    switching is a change of the `load` line.
+    Takes the same arguments as the shell-template `sanitizer_wrapper` macro;
+    switching is the `load` line plus a prebuilt `binary` (without one, the
+    wrapper is built from source, with rules_rust).
 
     Args:
         name: Name of the wrapper target; use it as `--run_under=//pkg:<name>`.

@@ -58,6 +58,7 @@ guarded=(
   parallel_gpu_execute/src/slots/outsiders.rs
   parallel_gpu_execute/src/report/queued.rs
   parallel_gpu_execute/src/sys/child.rs
+  wrapper_common/src/runfiles.rs
 )
 
 # The tests that cover a file: its crate's unit tests and the integration
@@ -76,6 +77,9 @@ tests_for() {
       echo "--lib --test status --test status_truth --test operator_truth" ;;
     parallel_gpu_execute/src/sys/child.rs)
       echo "--lib --test gpu_count --test queue_stalls --test queue_faults" ;;
+    wrapper_common/src/runfiles.rs)
+      # How both wrappers find their test and their files in the runfiles.
+      echo "-p wrapper_common -p parallel_gpu_execute -p sanitizer_wrapper --lib --test test_and_environment --test passthrough --test config" ;;
     *) echo "--lib --tests" ;;
   esac
 }

@@ -104,6 +104,9 @@ pub enum Error {
         variable: &'static str,
         id: String,
         why: String,
+        /// Whether the hardware that would tell it is out of this
+        /// container's sight (then the repair says to show it).
+        unseen: bool,
     },
     /// The lock directory is shared with jobs that name GPUs the other way
     /// (`slots::naming`).
@@ -267,10 +270,17 @@ impl fmt::Display for Error {
                 f,
                 "--lock-names=physical: cannot tell which physical GPUs {variable} names ({why}); give the pool by GPU UUID ({variable}=GPU-...), or let this container see /sys/class/kfd (ROCm) or /proc/driver/nvidia (CUDA)"
             ),
-            Error::PresetNotIndexed { variable, id, why } => write!(
+            Error::PresetNotIndexed { variable, id, why, unseen } => write!(
                 f,
-                "{variable}: cannot tell which GPU index '{}' is ({why}), and a job that names that GPU by index would take another lock file for it; name the pool's GPUs by index ({variable}=1,...), or let this container see /sys/class/kfd (ROCm) or /proc/driver/nvidia (CUDA; with CUDA_DEVICE_ORDER=PCI_BUS_ID on a host of several models)",
-                Excerpt(id.as_bytes())
+                "{variable}: cannot tell which GPU index '{}' is ({why}), and a job that names that GPU by index would take another lock file for it; name the pool's GPUs by index ({variable}=1,...){}",
+                Excerpt(id.as_bytes()),
+                if *unseen {
+                    ", or let this container see /sys/class/kfd (ROCm) or /proc/driver/nvidia (CUDA; with CUDA_DEVICE_ORDER=PCI_BUS_ID on a host of several models)"
+                } else if *variable == crate::profile::CUDA_POOL_VARIABLE {
+                    ", or set CUDA_DEVICE_ORDER=PCI_BUS_ID (which a host of several GPU models needs)"
+                } else {
+                    ""
+                }
             ),
             Error::MixedLockNames { dir, physical: false, found } => write!(
                 f,

@@ -21,7 +21,7 @@ use wrapper_common::argv::Argv;
 use wrapper_common::diag::{self, Bytes};
 use wrapper_common::env::{self, EnvBuilder};
 use wrapper_common::exec;
-use wrapper_common::runfiles::{manifest_lookup, rlocation_parts, with_manifest_path};
+use wrapper_common::runfiles::{TestLookup, test_lookup};
 use wrapper_common::{separator, with_joined};
 
 /// Where the test binary is: an absolute path as is; else
@@ -35,52 +35,11 @@ use wrapper_common::{separator, with_joined};
 /// short buffers, not in 4 KiB stack buffers that every run would fault in.
 #[inline(never)]
 pub fn resolve_test(test: &CStr) -> Result<CString, Error> {
-    match runfiles_lookup(test.to_bytes()) {
-        Some(Lookup::InTree(checked)) => Ok(checked?),
-        Some(Lookup::InManifest(target)) => Ok(exec::resolve(&target)?),
+    match test_lookup(test.to_bytes()) {
+        Some(TestLookup::InTree(checked)) => Ok(checked?),
+        Some(TestLookup::InManifest(target)) => Ok(exec::resolve(&target)?),
         None => Ok(exec::resolve(test)?),
     }
-}
-
-/// Where the runfiles put the test.
-enum Lookup {
-    /// `<TEST_SRCDIR>/<rlocation>` exists, and was checked for executing
-    /// (a found file that cannot be run is its 126).
-    InTree(Result<CString, exec::ExecFailure>),
-    /// The manifest's target, not checked yet.
-    InManifest(CString),
-}
-
-/// `<TEST_SRCDIR>/<rlocation>` when it exists, else the manifest's entry
-/// for it. The tree path is checked for executing at once: that check's
-/// `stat` also says whether it exists, so the test costs one path lookup
-/// less than an existence check followed by [`exec::resolve`]. Never
-/// inlined: its paths then leave the stack before the test is checked,
-/// instead of adding to the deepest frame.
-#[inline(never)]
-fn runfiles_lookup(test: &[u8]) -> Option<Lookup> {
-    let [repo, slash, path] = rlocation_parts(test, env::var_nonempty(b"TEST_WORKSPACE")?)?;
-    let srcdir = env::var_nonempty(b"TEST_SRCDIR");
-    if let Some(dir) = srcdir {
-        let in_tree =
-            with_joined(&[dir, separator(dir), repo, slash, path], None, |p| match exec::check_executable(p) {
-                Ok(()) => Some(Ok(p.to_owned())),
-                Err(e) if e.is_not_found() => None,
-                Err(e) => Some(Err(e)),
-            });
-        if let Some(Some(checked)) = in_tree {
-            return Some(Lookup::InTree(checked));
-        }
-    }
-    manifest_entry(srcdir, &[repo, slash, path].concat()).map(Lookup::InManifest)
-}
-
-/// The manifest's target for `rlocation`. Out of line: its 4 KiB paths are
-/// on the stack only when the runfiles tree did not have the test.
-#[inline(never)]
-fn manifest_entry(srcdir: Option<&[u8]>, rlocation: &[u8]) -> Option<CString> {
-    let target = with_manifest_path(srcdir, |manifest| manifest_lookup(manifest, rlocation).ok().flatten())??;
-    Some(target.as_cstr().to_owned())
 }
 
 /// The test and its arguments, space-separated, as messages show them.
@@ -195,8 +154,9 @@ pub fn test_environment(mode: Mode, block: Block<'_>) -> EnvBuilder {
         (Vendor::Cuda, _) => {
             env.set(b"CUDA_VISIBLE_DEVICES", block.ids);
         }
+        // The ids, or under a preset `ROCR_VISIBLE_DEVICES` their positions in it.
         (Vendor::Classic, _) => {
-            env.set(b"CUDA_VISIBLE_DEVICES", block.ids).set(b"HIP_VISIBLE_DEVICES", block.ids);
+            env.set(b"CUDA_VISIBLE_DEVICES", block.hip).set(b"HIP_VISIBLE_DEVICES", block.hip);
         }
     }
     // XLA main's scripts' default, the CUDA copy's since de271824.

@@ -32,7 +32,6 @@ extern crate std;
 
 /// What std's prelude gives and `no_std` does not.
 mod prelude {
-    pub use alloc::borrow::ToOwned;
     pub use alloc::boxed::Box;
     pub use alloc::string::{String, ToString};
     pub use alloc::vec::Vec;
@@ -63,7 +62,7 @@ use report::{list, service, status};
 use settings::Settings;
 use slots::{locks, request, take};
 use wrapper_common::argv::Argv;
-use wrapper_common::{diag, env, exec};
+use wrapper_common::{diag, env, runfiles};
 
 /// The name every message starts with.
 pub const TOOL: &str = "parallel_gpu_execute";
@@ -102,14 +101,14 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
     let (count, source) = gpu_count::count(&settings.probe());
     let Some(source) = source.filter(|_| count > 0) else {
         diag::say_line(b"Execute with no GPU support\n");
-        return Err(exec::exec(test, argv.tail_ptr(command), env::environ_ptr()).into());
+        return Err(runfiles::exec_test(test, &argv, command, env::environ_ptr()).into());
     };
     let vendor = settings.vendor.unwrap_or(source.default_vendor());
-    let preset = request::Preset::of(vendor);
+    let preset = request::Preset::of(vendor, settings.rocr_kept(vendor));
     if let Some(hidden) = preset.filter(request::Preset::hides_every_gpu) {
         // The runtime would show the test no GPU: run it as without one.
         diag::say_line(hidden_line(hidden.variable));
-        return Err(exec::exec(test, argv.tail_ptr(command), env::environ_ptr()).into());
+        return Err(runfiles::exec_test(test, &argv, command, env::environ_ptr()).into());
     }
 
     run_on_gpus(&argv, command, &settings, count, source, vendor, preset)

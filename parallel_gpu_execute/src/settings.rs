@@ -134,6 +134,14 @@ fn bounded(name: &'static str, value: &'static [u8], min: u64, max: u64, expecte
 }
 
 impl Settings {
+    /// Whether a test in the classic mode keeps the caller's
+    /// `ROCR_VISIBLE_DEVICES` (and so the classic mode reads it as the
+    /// pool): always in the xla profile, in the jax profile only with its
+    /// `hip` variables.
+    pub fn rocr_kept(&self, vendor: Vendor) -> bool {
+        self.profile == Profile::Xla || Visible::in_force(self.profile, vendor, self.visible) == Some(Visible::Hip)
+    }
+
     /// The GPU memory one test may take, in MiB, and whence:
     /// `TF_PER_DEVICE_MEMORY_LIMIT_MB` when it is a positive integer, else
     /// the profile's default for it (4096, jax: 2048).
@@ -150,6 +158,11 @@ impl Settings {
     /// counted from KFD; no process is started in a test's start-up), or
     /// the default with one note where the memory cannot be read.
     pub fn slots_per_gpu(&self, source: Source) -> u32 {
+        // A TPU chip counted on the bus serves one test: its VFIO group
+        // opens once (docs/jax.md), as JAX's TPU CI's one job per chip says.
+        if source == Source::Tpu && (self.tests_per_gpu_auto || !self.slots_given()) {
+            return 1;
+        }
         if !self.tests_per_gpu_auto {
             return self.tests_per_gpu;
         }
@@ -173,6 +186,11 @@ impl Settings {
             );
         }
         memory::tests_per_gpu(vram, self.per_test_mib().0).min(u64::from(MAX_TESTS_PER_GPU)) as u32
+    }
+
+    /// Whether the slots per GPU are set (`auto` included).
+    pub fn slots_given(&self) -> bool {
+        env::var_nonempty(self.profile.slots_variable().as_bytes()).is_some()
     }
 
     /// What the hardware layer needs of these settings to count GPUs.

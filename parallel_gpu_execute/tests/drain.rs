@@ -449,6 +449,10 @@ fn every_kind_of_gpu_id_that_can_be_drained_reads_back() {
         let out = wrapper().arg("--status=json").run();
         let drained = format!(r#"{{"gpu": "{gpu}", "drained": {{"reason": "round trip""#);
         assert!(out.stdout.contains(&drained), "{gpu} not drained in JSON\n{}", out.explain());
+        // A test that needs both is refused, naming the GPU as it was drained.
+        let out = wrapper().args(["./pkg/gpu_test", "--num_processes=2"]).run();
+        assert!(!out.status.success(), "{}", out.explain());
+        out.assert_stderr_contains(&format!("GPU {gpu} (round trip)"));
         // The other GPU is free: a test is given it, never this one.
         let out = wrapper().args(["--wait=0", "./pkg/gpu_test"]).run();
         let r = Record::of(&out);

@@ -209,8 +209,10 @@ fn a_test_the_kernel_cannot_start_is_named_for_what_it_lacks() {
 fn skipped_then_refused(f: &Fixture, user: Option<u32>, what: &str) {
     let path = f.lock("0", 0);
     let error = format!("refusing lock path {}: it is {what}", path.display());
+    // A directory is removed with rmdir.
+    let rm = if what.starts_with("a directory") { "rmdir" } else { "rm" };
     let warning =
-        format!("warning: {error}: skipping that slot; to repair, its owner or root runs: rm {}", path.display());
+        format!("warning: {error}: skipping that slot; to repair, its owner or root runs: {rm} {}", path.display());
     let cmd = |slots: &str| {
         let mut c = f.cmd();
         c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", slots).arg("./pkg/gpu_test");
@@ -226,7 +228,7 @@ fn skipped_then_refused(f: &Fixture, user: Option<u32>, what: &str) {
     assert_eq!(out.stderr.matches("warning:").count(), 1, "{}", out.explain());
     let out = cmd("1");
     out.assert_code(2).assert_one_error_line(&format!(
-        "parallel_gpu_execute: {error}: no slot this test could take is left; to repair, its owner or root runs: rm {} (while no test runs)\n",
+        "parallel_gpu_execute: {error}: no slot this test could take is left; to repair, its owner or root runs: {rm} {} (while no test runs)\n",
         path.display()
     ));
 }

@@ -228,6 +228,40 @@ fn tpu_chips_of_every_generation_are_counted_from_sysfs() {
     f.cmd().arg("--list=count").run().assert_success().assert_stdout_eq("0\n");
 }
 
+/// A TPU chip's device opens once (a VFIO group): counted on the bus, a
+/// chip takes one test unless JAX_TESTS_PER_ACCELERATOR says otherwise, and
+/// `--list=bazelrc` sizes the jobs so.
+#[test]
+fn a_tpu_chip_serves_one_test_unless_told_otherwise() {
+    let f = Fixture::new("jax-tpu-slots");
+    tpu_host(&f);
+    f.jax_cmd().arg("--list").run().assert_success().assert_stdout_contains("\nslots per GPU: 1\n");
+    let out = f.jax_cmd().arg("--list=bazelrc").run();
+    out.assert_success().assert_stdout_contains("test --test_env=JAX_TESTS_PER_ACCELERATOR=1\n");
+    assert!(out.stdout.contains("a TPU chip serves one test"), "{}", out.explain());
+    let out = f.jax_cmd().env("JAX_TESTS_PER_ACCELERATOR", "auto").arg("--list=bazelrc").run();
+    out.assert_success().assert_stdout_contains("test --test_env=JAX_TESTS_PER_ACCELERATOR=1\n");
+    // Six tests take the six chips; a seventh waits.
+    let lock_dir = &f.lock_dir;
+    let holders: Vec<_> = (0..6)
+        .map(|_| {
+            let mut c = f.jax_cmd();
+            c.env("SLEEP", "30").arg("./pkg/gpu_test").own_process_group();
+            c.spawn()
+        })
+        .collect();
+    let all_held = || (0..6).all(|i| !test_support::lock_is_free(lock_dir.join(format!("jax_accelerator_lock_{i}_0"))));
+    assert!(test_support::wait_until(std::time::Duration::from_secs(10), all_held), "the six chips were not taken");
+    let out = f.jax_cmd().args(["--wait=0", "./pkg/gpu_test"]).run();
+    assert_eq!(out.status.code(), Some(1), "a chip was given twice\n{}", out.explain());
+    let out = f.jax_cmd().env("JAX_TESTS_PER_ACCELERATOR", "2").args(["--wait=0", "./pkg/gpu_test"]).run();
+    assert_eq!(Record::of(out.assert_success()).locks(), ["jax_accelerator_lock_0_1"], "{}", out.explain());
+    for h in holders {
+        h.signal_group(libc::SIGKILL);
+        h.wait();
+    }
+}
+
 #[test]
 fn tpu8_chips_are_found_through_an_accel_node_or_a_vfio_group() {
     // JAX lists TPU8i (0x0083) and TPU8t (0x007c) since jax-ml/jax a92b670a;

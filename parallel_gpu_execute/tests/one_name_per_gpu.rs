@@ -72,9 +72,10 @@ fn busy(out: &Output, what: &str) {
 fn a_rocm_pool_by_uuid_takes_the_lock_of_the_gpus_index() {
     let f = amd_host("uuid-rocm");
     let rocr = "ROCR_VISIBLE_DEVICES";
-    // KFD GPU 1 by its UUID, as ROCm documents it (16 hex digits), while
-    // jobs name it by index or have no pool.
-    for by_uuid in ["GPU-00000000000003e9", "GPU-3e9", "GPU-3E9"] {
+    // KFD GPU 1 by its UUID, as ROCm documents it (16 hex digits, in
+    // either case, as ROCr upper-cases it), while jobs name it by index or
+    // have no pool.
+    for by_uuid in ["GPU-00000000000003e9", "GPU-00000000000003E9", "gpu-00000000000003e9"] {
         let held = holding(job(&f, rocr, by_uuid), &f.lock("1", 0));
         let out = job(&f, rocr, "1").args(["--wait=0", "./pkg/gpu_test"]).run();
         busy(&out, "by index");
@@ -84,32 +85,56 @@ fn a_rocm_pool_by_uuid_takes_the_lock_of_the_gpus_index() {
         held.signal_group(libc::SIGKILL);
         held.wait();
         let held = holding(job(&f, rocr, ""), &f.lock("0", 0));
-        let out = job(&f, rocr, "GPU-3e8").args(["--wait=0", "./pkg/gpu_test"]).run();
+        let out = job(&f, rocr, "GPU-00000000000003e8").args(["--wait=0", "./pkg/gpu_test"]).run();
         busy(&out, "GPU 0 by UUID");
         held.signal_group(libc::SIGKILL);
         held.wait();
     }
     // The test is given its pool as it was, and the GPU's place in it.
-    let out = job(&f, rocr, "GPU-3eb,GPU-3e9").args(["./pkg/gpu_test", "--num_processes=2"]).run();
+    let pool = "GPU-00000000000003eb,GPU-00000000000003e9";
+    let out = job(&f, rocr, pool).args(["./pkg/gpu_test", "--num_processes=2"]).run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.locks(), ["gpulock1_0", "gpulock3_0"], "{}", out.explain());
-    assert_eq!(r.var(rocr), Some("GPU-3eb,GPU-3e9"), "{}", out.explain());
+    assert_eq!(r.var(rocr), Some(pool), "{}", out.explain());
     assert_eq!(r.var("HIP_VISIBLE_DEVICES"), Some("0,1"), "{}", out.explain());
     // One GPU named twice, a UUID no GPU has, an id ROCr cannot read:
     // refused, with the fix.
-    job(&f, rocr, "GPU-3e9,1").arg("./pkg/gpu_test").run().assert_code(2).assert_one_error_line(
-        "ROCR_VISIBLE_DEVICES: cannot tell which GPU index '1' is (it names GPU 1 twice, also as 'GPU-3e9')",
+    job(&f, rocr, "GPU-00000000000003e9,1").arg("./pkg/gpu_test").run().assert_code(2).assert_one_error_line(
+        "ROCR_VISIBLE_DEVICES: cannot tell which GPU index '1' is (it names GPU 1 twice, also as 'GPU-00000000000003e9')",
     );
-    job(&f, rocr, "GPU-7")
-        .arg("./pkg/gpu_test")
-        .run()
-        .assert_code(2)
-        .assert_one_error_line("cannot tell which GPU index 'GPU-7' is (no usable KFD GPU has unique_id 7)");
+    // ROCr matches the id as the beginning of the 16 digits, not as a
+    // number: `GPU-3e9` is not unique_id 0x3e9.
+    job(&f, rocr, "GPU-3e9").arg("./pkg/gpu_test").run().assert_code(2).assert_one_error_line(
+        "cannot tell which GPU index 'GPU-3e9' is (no usable KFD GPU's UUID (GPU- and its unique_id in 16 hex digits, as ROCr matches it) begins with GPU-3E9)",
+    );
+    job(&f, rocr, "GPU-00000000000003e").arg("./pkg/gpu_test").run().assert_code(2).assert_one_error_line(
+        "(the UUIDs of 4 GPUs begin with GPU-00000000000003E: more of its digits tell them apart)",
+    );
     job(&f, rocr, "gpu1")
         .arg("./pkg/gpu_test")
         .run()
         .assert_code(2)
         .assert_one_error_line("'gpu1' is neither an index nor GPU-<hex unique_id>");
+    let out = job(&f, rocr, "abc").arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line("name the pool's GPUs by index (ROCR_VISIBLE_DEVICES=1,...)");
+    assert!(!out.stderr.contains("let this container see"), "it sees /sys/class/kfd\n{}", out.explain());
+}
+
+/// A UUID shorter than 16 digits is the GPU whose UUID it begins, as ROCr
+/// takes it, not the GPU whose unique_id has that value.
+#[test]
+fn a_rocm_uuid_prefix_is_the_gpu_rocr_shows() {
+    let mut f = Fixture::new("uuid-prefix");
+    f.sysroot.add_kfd_node(&KfdNode::cpu(64));
+    for (i, uid) in [0x3e9u64, 0x3e9a_5c00_0000_1234].into_iter().enumerate() {
+        let i = i as u64;
+        f.sysroot.add_kfd_node_with_render(&KfdNode::gpu(90402, 304, 128 + i).at(0, (0x10 + i) << 8).unique(uid));
+    }
+    let out = job(&f, "ROCR_VISIBLE_DEVICES", "GPU-3e9a").arg("./pkg/gpu_test").run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks(), ["gpulock1_0"], "ROCr shows GPU 1, whose UUID is GPU-3E9A5C0000001234\n{}", out.explain());
+    let out = job(&f, "ROCR_VISIBLE_DEVICES", "GPU-00000000000003E9").arg("./pkg/gpu_test").run();
+    assert_eq!(Record::of(out.assert_success()).locks(), ["gpulock0_0"], "{}", out.explain());
 }
 
 #[test]
@@ -117,8 +142,8 @@ fn a_rocm_uuid_that_cannot_be_placed_is_refused_with_the_fix() {
     // Partitions of one MI300X share its unique_id: which one is meant?
     let mut f = Fixture::new("uuid-partitions");
     test_support::hardware::hosts::mi300x_cpx_partitions(&mut f.sysroot);
-    let out = job(&f, "ROCR_VISIBLE_DEVICES", "GPU-2000").arg("./pkg/gpu_test").run();
-    out.assert_code(2).assert_one_error_line("8 GPUs (partitions of one device) have unique_id 8192");
+    let out = job(&f, "ROCR_VISIBLE_DEVICES", "GPU-0000000000002000").arg("./pkg/gpu_test").run();
+    out.assert_code(2).assert_one_error_line("8 GPUs (partitions of one device) have the UUID GPU-0000000000002000");
     assert!(out.stderr.contains("name the pool's GPUs by index"), "{}", out.explain());
     // A count that does not come from KFD, and no KFD to look at.
     let f = Fixture::new("uuid-no-kfd");
@@ -219,6 +244,14 @@ fn index_and_physical_names_never_share_a_lock_directory_unseen() {
         "--lock-names=physical: lock directory {d} holds lock files named by index ({d}/gpulock0_0)",
         d = dir.display()
     ));
+    // It leaves no marker of its own: the index jobs, which came first, go on.
+    assert!(!dir.join("gpulock.physical").exists(), "the refused job left its marker\n{}", out.explain());
+    Record::of(index(&f, &dir).arg("./pkg/gpu_test").run().assert_success());
+    // A marker it did not make stays (its maker may be running).
+    std::fs::write(dir.join("gpulock.physical"), "").unwrap();
+    physical(&f, &dir).arg("./pkg/gpu_test").run().assert_code(2);
+    assert!(dir.join("gpulock.physical").exists(), "another job's marker was removed");
+    std::fs::remove_file(dir.join("gpulock.physical")).unwrap();
     // Started together in a fresh directory, again and again: never both.
     for round in 0..20 {
         let dir = f.dir.join(format!("race-{round}"));

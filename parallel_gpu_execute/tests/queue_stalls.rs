@@ -318,6 +318,59 @@ fn sigalrm_inherited_blocked_neither_stalls_a_waiter_nor_stays_unblocked_for_the
     assert_ne!(mask & (1 << (libc::SIGALRM - 1)), 0, "SIGALRM was not blocked again for the test\n{}", out.explain());
 }
 
+/// A SIGALRM that another process sends to a waiting wrapper (`kill`,
+/// `timeout -s ALRM`) does what it would do to the wrapper without the
+/// wait: it ends it (142, its record removed), is ignored where the caller
+/// ignores SIGALRM, and is left pending for the test where the caller
+/// blocks it. The wait's own timer uses SIGALRM too, and took every one
+/// for its own.
+#[test]
+fn another_process_sigalrm_does_to_a_waiter_what_it_does_without_the_wait() {
+    let (f, records) = fixture("q-sigalrm-sent");
+    let held = hold_lock(f.lock("0", 0));
+    let alarm = |r: &Running| {
+        // SAFETY: kill with a live child's pid.
+        assert_eq!(unsafe { libc::kill(r.pid(), libc::SIGALRM) }, 0);
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let alive = |r: &Running| state_of(r.pid()).is_some_and(|s| s != 'Z');
+    let r = queued(&f, &waiter(&f, 1, &records, "ended", &[]));
+    alarm(&r);
+    let out = r.wait();
+    assert_eq!(out.status.code(), Some(142), "{}", out.explain());
+    let left = std::fs::read_dir(f.lock_dir.join("gpuqueue")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "a record left behind\n{}", out.explain());
+    // Ignored by the caller: the wait goes on, and is served.
+    if !test_support::prerequisite(test_support::have_program("perl"), "perl", "SIGALRM ignored before exec") {
+        return;
+    }
+    let mut c = f.cmd_under("perl", ["-e", "$SIG{ALRM} = 'IGNORE'; exec @ARGV or die"]);
+    c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").arg("./pkg/gpu_test").timeout(Duration::from_secs(60));
+    let ignored = queued(&f, &c);
+    alarm(&ignored);
+    assert!(alive(&ignored), "an ignored SIGALRM ended the wait");
+    // Blocked by the caller: the test finds it pending.
+    let mut c = f.cmd();
+    c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1");
+    c.args(["grep", "^SigPnd:", "/proc/self/status"]).timeout(Duration::from_secs(60));
+    c.block_signals(&[libc::SIGALRM]);
+    let blocked = queued(&f, &c);
+    alarm(&blocked);
+    assert!(alive(&blocked), "a blocked SIGALRM ended the wait");
+    drop(held);
+    Record::of(ignored.wait().assert_success());
+    let out = blocked.wait();
+    out.assert_success();
+    let mask = out.stdout.trim().rsplit(['\t', ' ']).next().unwrap_or("");
+    let mask = u64::from_str_radix(mask, 16).unwrap_or_else(|_| panic!("no SigPnd line\n{}", out.explain()));
+    assert_ne!(
+        mask & (1 << (libc::SIGALRM - 1)),
+        0,
+        "the SIGALRM sent was not pending for the test\n{}",
+        out.explain()
+    );
+}
+
 /// Served after a wait where the wrapper closes its inotify instance in a
 /// short-lived grandchild (PID 1 reaps orphans: here a shell in a PID
 /// namespace of its own), a test whose caller blocks SIGCHLD starts with

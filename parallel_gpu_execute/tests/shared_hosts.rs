@@ -487,7 +487,7 @@ fn a_preset_pool_is_named_by_the_physical_gpus_its_ids_stand_for() {
     let held = c.spawn();
     let lock = shared.join("gpulockuid-1003_0");
     assert!(wait_until(Duration::from_secs(10), || is_held(&lock)), "A never took {}", lock.display());
-    for pool in ["3", "GPU-3eb"] {
+    for pool in ["3", "GPU-00000000000003eb"] {
         let out = physical(&b, pool).args(["--wait=0", "./pkg/gpu_test"]).run();
         assert_eq!(out.status.code(), Some(1), "B was given A's GPU through {pool}\n{}", out.explain());
     }
@@ -497,7 +497,7 @@ fn a_preset_pool_is_named_by_the_physical_gpus_its_ids_stand_for() {
     assert_eq!(r.locks(), ["gpulockuid-1002_0"], "{}", out.explain());
     held.signal_group(libc::SIGKILL);
     held.wait();
-    let out = physical(&b, "GPU-3eb").args(["--wait=0", "./pkg/gpu_test"]).run();
+    let out = physical(&b, "GPU-00000000000003EB").args(["--wait=0", "./pkg/gpu_test"]).run();
     let r = Record::of(out.assert_success());
     assert_eq!(r.locks(), ["gpulockuid-1003_0"], "{}", out.explain());
     // An index past what the container sees: refused with the fix.

@@ -37,6 +37,14 @@ fn test_is_found_through_the_manifest_when_the_tree_lacks_it() {
     std::fs::write(&other, format!("ws/pkg/manifest_test {}\n", real2.display())).unwrap();
     let out = f.cmd().env("TF_GPU_COUNT", "1").env("RUNFILES_MANIFEST_FILE", &other).arg("pkg/manifest_test").run();
     out.assert_success().assert_stderr_contains(&format!("Running test {} on GPU(s) 0", real2.display()));
+    // On a host without a GPU too: the test runs unchanged, from where the
+    // manifest puts it.
+    let out = f.cmd().env("TF_GPU_COUNT", "0").arg("./pkg/manifest_test").run();
+    out.assert_success().assert_stderr_contains("Execute with no GPU support\n");
+    let r = Record::of(&out);
+    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), None, "{}", out.explain());
+    let out = f.cmd().env("TF_GPU_COUNT", "1").env("ROCR_VISIBLE_DEVICES", "").arg("pkg/manifest_test").run();
+    Record::of(out.assert_success());
 }
 
 #[test]
@@ -418,13 +426,52 @@ fn the_pool_ends_where_the_runtime_stops_reading() {
     );
     let out = f.cmd().env("ROCR_VISIBLE_DEVICES", "3,1").arg("--list").run();
     out.assert_success().assert_stdout_contains("\npool: 3,1 (from ROCR_VISIBLE_DEVICES)\n");
-    // The classic mode reads no pool variable, also an empty one.
+    // The classic mode reads it too: an empty one shows the test no GPU.
     let out = f.run_test(
         |c| {
             c.env("TF_GPU_COUNT", "2").env("ROCR_VISIBLE_DEVICES", "");
         },
         &[],
     );
+    out.assert_success().assert_stderr_contains("Execute with no GPU support (ROCR_VISIBLE_DEVICES hides every GPU)\n");
+    assert_eq!(Record::of(&out).locks(), [""; 0], "{}", out.explain());
+}
+
+/// The classic mode (`TF_GPU_COUNT` set) leaves `ROCR_VISIBLE_DEVICES` to
+/// the test, as its scripts did, and the runtime numbers the GPUs it
+/// shows from 0: the lock files are named by the pool's ids, so that a
+/// job in a slice and a job in rocm mode never share a GPU.
+#[test]
+fn the_classic_mode_under_a_preset_rocr_pool_locks_the_gpus_it_gives() {
+    let mut f = Fixture::new("classic-rocr");
+    f.sysroot.add_kfd_gpus(4);
+    // GPU 2 is held by a test in rocm mode, which names it by its index.
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let _held = test_support::hold_lock(f.lock("2", 0));
+    let classic = |extra: &[&str]| {
+        f.run_test(
+            |c| {
+                c.env("TF_GPU_COUNT", "4").env("TF_TESTS_PER_GPU", "1").env("ROCR_VISIBLE_DEVICES", "2,3");
+                c.arg("--wait=0");
+            },
+            extra,
+        )
+    };
+    let out = classic(&[]);
     let r = Record::of(out.assert_success());
-    assert_eq!(r.var("CUDA_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
+    assert_eq!(r.locks(), ["gpulock3_0"], "GPU 2 is held\n{}", out.explain());
+    // GPU 3 is the second the runtime shows under 2,3.
+    for var in ["HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"] {
+        assert_eq!(r.var(var), Some("1"), "{var}\n{}", out.explain());
+    }
+    assert_eq!(r.var("ROCR_VISIBLE_DEVICES"), Some("2,3"), "{}", out.explain());
+    out.assert_stderr_contains(" on GPU(s) 3\n");
+    classic(&["--num_processes=2"]).assert_code(1);
+    let out = f.cmd().env("TF_GPU_COUNT", "4").env("ROCR_VISIBLE_DEVICES", "2,3").arg("--list").run();
+    out.assert_success().assert_stdout_contains("\npool: 2,3 (from ROCR_VISIBLE_DEVICES)\n");
+    // The jax profile's own variables set ROCR_VISIBLE_DEVICES to the
+    // accelerator's id, as JAX's script does: nothing to read there.
+    let out =
+        f.jax_cmd().env("JAX_ACCELERATOR_COUNT", "4").env("ROCR_VISIBLE_DEVICES", "2,3").arg("./pkg/gpu_test").run();
+    assert_eq!(Record::of(out.assert_success()).var("ROCR_VISIBLE_DEVICES"), Some("0"), "{}", out.explain());
 }

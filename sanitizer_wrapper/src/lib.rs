@@ -19,7 +19,9 @@
 //! Design goals: a drop-in for the shell template (same options, same
 //! runfiles, no `find` over the tree, no shell); nothing needed on the
 //! machine but the kernel; with nothing configured, no heap allocation from
-//! process start to exec, and no file read; a configured file that is
+//! process start to exec, and no file read (the runfiles are read only for
+//! a test not found as given, as Bazel names it where they are a manifest
+//! only); a configured file that is
 //! missing stops the run with one line that says where it was looked for,
 //! instead of a sanitizer run without its suppressions; so does a suppression
 //! list that is a directory, a FIFO or a device.
@@ -37,7 +39,7 @@ use error::Error;
 use opt::Opt;
 use std::ffi::{CStr, c_char};
 use wrapper_common::argv::Argv;
-use wrapper_common::runfiles::Runfiles;
+use wrapper_common::runfiles::{self, Runfiles};
 use wrapper_common::{diag, env, exec};
 
 /// The name every message starts with.
@@ -64,7 +66,7 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
         None => command_line,
     };
     if options.is_empty() {
-        return Err(exec::exec(test, argv.tail_ptr(command), env::environ_ptr()).into());
+        return Err(runfiles::exec_test(test, &argv, command, env::environ_ptr()).into());
     }
     run_with_options(&argv, test, command, argv0, &options)
 }
@@ -89,7 +91,7 @@ fn run_with_options(
     };
     let failure = match &files.run_under {
         Some(wrapper) => exec_chained(wrapper, argv, command, envp),
-        None => exec::exec(test, argv.tail_ptr(command), envp),
+        None => runfiles::exec_test(test, argv, command, envp),
     };
     Err(failure.into())
 }

@@ -247,3 +247,42 @@ fn a_manifest_that_cannot_be_read_is_said() {
         out.assert_code(2).assert_one_error_line(&format!("in manifest {}, {why}", manifest.display()));
     }
 }
+
+/// `--help` and `--version` where stdout cannot take the answer: a pipe
+/// whose reader has gone kills the wrapper with SIGPIPE (141, nothing on
+/// stderr), as it would a shell script; a full device or a stdout that is
+/// not open is exit 2 with one line.
+#[test]
+fn help_and_version_where_stdout_cannot_take_them() {
+    let dir = TempDir::new("sw-stdout");
+    // The reader closes its end of the pipe and only then creates the file;
+    // the writer waits for the file (and a little more, for the shell to
+    // drop its own copy of the read end) before starting the wrapper.
+    let gone_reader = r#"gone=$1; shift
+{ while [ ! -e "$gone" ]; do sleep 0.01; done; sleep 0.1; "$@"; echo "rc=$?" >&2; } \
+  | { exec <&-; : > "$gone"; }"#;
+    for (i, flag) in ["--help", "--version"].into_iter().enumerate() {
+        let gone = dir.join(format!("reader-gone-{i}"));
+        let out = Cmd::new("/bin/sh").args(["-c", gone_reader, "sh"]).arg(&gone).arg(bin()).arg(flag).run();
+        out.assert_success();
+        assert_eq!(out.stderr, "rc=141\n", "{}", out.explain());
+
+        let full = Cmd::new("/bin/sh").args(["-c", r#""$0" "$@" >/dev/full"#]).arg(bin()).arg(flag).run();
+        full.assert_code(2).assert_stdout_eq("");
+        assert_eq!(
+            full.stderr,
+            "sanitizer_wrapper: cannot write to stdout: No space left on device (os error 28)\n",
+            "{}",
+            full.explain()
+        );
+
+        let closed = Cmd::new(bin()).arg(flag).close_standard(&[1]).run();
+        closed.assert_code(2);
+        assert_eq!(
+            closed.stderr,
+            "sanitizer_wrapper: cannot write to stdout: Bad file descriptor (os error 9)\n",
+            "{}",
+            closed.explain()
+        );
+    }
+}

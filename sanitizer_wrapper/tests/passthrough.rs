@@ -1,10 +1,11 @@
 //! With nothing configured, the wrapper is `exec "$@"`: the test gets its
 //! arguments and environment untouched, and its exit status and signals are
-//! its own.
+//! its own. A test that is not where Bazel names it (the manifest-only
+//! layout) is run from where the runfiles manifest puts it.
 
 mod common;
 
-use common::{Seen, TEST, Tree, bin};
+use common::{ManifestOnly, Seen, TEST, Tree, bin};
 use std::time::Duration;
 use test_support::{Cmd, write_executable};
 
@@ -102,4 +103,31 @@ fn runs_outside_bazel_too() {
     write_executable(&test, test_support::RECORDING_TEST);
     let out = Cmd::new(bin()).arg(&test).arg("x").run();
     Seen::from(&out).expect_args(&["x"]).expect("ASAN_OPTIONS", None);
+}
+
+/// Under `--noenable_runfiles` Bazel names the test by its runfiles path
+/// (`pkg/foo_test`) from `$TEST_SRCDIR/$TEST_WORKSPACE`, an empty directory:
+/// the wrapper finds it in the manifest, as parallel_gpu_execute does, with
+/// nothing configured and with options alike.
+#[test]
+fn a_test_only_the_manifest_names_is_run_from_there() {
+    let mut layout = ManifestOnly::new("sw-pass-manifest-test");
+    layout.add_executable("other_repo/t/other_test", test_support::RECORDING_TEST);
+    let gone = layout.add_dangling("ws/pkg/gone_test");
+    let srcdir = layout.cwd.parent().unwrap().to_path_buf();
+    let cmd = |args: &[&str]| {
+        let mut cmd = layout.cmd();
+        cmd.env("TEST_SRCDIR", &srcdir).env("RUNFILES_MANIFEST_ONLY", "1").args(args);
+        cmd.run()
+    };
+    for test in ["pkg/foo_test", "./pkg/foo_test", "../other_repo/t/other_test"] {
+        Seen::from(&cmd(&[test, "x"])).expect_args(&["x"]).expect("ASAN_OPTIONS", None);
+        Seen::from(&cmd(&["--asan-options=a=1", test, "y"])).expect_args(&["y"]).expect("ASAN_OPTIONS", Some("a=1"));
+    }
+    // Nowhere in the runfiles: named as given.
+    cmd(&["pkg/none"]).assert_code(127).assert_one_error_line("sanitizer_wrapper: not found: pkg/none: ");
+    // An entry whose file is gone: named where the manifest points.
+    cmd(&["pkg/gone_test"])
+        .assert_code(127)
+        .assert_one_error_line(&format!("sanitizer_wrapper: not found: {}: ", gone.display()));
 }

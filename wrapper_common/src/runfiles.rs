@@ -8,8 +8,11 @@
 //! line each. When a path contains a space, newline or backslash, Bazel
 //! starts the line with a space and escapes them (`\s`, `\n`, `\b`).
 
-use crate::cbuf::{StackPath, separator};
+use crate::cbuf::{StackPath, separator, with_joined};
+use crate::exec::{self, ExecFailure};
 use crate::lines::{Line, with_read_buffer};
+use alloc::borrow::ToOwned;
+use alloc::ffi::CString;
 use core::ops::ControlFlow;
 use rustix::io::Errno;
 
@@ -260,6 +263,93 @@ pub fn rlocation_parts<'a>(path: &'a [u8], workspace: &'a [u8]) -> Option<[&'a [
         return None;
     }
     Some([workspace, separator(workspace), path])
+}
+
+/// Where the runfiles put a test that Bazel names by its path from the
+/// test's working directory ([`test_lookup`]).
+pub enum TestLookup {
+    /// `<TEST_SRCDIR>/<rlocation>` exists, and was checked for executing
+    /// (a found file that cannot be run is its 126).
+    InTree(Result<CString, ExecFailure>),
+    /// The manifest's target, not checked yet.
+    InManifest(CString),
+}
+
+/// Where the runfiles put the test `test`, as the classic script's
+/// `rlocation` finds it: its rlocation is [`rlocation_parts`] of `test`
+/// under `$TEST_WORKSPACE`; `<TEST_SRCDIR>/<rlocation>` when it exists,
+/// else the manifest's entry for it (`$RUNFILES_MANIFEST_FILE`, else
+/// `$TEST_SRCDIR/MANIFEST`). `None` for an absolute `test`, without
+/// `TEST_WORKSPACE`, or when neither has it. The tree path is checked for
+/// executing at once: that check's `stat` also says whether it exists, so
+/// the test costs one path lookup less than an existence check followed by
+/// [`exec::resolve`]. Never inlined: its paths then leave the stack before
+/// the test is checked, instead of adding to the deepest frame.
+#[inline(never)]
+pub fn test_lookup(test: &[u8]) -> Option<TestLookup> {
+    let [repo, slash, path] = rlocation_parts(test, crate::env::var_nonempty(b"TEST_WORKSPACE")?)?;
+    let srcdir = crate::env::var_nonempty(b"TEST_SRCDIR");
+    if let Some(dir) = srcdir {
+        let in_tree =
+            with_joined(&[dir, separator(dir), repo, slash, path], None, |p| match exec::check_executable(p) {
+                Ok(()) => Some(Ok(p.to_owned())),
+                Err(e) if e.is_not_found() => None,
+                Err(e) => Some(Err(e)),
+            });
+        if let Some(Some(checked)) = in_tree {
+            return Some(TestLookup::InTree(checked));
+        }
+    }
+    manifest_entry(srcdir, &[repo, slash, path].concat()).map(TestLookup::InManifest)
+}
+
+/// Execs `TEST ARGS...` (`argv` from `command`): TEST as given (searched
+/// in `PATH` without a slash), else, where nothing is there, where the
+/// runfiles put it ([`test_lookup`]): Bazel names TEST by its path from
+/// `$TEST_SRCDIR/$TEST_WORKSPACE`, which is empty where the runfiles are a
+/// manifest only (`--noenable_runfiles`). The test then gets the path it
+/// runs from as argv[0]. Returns only on failure; the way that finds the
+/// test as given allocates nothing.
+pub fn exec_test(
+    test: &core::ffi::CStr,
+    argv: &crate::argv::Argv,
+    command: usize,
+    envp: *const *const core::ffi::c_char,
+) -> ExecFailure {
+    let failure = exec::exec(test, argv.tail_ptr(command), envp);
+    if !failure.is_not_found() {
+        return failure;
+    }
+    exec_from_runfiles(test, argv, command, envp).unwrap_or(failure)
+}
+
+/// [`exec_test`]'s second way: `None` when the runfiles do not have it.
+#[cold]
+#[inline(never)]
+fn exec_from_runfiles(
+    test: &core::ffi::CStr,
+    argv: &crate::argv::Argv,
+    command: usize,
+    envp: *const *const core::ffi::c_char,
+) -> Option<ExecFailure> {
+    let path = match test_lookup(test.to_bytes())? {
+        TestLookup::InTree(Ok(path)) | TestLookup::InManifest(path) => path,
+        TestLookup::InTree(Err(failure)) => return Some(failure),
+    };
+    let mut test_argv: alloc::vec::Vec<*const core::ffi::c_char> =
+        alloc::vec::Vec::with_capacity(argv.len().saturating_sub(command) + 1);
+    test_argv.push(path.as_ptr());
+    test_argv.extend(argv.iter_from(command + 1).map(core::ffi::CStr::as_ptr));
+    test_argv.push(core::ptr::null());
+    Some(exec::exec(&path, test_argv.as_ptr(), envp))
+}
+
+/// The manifest's target for `rlocation`. Out of line: its 4 KiB paths are
+/// on the stack only when the runfiles tree did not have the test.
+#[inline(never)]
+fn manifest_entry(srcdir: Option<&[u8]>, rlocation: &[u8]) -> Option<CString> {
+    let target = with_manifest_path(srcdir, |manifest| manifest_lookup(manifest, rlocation).ok().flatten())??;
+    Some(target.as_cstr().to_owned())
 }
 
 #[cfg(test)]

@@ -65,6 +65,8 @@ fn dedupe(names: &mut [String]) -> Option<String> {
 /// Each GPU's physical name, in the order the count gave them.
 pub struct Identities {
     pub names: Vec<String>,
+    /// KFD: each GPU's `unique_id`, to match a `GPU-...` id as ROCr does.
+    pub uids: Vec<u64>,
     /// NVIDIA: the names are the ids the test is given (`GPU-<UUID>`).
     pub use_as_ids: bool,
 }
@@ -101,7 +103,8 @@ pub fn physical(probe: &Probe, source: Source) -> Result<Identities, String> {
             ),
         );
     }
-    Ok(Identities { names, use_as_ids })
+    let uids = if use_as_ids { Vec::new() } else { survey.usable_kfd().map(|g| g.props.unique_id).collect() };
+    Ok(Identities { names, uids, use_as_ids })
 }
 
 /// The physical names of a preset pool's ids (`ROCR_VISIBLE_DEVICES`,
@@ -124,17 +127,7 @@ pub fn of_preset(all: &Identities, ids: &[&[u8]], rocm: bool) -> Result<Vec<Stri
                 (Some(k), _) => all.names.get(k as usize).cloned().ok_or_else(|| {
                     format!("it names GPU {k}, but this container sees {} usable KFD GPU(s)", all.names.len())
                 })?,
-                (None, Some(hex)) => {
-                    let uid =
-                        u64::from_str_radix(hex, 16).map_err(|_| format!("'{text}' is not GPU-<hex unique_id>"))?;
-                    let name = format!("uid-{uid}");
-                    all.names
-                        .iter()
-                        .find(|n| **n == name)
-                        .cloned()
-                        .ok_or_else(|| format!("no GPU this container sees has unique_id {uid} ({text})"))?
-                }
-                _ => return Err(format!("'{text}' is neither an index nor GPU-<hex unique_id>")),
+                (None, _) => all.names[rocr_uuid(&all.uids, id)?].clone(),
             }
         } else if index.is_none() {
             text.into_owned()
@@ -150,6 +143,43 @@ pub fn of_preset(all: &Identities, ids: &[&[u8]], rocm: bool) -> Result<Vec<Stri
         names.push(name);
     }
     Ok(names)
+}
+
+/// Whether ROCr reads `id` as a UUID: `GPU-` in either case.
+fn is_rocr_uuid(id: &[u8]) -> bool {
+    id.get(..4).is_some_and(|p| p.eq_ignore_ascii_case(b"GPU-"))
+}
+
+/// The place among `uids` (the usable KFD GPUs' `unique_id`s, in ROCr's
+/// order) of the GPU that ROCr takes the UUID `id` for. ROCr upper-cases
+/// it and takes the one GPU whose `GPU-<unique_id as 16 hex digits>` (none
+/// for a `unique_id` of 0) it begins, for an id of 5 to 20 characters;
+/// any other id ends its list (ROCm/ROCR-Runtime
+/// `runtime/hsa-runtime/core/runtime/amd_filter_device.cpp`,
+/// `RvdFilter::ProcessUuidToken` and `BuildDeviceUuidList`, at cdbe554a).
+fn rocr_uuid(uids: &[u64], id: &[u8]) -> Result<usize, String> {
+    let text = String::from_utf8_lossy(id);
+    if !is_rocr_uuid(id) {
+        return Err(format!("'{text}' is neither an index nor GPU-<hex unique_id>"));
+    }
+    let token = text.to_ascii_uppercase();
+    if !(5..=20).contains(&token.len()) {
+        return Err(format!("'{text}' is not GPU- and 1 to 16 hex digits"));
+    }
+    let uuid = |uid: u64| format!("GPU-{uid:016X}");
+    let matching: Vec<usize> = (0..uids.len()).filter(|&k| uids[k] != 0 && uuid(uids[k]).starts_with(&token)).collect();
+    match matching[..] {
+        [k] => Ok(k),
+        [] => Err(format!(
+            "no usable KFD GPU's UUID (GPU- and its unique_id in 16 hex digits, as ROCr matches it) begins with {token}"
+        )),
+        [k, ..] if matching.iter().all(|&m| uids[m] == uids[k]) => {
+            Err(format!("{} GPUs (partitions of one device) have the UUID {}", matching.len(), uuid(uids[k])))
+        }
+        _ => {
+            Err(format!("the UUIDs of {} GPUs begin with {token}: more of its digits tell them apart", matching.len()))
+        }
+    }
 }
 
 /// Index lock names (the default): the index a preset pool's id stands for
@@ -172,20 +202,14 @@ pub fn of_preset(all: &Identities, ids: &[&[u8]], rocm: bool) -> Result<Vec<Stri
 pub fn index_of(survey: &Survey, id: &[u8], rocm: bool) -> Result<Option<usize>, String> {
     let text = String::from_utf8_lossy(id);
     if rocm {
-        let uid = text
-            .strip_prefix("GPU-")
-            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
-            .ok_or_else(|| format!("'{text}' is neither an index nor GPU-<hex unique_id>"))?;
+        if !is_rocr_uuid(id) {
+            return Err(format!("'{text}' is neither an index nor GPU-<hex unique_id>"));
+        }
         if survey.kfd.is_empty() {
             return Err("this container sees no KFD topology (/sys/class/kfd)".to_string());
         }
-        let matching: Vec<usize> =
-            survey.usable_kfd().enumerate().filter(|(_, g)| g.props.unique_id == uid).map(|(k, _)| k).collect();
-        return match matching[..] {
-            [k] => Ok(Some(k)),
-            [] => Err(format!("no usable KFD GPU has unique_id {uid}")),
-            _ => Err(format!("{} GPUs (partitions of one device) have unique_id {uid}", matching.len())),
-        };
+        let uids: Vec<u64> = survey.usable_kfd().map(|g| g.props.unique_id).collect();
+        return rocr_uuid(&uids, id).map(Some);
     }
     let Some(uuid) = text.strip_prefix("GPU-") else { return Ok(None) };
     if survey.nvidia.iter().all(|g| g.info.is_none()) {

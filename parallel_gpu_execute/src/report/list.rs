@@ -48,7 +48,11 @@ fn plan(settings: &Settings) -> Result<Plan, Error> {
     let (vendor, pool, slots) = match survey.source() {
         Some(source) => {
             let vendor = settings.vendor.unwrap_or(source.default_vendor());
-            (Some(vendor), Some(Pool::for_vendor(Preset::of(vendor), survey.count())?), settings.slots_per_gpu(source))
+            (
+                Some(vendor),
+                Some(Pool::for_vendor(Preset::of(vendor, settings.rocr_kept(vendor)), survey.count())?),
+                settings.slots_per_gpu(source),
+            )
         }
         None => (None, None, settings.tests_per_gpu),
     };

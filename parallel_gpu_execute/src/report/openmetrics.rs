@@ -5,8 +5,10 @@
 //! `profile`, so that both profiles' reports of one shared directory can be
 //! exported side by side. Label values are escaped losslessly:
 //! `"` and a line break as OpenMetrics has it (`\"`, `\n`), a backslash
-//! doubled (it reads back as `\\`), and a byte that is not UTF-8 as `\\xHH`
-//! (it reads back as `\xHH`), so that two names never share a label value.
+//! doubled (it reads back as `\\`), and a byte that is not UTF-8, or one of
+//! a control or format character (ESC, U+2028), as `\\xHH` (it reads back
+//! as `\xHH`), so that two names never share a label value and none
+//! carries a terminal's escape sequence.
 //! Only the GPUs of these settings have series, so the size of the output
 //! is bounded by the host's GPUs, whatever other users put in the lock
 //! directory.
@@ -37,6 +39,13 @@ pub fn escape(bytes: &[u8]) -> String {
                 '\\' => out.push_str("\\\\\\\\"),
                 '"' => out.push_str("\\\""),
                 '\n' => out.push_str("\\n"),
+                // Another control or format character (an escape sequence
+                // for a terminal, a line separator), as its bytes.
+                c if c.is_control() || wrapper_common::diag::is_format(c) => {
+                    for b in c.encode_utf8(&mut [0; 4]).bytes() {
+                        let _ = write!(out, "\\\\x{b:02x}");
+                    }
+                }
                 c => out.push(c),
             }
         }
@@ -196,5 +205,7 @@ mod tests {
         // A name that spells the escape itself differs from the byte.
         assert_ne!(escape(b"\\xff"), escape(b"\xff"));
         assert_eq!(escape("GPU-\u{e9}".as_bytes()), "GPU-\u{e9}");
+        assert_eq!(escape("a\x1b[31mb\u{2028}".as_bytes()), "a\\\\x1b[31mb\\\\xe2\\\\x80\\\\xa8");
+        assert_ne!(escape(b"\x1b"), escape(b"\\x1b"));
     }
 }

@@ -47,7 +47,11 @@ pub fn bazelrc(settings: &Settings, survey: &Survey) -> String {
         why.push_str("; no GPU: the tests run without one");
         cpus
     } else {
-        let per_gpu = if settings.tests_per_gpu_auto || memory_decides(slots_variable) {
+        let tpu = survey.source() == Some(Source::Tpu);
+        let per_gpu = if tpu && (settings.tests_per_gpu_auto || memory_decides(slots_variable)) {
+            why.push_str("; a TPU chip serves one test (its VFIO group opens once)");
+            1
+        } else if settings.tests_per_gpu_auto || memory_decides(slots_variable) {
             let memory = gpu_memory(&probe, survey);
             match memory {
                 Some((mib, from)) => {

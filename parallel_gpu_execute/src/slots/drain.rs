@@ -196,7 +196,9 @@ impl Drained {
 
     /// `GPU 3 (reason)`, as a message shows it.
     pub fn describe(&self) -> String {
-        format!("GPU {} ({})", Bytes(&self.gpu), Bytes(&self.reason))
+        // A MIG path as the test is given it: its lock form has `+` for `/`.
+        let gpu: Vec<u8> = self.gpu.iter().map(|&b| if b == b'+' { b'/' } else { b }).collect();
+        format!("GPU {} ({})", Bytes(&gpu), Bytes(&self.reason))
     }
 
     /// Whether the record's text names a uid other than its owner's: it

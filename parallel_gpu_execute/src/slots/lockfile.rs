@@ -453,8 +453,9 @@ pub fn unusable(error: &Error, then: &str, warning: bool) -> String {
             wrapper_common::diag::Os(*errno),
             p = wrapper_common::diag::Bytes(path),
         ),
-        Error::UnsafeLockPath { path, .. } => format!(
-            "{tool}{w}{error}: {then}; to repair, its owner or root runs: rm {} (while no test runs){nl}",
+        Error::UnsafeLockPath { path, what } => format!(
+            "{tool}{w}{error}: {then}; to repair, its owner or root runs: {} {} (while no test runs){nl}",
+            if what.starts_with("a directory") { "rmdir" } else { "rm" },
             wrapper_common::diag::Bytes(path),
         ),
         // Its repair is in the error's own words.

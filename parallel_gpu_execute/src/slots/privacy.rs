@@ -86,7 +86,7 @@ const SHARED_DIR: &str = "use a lock directory outside /tmp that every test sees
 const HERMETIC_DIR: &str = "mount the host's lock directory into every sandbox: --sandbox_add_mount_pair=/var/lock (for JAX, one outside /tmp, with JAX_LOCK_DIR)";
 /// The advice for a relative lock directory under Bazel.
 const ABSOLUTE_DIR: &str =
-    "give an absolute lock directory every test sees, such as /var/lock (--lock-dir, or JAX_LOCK_DIR)";
+    "give an absolute lock directory every test sees, such as /var/lock (--lock-dir; JAX_LOCK_DIR for JAX)";
 
 /// What to do with a lock directory that coordinates nothing (see
 /// [`judge`]; `PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR`).

@@ -170,14 +170,18 @@ fn is_negative_index(token: &[u8]) -> bool {
 
 /// The variable that holds a preset pool in this mode: in rocm mode
 /// `ROCR_VISIBLE_DEVICES`, in cuda mode `CUDA_VISIBLE_DEVICES`, in both
-/// profiles. The classic mode reads none (the older scripts did not). The
-/// jax profile reads it deliberately unlike JAX's script, which overwrites
+/// profiles. The classic mode reads `ROCR_VISIBLE_DEVICES` where the test
+/// keeps it as the caller set it (`rocr_kept`: the xla profile, the jax
+/// profile's `hip` variables), as its scripts did not: the runtime numbers
+/// the GPUs it shows from 0, so without the pool a test given index 0 under
+/// `2,3` would run on GPU 2 while it locks GPU 0's file. The jax profile
+/// reads it deliberately unlike JAX's script, which overwrites
 /// it with a slot index: ROCm CI runners give each job a slice of a shared
 /// host that way (ROCm/jax#792 to #795), and a test must stay in its job's
 /// slice (the closed openxla/xla#46534 proposed the same for XLA's script).
-fn pool_variable(vendor: Vendor) -> Option<&'static str> {
+fn pool_variable(vendor: Vendor, rocr_kept: bool) -> Option<&'static str> {
     match vendor {
-        Vendor::Classic => None,
+        Vendor::Classic => rocr_kept.then_some(ROCR_POOL_VARIABLE),
         Vendor::Rocm => Some(ROCR_POOL_VARIABLE),
         Vendor::Cuda => Some(CUDA_POOL_VARIABLE),
     }
@@ -195,9 +199,11 @@ pub struct Preset {
 }
 
 impl Preset {
-    /// The pool variable, when it is set (also when set and empty).
-    pub fn of(vendor: Vendor) -> Option<Preset> {
-        let variable = pool_variable(vendor)?;
+    /// The pool variable, when it is set (also when set and empty);
+    /// `rocr_kept`: whether the test keeps the caller's
+    /// `ROCR_VISIBLE_DEVICES` ([`pool_variable`]).
+    pub fn of(vendor: Vendor, rocr_kept: bool) -> Option<Preset> {
+        let variable = pool_variable(vendor, rocr_kept)?;
         let value = env::var(variable.as_bytes())?;
         Some(Preset { variable, value, visible: runtime_visible(value) })
     }
@@ -257,7 +263,7 @@ impl Pool {
             let all = if rocm || ids.iter().any(|id| parse_u64(id).is_some()) {
                 identity::physical(probe, source)
             } else {
-                Ok(identity::Identities { names: Vec::new(), use_as_ids: false })
+                Ok(identity::Identities { names: Vec::new(), uids: Vec::new(), use_as_ids: false })
             };
             let named = all.and_then(|all| identity::of_preset(&all, &ids, rocm));
             let names = named.map_err(|why| Error::PresetNotPhysical { variable, why })?;
@@ -272,7 +278,7 @@ impl Pool {
             return Ok(());
         }
         match self.physical_names(probe, source) {
-            Ok(identity::Identities { names, use_as_ids }) => {
+            Ok(identity::Identities { names, use_as_ids, .. }) => {
                 if use_as_ids {
                     self.ids = names.iter().map(|n| Cow::Owned(n.as_bytes().to_vec())).collect();
                 }
@@ -304,6 +310,7 @@ impl Pool {
         // The hardware itself, whatever the count came from.
         let look = Probe { count_variable: None, profile: crate::profile::Profile::Xla, ..*probe };
         let survey = crate::hardware::survey::Survey::take(&look);
+        let unseen = if rocm { survey.kfd.is_empty() } else { survey.nvidia.iter().all(|g| g.info.is_none()) };
         let mut names: Vec<Vec<u8>> = Vec::with_capacity(self.ids.len());
         for (i, id) in self.ids.iter().enumerate() {
             let index = if by_uuid(id) { identity::index_of(&survey, id, rocm) } else { Ok(None) };
@@ -311,11 +318,11 @@ impl Pool {
             let name = match index {
                 Ok(Some(k)) => k.to_string().into_bytes(),
                 Ok(None) => self.lock_name(i).to_vec(),
-                Err(why) => return Err(Error::PresetNotIndexed { variable, id: id_text(), why }),
+                Err(why) => return Err(Error::PresetNotIndexed { variable, id: id_text(), why, unseen }),
             };
             if let Some(j) = names.iter().position(|n| *n == name) {
                 let why = format!("it names GPU {} twice, also as '{}'", Bytes(&name), Bytes(&self.ids[j]));
-                return Err(Error::PresetNotIndexed { variable, id: id_text(), why });
+                return Err(Error::PresetNotIndexed { variable, id: id_text(), why, unseen: false });
             }
             names.push(name);
         }

@@ -112,6 +112,12 @@ fn set_mask(mask: &libc::sigset_t) {
 const ENDING: [c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
 
 extern "C" fn exit_on_signal(sig: c_int) {
+    leave(sig)
+}
+
+/// Removes the record (and `gpuqueue/`, when it is then empty) and exits
+/// with 128 + `sig`. Async-signal-safe.
+fn leave(sig: c_int) -> ! {
     let dir = RECORD_DIR.load(Ordering::SeqCst);
     if dir >= 0 {
         let mut name = [0u8; 48];
@@ -133,7 +139,33 @@ extern "C" fn exit_on_signal(sig: c_int) {
     unsafe { libc::_exit(128 + sig) }
 }
 
-extern "C" fn interrupt_only(_sig: c_int) {}
+/// What a SIGALRM that another process sends (`kill`, `timeout -s ALRM`)
+/// does to a waiter, as it would have done without the wait: end it
+/// ([`ALARM_ENDS`]), be ignored ([`ALARM_IGNORED`]), or stay pending for
+/// the test, its inherited mask blocking it ([`ALARM_PENDING`]).
+static OTHERS_ALARM: AtomicU8 = AtomicU8::new(ALARM_ENDS);
+const ALARM_ENDS: u8 = 0;
+const ALARM_IGNORED: u8 = 1;
+const ALARM_PENDING: u8 = 2;
+/// Set where such a SIGALRM came while its inherited mask blocks it: it is
+/// raised again once that mask is back, and so the test inherits it pending.
+static ALARM_CAME: AtomicU8 = AtomicU8::new(0);
+
+/// SIGALRM while waiting: the wait's own timer (the kernel sends it,
+/// `SI_KERNEL`) only interrupts the sleep; one from another process does
+/// what it would have done to the wrapper without the wait.
+extern "C" fn on_alarm(sig: c_int, info: *mut libc::siginfo_t, _context: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO handler.
+    let code = unsafe { info.as_ref() }.map_or(libc::SI_KERNEL, |i| i.si_code);
+    if code == libc::SI_KERNEL {
+        return;
+    }
+    match OTHERS_ALARM.load(Ordering::SeqCst) {
+        ALARM_ENDS => leave(sig),
+        ALARM_PENDING => ALARM_CAME.store(1, Ordering::SeqCst),
+        _ => {}
+    }
+}
 
 /// Signal handling and the timer for the waiting phase; dropping it restores
 /// what was there before.
@@ -148,16 +180,20 @@ pub struct WaitingSignals {
     inherited: Option<(libc::itimerval, Instant)>,
 }
 
+/// A signal handler: `sa_sigaction`'s address, and its flags.
+type Handler = (usize, c_int);
+
 /// Sets `sig`'s handler (`None`: only asks) and returns its action before.
-fn sigaction(sig: c_int, handler: Option<extern "C" fn(c_int)>) -> libc::sigaction {
+fn sigaction(sig: c_int, handler: Option<Handler>) -> libc::sigaction {
     // SAFETY: sigaction with valid, zero-initialised structs (or a NULL new
     // action, to ask); the handlers only call async-signal-safe functions.
     // No SA_RESTART, so a blocking flock or poll returns EINTR.
     unsafe {
         let mut new: libc::sigaction = core::mem::zeroed();
         let new_ptr = match handler {
-            Some(handler) => {
-                new.sa_sigaction = handler as usize;
+            Some((handler, flags)) => {
+                new.sa_sigaction = handler;
+                new.sa_flags = flags;
                 libc::sigemptyset(&mut new.sa_mask);
                 &new as *const libc::sigaction
             }
@@ -185,16 +221,26 @@ impl WaitingSignals {
         let ending = ENDING.map(|sig| {
             let old = sigaction(sig, None);
             if old.sa_sigaction == libc::SIG_DFL {
-                sigaction(sig, Some(exit_on_signal));
+                sigaction(sig, Some((exit_on_signal as *const () as usize, 0)));
             }
             (sig, old)
         });
-        let alarm = (libc::SIGALRM, sigaction(libc::SIGALRM, Some(interrupt_only)));
-        let saved = [ending[0], ending[1], ending[2], alarm];
+        let inherited = sigaction(libc::SIGALRM, None);
         // A wrapper started with SIGALRM blocked (a parent's mask is
         // inherited across execve) would never be interrupted by its timer
         // and so never look up from a `flock`: unblocked while it waits.
         let mask = change_mask(libc::SIG_UNBLOCK, &[libc::SIGALRM]);
+        // SAFETY: sigismember reads the mask sigprocmask reported.
+        let others = if unsafe { libc::sigismember(&mask, libc::SIGALRM) } == 1 {
+            ALARM_PENDING
+        } else if inherited.sa_sigaction == libc::SIG_IGN {
+            ALARM_IGNORED
+        } else {
+            ALARM_ENDS
+        };
+        OTHERS_ALARM.store(others, Ordering::SeqCst);
+        let alarm = (libc::SIGALRM, sigaction(libc::SIGALRM, Some((on_alarm as *const () as usize, libc::SA_SIGINFO))));
+        let saved = [ending[0], ending[1], ending[2], alarm];
         // SAFETY: getitimer writes one itimerval into `timer`.
         let timer = unsafe {
             let mut timer: libc::itimerval = core::mem::zeroed();
@@ -230,6 +276,12 @@ impl Drop for WaitingSignals {
         for (sig, old) in &self.saved {
             // SAFETY: restoring a disposition that sigaction itself reported.
             unsafe { libc::sigaction(*sig, old, core::ptr::null_mut()) };
+        }
+        // Another process's SIGALRM, which the inherited mask blocks: pending
+        // again, for the test, as it would have been.
+        if ALARM_CAME.swap(0, Ordering::SeqCst) == 1 {
+            // SAFETY: raise only queues SIGALRM, which is blocked now.
+            unsafe { libc::raise(libc::SIGALRM) };
         }
         if let Some((timer, at)) = self.inherited {
             // What is left of it; one due already fires at once.
