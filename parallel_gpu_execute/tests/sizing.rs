@@ -53,6 +53,11 @@ fn bazelrc_sizes_jobs_to_the_smallest_gpu_the_cpus_and_the_ram() {
     // The memory a test may take, when set.
     let out = f.cmd().env("TF_PER_DEVICE_MEMORY_LIMIT_MB", "16384").arg("--list=bazelrc").run();
     assert_eq!(bazelrc(&out)[2], "test --test_env=TF_TESTS_PER_GPU=3", "{}", out.explain());
+    // A job's slice: its pool, not the host's GPUs.
+    let out = f.cmd().env("ROCR_VISIBLE_DEVICES", "1").arg("--list=bazelrc").run();
+    let lines = bazelrc(&out);
+    assert!(lines[0].contains(": 1 GPU(s) (kfd) in the pool of ROCR_VISIBLE_DEVICES;"), "{}", out.explain());
+    assert_eq!(lines[1], format!("test --local_test_jobs={}", cpus().min(12)), "{}", out.explain());
     // A set TF_TESTS_PER_GPU wins.
     let out = f.cmd().env("TF_TESTS_PER_GPU", "5").arg("--list=bazelrc").run();
     let lines = bazelrc(&out);

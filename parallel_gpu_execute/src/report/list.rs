@@ -146,7 +146,7 @@ pub fn render(settings: &Settings, format: Format) -> Result<String, Error> {
     Ok(match format {
         Format::Count => format!("{}\n", survey.count()),
         Format::GfxTargets => format!("{}\n", survey.gfx_targets().join(",")),
-        Format::Bazelrc => crate::report::sizing::bazelrc(settings, survey),
+        Format::Bazelrc => crate::report::sizing::bazelrc(settings, survey, plan.pool.as_ref()),
         Format::Text => text(&plan, settings),
         Format::Json => json_object(&plan, settings),
     })

@@ -13,6 +13,7 @@ use crate::hardware::memory::{self, MemorySource, RAM_GIB_PER_TEST};
 use crate::hardware::survey::Survey;
 use crate::prelude::*;
 use crate::settings::Settings;
+use crate::slots::request::Pool;
 use core::fmt::Write as _;
 
 /// The smallest GPU memory of the counted GPUs, in MiB, and whence.
@@ -29,10 +30,12 @@ fn gpu_memory(probe: &Probe, survey: &Survey) -> Option<(u64, MemorySource)> {
     }
 }
 
-/// The text for `--list=bazelrc`.
-pub fn bazelrc(settings: &Settings, survey: &Survey) -> String {
+/// The text for `--list=bazelrc`; `pool`: the GPUs tests are given here
+/// (a preset pool's, where its variable is set: a job's slice).
+pub fn bazelrc(settings: &Settings, survey: &Survey, pool: Option<&Pool>) -> String {
     let probe = settings.probe();
-    let gpus = u64::from(survey.count());
+    let preset = pool.and_then(|p| p.variable.map(|var| (var, p.ids.len() as u64)));
+    let gpus = preset.map_or(u64::from(survey.count()), |(_, n)| n);
     let cpus = memory::online_cpus();
     let ram = memory::host_ram_gib(&probe);
     let ram_cap = ram.map(|g| (g / RAM_GIB_PER_TEST).max(1));
@@ -41,6 +44,9 @@ pub fn bazelrc(settings: &Settings, survey: &Survey) -> String {
     let mut why = format!("# parallel_gpu_execute --list=bazelrc ({} profile): {gpus} GPU(s)", settings.profile.name());
     if let Some(source) = survey.source() {
         let _ = write!(why, " ({})", source.name());
+    }
+    if let Some((var, _)) = preset {
+        let _ = write!(why, " in the pool of {var}");
     }
     let mut lines = String::new();
     let jobs = if gpus == 0 {
