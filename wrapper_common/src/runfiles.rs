@@ -309,7 +309,10 @@ pub fn test_lookup(test: &[u8]) -> Option<TestLookup> {
 /// `$TEST_SRCDIR/$TEST_WORKSPACE`, which is empty where the runfiles are a
 /// manifest only (`--noenable_runfiles`). The test then gets the path it
 /// runs from as argv[0]. Returns only on failure; the way that finds the
-/// test as given allocates nothing.
+/// test as given allocates nothing. Inlined: a frame of its own between
+/// the caller's and the exec's path buffer cost the no-GPU path a page of
+/// stack.
+#[inline(always)]
 pub fn exec_test(
     test: &core::ffi::CStr,
     argv: &crate::argv::Argv,
