@@ -104,7 +104,7 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
         return Err(runfiles::exec_test(test, &argv, command, env::environ_ptr()).into());
     };
     let vendor = settings.vendor.unwrap_or(source.default_vendor());
-    let preset = request::Preset::of(vendor, settings.rocr_kept(vendor));
+    let preset = request::Preset::of(vendor, || settings.rocr_kept(vendor));
     if let Some(hidden) = preset.filter(request::Preset::hides_every_gpu) {
         // The runtime would show the test no GPU: run it as without one.
         diag::say_line(hidden_line(hidden.variable));

@@ -135,11 +135,15 @@ fn bounded(name: &'static str, value: &'static [u8], min: u64, max: u64, expecte
 
 impl Settings {
     /// Whether a test in the classic mode keeps the caller's
-    /// `ROCR_VISIBLE_DEVICES` (and so the classic mode reads it as the
-    /// pool): always in the xla profile, in the jax profile only with its
-    /// `hip` variables.
+    /// `ROCR_VISIBLE_DEVICES`, and the AMD runtime reads it (and so the
+    /// classic mode reads it as the pool): in the xla profile, and in the
+    /// jax profile with its `hip` variables, on a host that shows AMD GPUs
+    /// and no NVIDIA driver (a count given by hand tells no vendor). Asked
+    /// only where the variable is set.
     pub fn rocr_kept(&self, vendor: Vendor) -> bool {
-        self.profile == Profile::Xla || Visible::in_force(self.profile, vendor, self.visible) == Some(Visible::Hip)
+        let kept =
+            self.profile == Profile::Xla || Visible::in_force(self.profile, vendor, self.visible) == Some(Visible::Hip);
+        kept && crate::hardware::kfd::amd_only(self.sysroot)
     }
 
     /// The GPU memory one test may take, in MiB, and whence:

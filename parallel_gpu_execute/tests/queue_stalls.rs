@@ -357,18 +357,24 @@ fn another_process_sigalrm_does_to_a_waiter_what_it_does_without_the_wait() {
     let blocked = queued(&f, &c);
     alarm(&blocked);
     assert!(alive(&blocked), "a blocked SIGALRM ended the wait");
+    // One pending under the caller's mask before the exec: the same.
+    let mut c = f.cmd_under(
+        "perl",
+        ["-MPOSIX", "-e", "sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGALRM)); kill ALRM => $$; exec @ARGV or die"],
+    );
+    c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1");
+    c.args(["grep", "^SigPnd:", "/proc/self/status"]).timeout(Duration::from_secs(60));
+    let inherited = queued(&f, &c);
+    assert!(alive(&inherited), "a SIGALRM pending before the exec ended the wait");
     drop(held);
     Record::of(ignored.wait().assert_success());
-    let out = blocked.wait();
-    out.assert_success();
-    let mask = out.stdout.trim().rsplit(['\t', ' ']).next().unwrap_or("");
-    let mask = u64::from_str_radix(mask, 16).unwrap_or_else(|_| panic!("no SigPnd line\n{}", out.explain()));
-    assert_ne!(
-        mask & (1 << (libc::SIGALRM - 1)),
-        0,
-        "the SIGALRM sent was not pending for the test\n{}",
-        out.explain()
-    );
+    for r in [blocked, inherited] {
+        let out = r.wait();
+        out.assert_success();
+        let mask = out.stdout.trim().rsplit(['\t', ' ']).next().unwrap_or("");
+        let mask = u64::from_str_radix(mask, 16).unwrap_or_else(|_| panic!("no SigPnd line\n{}", out.explain()));
+        assert_ne!(mask & (1 << (libc::SIGALRM - 1)), 0, "the SIGALRM was not pending for the test\n{}", out.explain());
+    }
 }
 
 /// Served after a wait where the wrapper closes its inotify instance in a

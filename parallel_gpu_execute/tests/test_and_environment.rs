@@ -437,6 +437,38 @@ fn the_pool_ends_where_the_runtime_stops_reading() {
     assert_eq!(Record::of(&out).locks(), [""; 0], "{}", out.explain());
 }
 
+/// On a host that shows no AMD GPU (NVIDIA's), `ROCR_VISIBLE_DEVICES`
+/// chooses nothing: the classic mode does not read it, and CUDA's GPU 0
+/// keeps its one lock file.
+#[test]
+fn the_classic_mode_reads_rocr_visible_devices_only_where_rocr_chooses() {
+    let f = Fixture::new("classic-rocr-nvidia");
+    for minor in 0..2 {
+        let gpu = test_support::hardware::NvidiaGpu::new(
+            &format!("0000:{:02x}:00.0", 0x18 + 0x10 * minor),
+            "NVIDIA H100",
+            minor,
+        );
+        f.sysroot.add_nvidia_proc_entry(&gpu);
+    }
+    f.sysroot.add_nvidia_dev_nodes(&[0, 1]);
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let _held = test_support::hold_lock(f.lock("0", 0));
+    let classic = |rocr: &str| {
+        f.run_test(
+            |c| {
+                c.env("TF_GPU_COUNT", "1").env("TF_TESTS_PER_GPU", "1").env("ROCR_VISIBLE_DEVICES", rocr);
+                c.arg("--wait=0");
+            },
+            &[],
+        )
+    };
+    let out = classic("1");
+    assert_eq!(out.status.code(), Some(1), "CUDA's GPU 0 was given twice\n{}", out.explain());
+    let out = classic("-1");
+    assert_eq!(out.status.code(), Some(1), "a test ran on every GPU, unlocked\n{}", out.explain());
+}
+
 /// The classic mode (`TF_GPU_COUNT` set) leaves `ROCR_VISIBLE_DEVICES` to
 /// the test, as its scripts did, and the runtime numbers the GPUs it
 /// shows from 0: the lock files are named by the pool's ids, so that a
@@ -469,6 +501,18 @@ fn the_classic_mode_under_a_preset_rocr_pool_locks_the_gpus_it_gives() {
     classic(&["--num_processes=2"]).assert_code(1);
     let out = f.cmd().env("TF_GPU_COUNT", "4").env("ROCR_VISIBLE_DEVICES", "2,3").arg("--list").run();
     out.assert_success().assert_stdout_contains("\npool: 2,3 (from ROCR_VISIBLE_DEVICES)\n");
+    // Named physically, by the hardware the container sees (in a lock
+    // directory of their own: index names are refused beside them).
+    let out = f
+        .cmd()
+        .env("PARALLEL_GPU_EXECUTE_LOCK_DIR", f.dir.join("physical-locks"))
+        .env("TF_GPU_COUNT", "4")
+        .env("ROCR_VISIBLE_DEVICES", "2,3")
+        .args(["--lock-names=physical", "--wait=0", "./pkg/gpu_test"])
+        .run();
+    let r = Record::of(out.assert_success());
+    assert_eq!(r.locks().len(), 1, "{}", out.explain());
+    assert!(!r.locks()[0].starts_with("gpulock2_") && !r.locks()[0].starts_with("gpulock3_"), "{}", out.explain());
     // The jax profile's own variables set ROCR_VISIBLE_DEVICES to the
     // accelerator's id, as JAX's script does: nothing to read there.
     let out =

@@ -218,6 +218,19 @@ pub fn render_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
 /// returned census says whether `/dev/kfd` lets any of them be used);
 /// `None` when there is no topology or it shows no GPU. Allocates nothing.
 ///
+/// Whether the host shows the AMD runtime's GPUs and no other's: a KFD
+/// topology and no NVIDIA driver (two `access(2)`, nothing read). Where
+/// a count was given by hand, this says whether `ROCR_VISIBLE_DEVICES`
+/// is the variable that chooses the test's GPUs.
+#[cold]
+pub fn amd_only(sysroot: &[u8]) -> bool {
+    let exists = |path: &[u8]| {
+        with_host_path(sysroot, path, None, |p| rustix::fs::access(p, rustix::fs::Access::EXISTS).is_ok())
+            .unwrap_or(false)
+    };
+    exists(b"/sys/class/kfd/kfd/topology/nodes") && !exists(b"/proc/driver/nvidia/gpus")
+}
+
 /// Never inlined: its stack buffers (paths, directory reads) then occupy
 /// the stack only while it runs, and the pages are reused by the next
 /// source instead of all being probed and faulted in at once (see the

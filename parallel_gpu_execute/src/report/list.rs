@@ -50,7 +50,7 @@ fn plan(settings: &Settings) -> Result<Plan, Error> {
             let vendor = settings.vendor.unwrap_or(source.default_vendor());
             (
                 Some(vendor),
-                Some(Pool::for_vendor(Preset::of(vendor, settings.rocr_kept(vendor)), survey.count())?),
+                Some(Pool::for_vendor(Preset::of(vendor, || settings.rocr_kept(vendor)), survey.count())?),
                 settings.slots_per_gpu(source),
             )
         }

@@ -173,7 +173,7 @@ impl Configured {
         let source = source.filter(|_| count > 0);
         let pool = source.map(|source| {
             let vendor = settings.vendor.unwrap_or(source.default_vendor());
-            let mut pool = Pool::for_vendor(Preset::of(vendor, settings.rocr_kept(vendor)), count)?;
+            let mut pool = Pool::for_vendor(Preset::of(vendor, || settings.rocr_kept(vendor)), count)?;
             // A pool whose GPUs cannot be told: its slots are not listed,
             // and a note says why.
             match settings.lock_names {

@@ -15,9 +15,9 @@
 //! physical job looks for lock files after making the marker. The refusal
 //! stays until an operator settles the directory (the message says how),
 //! so a mixed directory fails every time rather than now and then. A
-//! physical job refused at once removes the marker it made itself (never
-//! one another made): the index jobs that came first go on, and every
-//! later physical job is refused by their lock files, which stay.
+//! physical job refused so leaves the marker, also one it made itself:
+//! another physical job may have seen it and be running, relying on it to
+//! keep index jobs out.
 //!
 //! The index side costs one `fstatat(2)` per run, after the slot is taken;
 //! the physical side, which surveys the hardware anyway, a directory read.
@@ -60,28 +60,20 @@ pub fn check_index(dir: &CStr, dir_fd: &rustix::fd::OwnedFd, prefix: &[u8]) -> R
 
 /// Physical names: makes the marker (where missing), then refuses when the
 /// directory holds a lock file named by index. Before any lock is taken.
-/// A marker this job made and then refused for is removed again: it
-/// stands for no job with physical names, and left there it would refuse
-/// the index jobs already sharing the directory (the first kind, which a
-/// job that comes second must not turn away). One made by another stays:
-/// that job may be running.
 pub fn announce_physical(dir: &CStr, dir_fd: &rustix::fd::OwnedFd, prefix: &[u8]) -> Result<(), Error> {
     let name = marker(prefix);
-    let flags = OFlags::RDONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let made = match rustix::fs::openat(dir_fd, name.as_cstr(), flags, Mode::from_raw_mode(0o666)) {
-        Ok(_) => true,
+    let flags = OFlags::RDONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    match rustix::fs::openat(dir_fd, name.as_cstr(), flags, Mode::from_raw_mode(0o666)) {
+        Ok(_) => {}
         // Someone else's marker, or a read-only directory that has one.
         Err(_)
             if rustix::fs::accessat(dir_fd, name.as_cstr(), Access::EXISTS, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-                .is_ok() =>
-        {
-            false
-        }
+                .is_ok() => {}
         Err(errno) => {
             let hint = crate::slots::lockfile::hint(dir.to_bytes(), errno, true);
             return Err(Error::LockFileCreate { path: named(dir, name.as_bytes()), errno, hint });
         }
-    };
+    }
     let found = for_each_entry(dir_fd, |entry, _| {
         if index_named(entry.to_bytes(), prefix) {
             ControlFlow::Break(named(dir, entry.to_bytes()))
@@ -90,12 +82,7 @@ pub fn announce_physical(dir: &CStr, dir_fd: &rustix::fd::OwnedFd, prefix: &[u8]
         }
     });
     match found {
-        Ok(Some(found)) => {
-            if made {
-                let _ = rustix::fs::unlinkat(dir_fd, name.as_cstr(), rustix::fs::AtFlags::empty());
-            }
-            Err(Error::MixedLockNames { dir: dir.to_bytes().into(), physical: true, found })
-        }
+        Ok(Some(found)) => Err(Error::MixedLockNames { dir: dir.to_bytes().into(), physical: true, found }),
         Ok(None) => Ok(()),
         Err(errno) => {
             Err(Error::System { what: "cannot read lock directory", path: Some(dir.to_bytes().into()), errno })

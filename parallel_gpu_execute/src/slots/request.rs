@@ -171,19 +171,18 @@ fn is_negative_index(token: &[u8]) -> bool {
 /// The variable that holds a preset pool in this mode: in rocm mode
 /// `ROCR_VISIBLE_DEVICES`, in cuda mode `CUDA_VISIBLE_DEVICES`, in both
 /// profiles. The classic mode reads `ROCR_VISIBLE_DEVICES` where the test
-/// keeps it as the caller set it (`rocr_kept`: the xla profile, the jax
-/// profile's `hip` variables), as its scripts did not: the runtime numbers
+/// keeps it as the caller set it and the AMD runtime reads it (`rocr_kept`),
+/// as its scripts did not: the runtime numbers
 /// the GPUs it shows from 0, so without the pool a test given index 0 under
 /// `2,3` would run on GPU 2 while it locks GPU 0's file. The jax profile
 /// reads it deliberately unlike JAX's script, which overwrites
 /// it with a slot index: ROCm CI runners give each job a slice of a shared
 /// host that way (ROCm/jax#792 to #795), and a test must stay in its job's
 /// slice (the closed openxla/xla#46534 proposed the same for XLA's script).
-fn pool_variable(vendor: Vendor, rocr_kept: bool) -> Option<&'static str> {
+fn pool_variable(vendor: Vendor) -> &'static str {
     match vendor {
-        Vendor::Classic => rocr_kept.then_some(ROCR_POOL_VARIABLE),
-        Vendor::Rocm => Some(ROCR_POOL_VARIABLE),
-        Vendor::Cuda => Some(CUDA_POOL_VARIABLE),
+        Vendor::Classic | Vendor::Rocm => ROCR_POOL_VARIABLE,
+        Vendor::Cuda => CUDA_POOL_VARIABLE,
     }
 }
 
@@ -201,10 +200,14 @@ pub struct Preset {
 impl Preset {
     /// The pool variable, when it is set (also when set and empty);
     /// `rocr_kept`: whether the test keeps the caller's
-    /// `ROCR_VISIBLE_DEVICES` ([`pool_variable`]).
-    pub fn of(vendor: Vendor, rocr_kept: bool) -> Option<Preset> {
-        let variable = pool_variable(vendor, rocr_kept)?;
+    /// `ROCR_VISIBLE_DEVICES` ([`pool_variable`]), asked in the classic
+    /// mode where it is set.
+    pub fn of(vendor: Vendor, rocr_kept: impl FnOnce() -> bool) -> Option<Preset> {
+        let variable = pool_variable(vendor);
         let value = env::var(variable.as_bytes())?;
+        if vendor == Vendor::Classic && !rocr_kept() {
+            return None;
+        }
         Some(Preset { variable, value, visible: runtime_visible(value) })
     }
 
@@ -261,12 +264,29 @@ impl Pool {
             let rocm = variable != CUDA_POOL_VARIABLE;
             // CUDA's UUIDs and MIG paths need no look at the hardware.
             let all = if rocm || ids.iter().any(|id| parse_u64(id).is_some()) {
-                identity::physical(probe, source)
+                // The hardware itself, where the count was given by hand
+                // (the classic mode reads ROCR_VISIBLE_DEVICES on a host
+                // that shows KFD).
+                let look = Probe { count_variable: None, profile: crate::profile::Profile::Xla, ..*probe };
+                let source = match source {
+                    Source::TfGpuCount | Source::JaxCount if rocm => Source::Kfd,
+                    source => source,
+                };
+                identity::physical(&look, source)
             } else {
                 Ok(identity::Identities { names: Vec::new(), uids: Vec::new(), use_as_ids: false })
             };
             let named = all.and_then(|all| identity::of_preset(&all, &ids, rocm));
             let names = named.map_err(|why| Error::PresetNotPhysical { variable, why })?;
+            // Two spellings of one GPU (`GPU-...` in either case, an index
+            // and a UUID): one lock file twice in a block would wait on itself.
+            for (j, name) in names.iter().enumerate() {
+                if let Some(k) = names[..j].iter().position(|n| n == name) {
+                    let (a, b) = (Bytes(ids[k]), Bytes(ids[j]));
+                    let why = format!("'{a}' and '{b}' name one GPU, {name}");
+                    return Err(Error::PresetNotPhysical { variable, why });
+                }
+            }
             if let Some(bad) = names.iter().find(|n| !is_safe_id(n.as_bytes()) && !is_cuda_mig_path(n.as_bytes())) {
                 return Err(Error::PresetNotPhysical {
                     variable,

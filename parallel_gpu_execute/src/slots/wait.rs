@@ -67,7 +67,7 @@ pub fn keep_on_exit(dir: BorrowedFd<'_>) {
     let _ = RECORD_DIR.compare_exchange(dir.as_raw_fd(), -1, Ordering::SeqCst, Ordering::SeqCst);
 }
 
-/// SIGTERM, SIGINT and SIGHUP held off (blocked) while a record is made,
+/// SIGTERM, SIGINT, SIGHUP and SIGALRM held off (blocked) while a record is made,
 /// put in place and registered for removal: one that comes meanwhile ends
 /// the wrapper once the record is registered, so that no moment leaves it
 /// (or a temporary one) behind. Dropping it lets them through again.
@@ -75,7 +75,8 @@ pub struct Deferred(libc::sigset_t);
 
 impl Deferred {
     pub fn hold() -> Deferred {
-        Deferred(change_mask(libc::SIG_BLOCK, &ENDING))
+        // SIGALRM too: another process's would end the wrapper (`on_alarm`).
+        Deferred(change_mask(libc::SIG_BLOCK, &[ENDING[0], ENDING[1], ENDING[2], libc::SIGALRM]))
     }
 }
 
@@ -98,6 +99,15 @@ fn change_mask(how: c_int, signals: &[c_int]) -> libc::sigset_t {
         let mut old: libc::sigset_t = core::mem::zeroed();
         libc::sigprocmask(how, &set, &mut old);
         old
+    }
+}
+
+/// Whether SIGALRM is pending (for this thread or the process).
+fn alarm_pending() -> bool {
+    // SAFETY: sigpending writes into a zeroed set; sigismember reads it.
+    unsafe {
+        let mut set: libc::sigset_t = core::mem::zeroed();
+        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, libc::SIGALRM) == 1
     }
 }
 
@@ -226,12 +236,11 @@ impl WaitingSignals {
             (sig, old)
         });
         let inherited = sigaction(libc::SIGALRM, None);
-        // A wrapper started with SIGALRM blocked (a parent's mask is
-        // inherited across execve) would never be interrupted by its timer
-        // and so never look up from a `flock`: unblocked while it waits.
-        let mask = change_mask(libc::SIG_UNBLOCK, &[libc::SIGALRM]);
+        // The mask as inherited (an empty set blocked changes nothing).
+        let current = change_mask(libc::SIG_BLOCK, &[]);
         // SAFETY: sigismember reads the mask sigprocmask reported.
-        let others = if unsafe { libc::sigismember(&mask, libc::SIGALRM) } == 1 {
+        let blocked = unsafe { libc::sigismember(&current, libc::SIGALRM) } == 1;
+        let others = if blocked {
             ALARM_PENDING
         } else if inherited.sa_sigaction == libc::SIG_IGN {
             ALARM_IGNORED
@@ -239,8 +248,19 @@ impl WaitingSignals {
             ALARM_ENDS
         };
         OTHERS_ALARM.store(others, Ordering::SeqCst);
+        // One already pending under the inherited mask (sent, or a timer
+        // that ran out, before the exec) is the test's: taken by the wait's
+        // handler once unblocked, and raised again for the test.
+        if blocked && alarm_pending() {
+            ALARM_CAME.store(1, Ordering::SeqCst);
+        }
         let alarm = (libc::SIGALRM, sigaction(libc::SIGALRM, Some((on_alarm as *const () as usize, libc::SA_SIGINFO))));
         let saved = [ending[0], ending[1], ending[2], alarm];
+        // A wrapper started with SIGALRM blocked (a parent's mask is
+        // inherited across execve) would never be interrupted by its timer
+        // and so never look up from a `flock`: unblocked while it waits,
+        // once its handler is in place.
+        let mask = change_mask(libc::SIG_UNBLOCK, &[libc::SIGALRM]);
         // SAFETY: getitimer writes one itimerval into `timer`.
         let timer = unsafe {
             let mut timer: libc::itimerval = core::mem::zeroed();
