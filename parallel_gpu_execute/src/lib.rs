@@ -99,19 +99,20 @@ pub fn run(argv: Argv) -> Result<Answered, Error> {
     let test = argv.get(command).ok_or(Error::NoCommand)?;
 
     let (count, source) = gpu_count::count(&settings.probe());
-    let Some(source) = source.filter(|_| count > 0) else {
-        diag::say_line(b"Execute with no GPU support\n");
-        return Err(runfiles::exec_test(test, &argv, command, env::environ_ptr()).into());
+    let no_gpu: &[u8] = match source.filter(|_| count > 0) {
+        None => b"Execute with no GPU support\n",
+        Some(source) => {
+            let vendor = settings.vendor.unwrap_or(source.default_vendor());
+            let preset = request::Preset::of(vendor, || settings.rocr_kept(vendor));
+            match preset.filter(request::Preset::hides_every_gpu) {
+                // The runtime would show the test no GPU: run it as without one.
+                Some(hidden) => hidden_line(hidden.variable),
+                None => return run_on_gpus(&argv, command, &settings, count, source, vendor, preset),
+            }
+        }
     };
-    let vendor = settings.vendor.unwrap_or(source.default_vendor());
-    let preset = request::Preset::of(vendor, || settings.rocr_kept(vendor));
-    if let Some(hidden) = preset.filter(request::Preset::hides_every_gpu) {
-        // The runtime would show the test no GPU: run it as without one.
-        diag::say_line(hidden_line(hidden.variable));
-        return Err(runfiles::exec_test(test, &argv, command, env::environ_ptr()).into());
-    }
-
-    run_on_gpus(&argv, command, &settings, count, source, vendor, preset)
+    diag::say_line(no_gpu);
+    Err(runfiles::exec_test(test, &argv, command, env::environ_ptr()).into())
 }
 
 /// The no-GPU line when the pool variable hides every GPU: the classic
