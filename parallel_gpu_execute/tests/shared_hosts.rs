@@ -377,7 +377,8 @@ fn physical_names_fall_back_to_index_names_with_one_note_and_a_preset_pool_never
         "parallel_gpu_execute: note: --lock-names=physical: no hardware identity (the count comes from TF_GPU_COUNT); lock files are named by index"
     );
     // A preset pool whose GPUs cannot be told is refused, not named by
-    // index (another container may know the same GPU by another index).
+    // index (another container may know the same GPU by another index):
+    // the count given by hand, the hardware is looked at, and shows none.
     let out = f.run_test(
         |c| {
             c.env("TF_GPU_COUNT", "2").env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm").env("ROCR_VISIBLE_DEVICES", "1");
@@ -386,7 +387,7 @@ fn physical_names_fall_back_to_index_names_with_one_note_and_a_preset_pool_never
         &[],
     );
     out.assert_code(2).assert_one_error_line(
-        "--lock-names=physical: cannot tell which physical GPUs ROCR_VISIBLE_DEVICES names (the count comes from TF_GPU_COUNT); give the pool by GPU UUID",
+        "--lock-names=physical: cannot tell which physical GPUs ROCR_VISIBLE_DEVICES names (it names GPU 1, but this container sees 0 usable KFD GPU(s)); give the pool by GPU UUID",
     );
     f.cmd()
         .args(["--lock-names=serial", "--list"])
