@@ -97,6 +97,8 @@ pub enum Error {
     PresetNotPhysical {
         variable: &'static str,
         why: String,
+        /// Two of its ids name one GPU.
+        twice: bool,
     },
     /// Index lock names with a preset pool that names a GPU by a UUID whose
     /// index cannot be told.
@@ -266,7 +268,11 @@ impl fmt::Display for Error {
             Error::DuplicatePoolId { variable, id } => {
                 write!(f, "{variable}: GPU id '{}' is listed twice", Excerpt(id))
             }
-            Error::PresetNotPhysical { variable, why } => write!(
+            Error::PresetNotPhysical { variable, why, twice: true } => write!(
+                f,
+                "--lock-names=physical: {variable} names one GPU twice ({why}), and a block would wait on its own lock; name each GPU once"
+            ),
+            Error::PresetNotPhysical { variable, why, twice: false } => write!(
                 f,
                 "--lock-names=physical: cannot tell which physical GPUs {variable} names ({why}); give the pool by GPU UUID ({variable}=GPU-...), or let this container see /sys/class/kfd (ROCm) or /proc/driver/nvidia (CUDA)"
             ),

@@ -197,6 +197,37 @@ fn a_cuda_pool_by_uuid_takes_the_lock_of_the_gpus_index() {
     assert_eq!(r.locks(), [format!("gpulockMIG-{third}+1+0_0")], "{}", out.explain());
 }
 
+/// With physical names, a CUDA UUID's prefix, or another case, is the
+/// GPU's whole UUID where the driver shows it: one lock file per GPU, as
+/// its index under the bus order takes.
+#[test]
+fn a_cuda_uuid_prefix_takes_the_gpus_physical_lock_file() {
+    let f = nvidia_host("uuid-cuda-physical", &["NVIDIA H100", "NVIDIA H100"]);
+    let cuda = "CUDA_VISIBLE_DEVICES";
+    let physical = |pool: &str| {
+        let mut c = job(&f, cuda, pool);
+        c.env("CUDA_DEVICE_ORDER", "PCI_BUS_ID").arg("--lock-names=physical");
+        c
+    };
+    let whole = uuid(1);
+    let lock = f.lock_dir.join(format!("gpulock{whole}_0"));
+    let held = holding(physical(&whole[..12]), &lock);
+    for pool in ["1", &whole.to_lowercase(), &whole.to_uppercase().replace("GPU-", "gpu-")] {
+        let out = physical(pool).args(["--wait=0", "./pkg/gpu_test"]).run();
+        busy(&out, pool);
+    }
+    held.signal_group(libc::SIGKILL);
+    held.wait();
+    let pool = format!("{},{whole}", &whole[..12]);
+    let out = physical(&pool).args(["./pkg/gpu_test", "--num_processes=2"]).run();
+    out.assert_code(2).assert_one_error_line(&format!(
+        "--lock-names=physical: CUDA_VISIBLE_DEVICES names one GPU twice ('{}' and '{whole}' name one GPU, {whole})",
+        &whole[..12]
+    ));
+    let out = physical("GPU-ffff").args(["./pkg/gpu_test"]).run();
+    out.assert_code(2).assert_one_error_line("no NVIDIA GPU this container sees has a UUID that begins GPU-ffff");
+}
+
 #[test]
 fn a_cuda_uuid_on_a_host_of_several_models_needs_the_bus_order() {
     let f = nvidia_host("uuid-cuda-mixed", &["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"]);

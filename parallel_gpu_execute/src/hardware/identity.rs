@@ -114,8 +114,9 @@ pub fn physical(probe: &Probe, source: Source) -> Result<Identities, String> {
 /// - ROCm: an index `k` is the `k`-th GPU ROCr enumerates, which is the
 ///   `k`-th usable KFD node; `GPU-<hex>` is the device whose `unique_id`
 ///   that is.
-/// - CUDA: `GPU-<UUID>` and MIG paths are physical already (the caller
-///   keeps them); an index is the `k`-th GPU in PCI bus order only under
+/// - CUDA: MIG paths are physical already (the caller keeps them), and
+///   `GPU-<UUID>` too, made whole where the driver shows the GPUs'
+///   ([`cuda_uuid`]); an index is the `k`-th GPU in PCI bus order only under
 ///   `CUDA_DEVICE_ORDER=PCI_BUS_ID` (CUDA's default order is fastest first).
 pub fn of_preset(all: &Identities, ids: &[&[u8]], rocm: bool) -> Result<Vec<String>, String> {
     let mut names = Vec::with_capacity(ids.len());
@@ -130,7 +131,7 @@ pub fn of_preset(all: &Identities, ids: &[&[u8]], rocm: bool) -> Result<Vec<Stri
                 (None, _) => all.names[rocr_uuid(&all.uids, id)?].clone(),
             }
         } else if index.is_none() {
-            text.into_owned()
+            cuda_uuid(&all.names, &text)?
         } else if wrapper_common::env::var(b"CUDA_DEVICE_ORDER") == Some(&b"PCI_BUS_ID"[..]) {
             let k = index.unwrap_or_default() as usize;
             all.names
@@ -143,6 +144,24 @@ pub fn of_preset(all: &Identities, ids: &[&[u8]], rocm: bool) -> Result<Vec<Stri
         names.push(name);
     }
     Ok(names)
+}
+
+/// A CUDA id that is no index, as its lock file names it: a `GPU-...` UUID,
+/// or the beginning of one in either case (as CUDA takes it), made the
+/// GPU's whole UUID where the driver shows them (`uuids`); anything else
+/// (a MIG instance), or without them, as it is.
+fn cuda_uuid(uuids: &[String], text: &str) -> Result<String, String> {
+    if uuids.is_empty() || !text.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("GPU-")) {
+        return Ok(text.to_string());
+    }
+    let begins =
+        |u: &&String| u.len() >= text.len() && u.as_bytes()[..text.len()].eq_ignore_ascii_case(text.as_bytes());
+    let matching: Vec<&String> = uuids.iter().filter(begins).collect();
+    match matching[..] {
+        [one] => Ok(one.clone()),
+        [] => Err(format!("no NVIDIA GPU this container sees has a UUID that begins {text}")),
+        _ => Err(format!("the UUIDs of {} GPUs begin {text}", matching.len())),
+    }
 }
 
 /// Whether ROCr reads `id` as a UUID: `GPU-` in either case.

@@ -262,35 +262,40 @@ impl Pool {
         if let Some(variable) = self.variable {
             let ids: Vec<&[u8]> = self.ids.iter().map(|id| id.as_ref()).collect();
             let rocm = variable != CUDA_POOL_VARIABLE;
-            // CUDA's UUIDs and MIG paths need no look at the hardware.
+            // The hardware itself, also where the count was given by hand
+            // (the classic mode reads ROCR_VISIBLE_DEVICES on a host that
+            // shows KFD).
+            let look = Probe { count_variable: None, profile: crate::profile::Profile::Xla, ..*probe };
+            let source = match source {
+                Source::TfGpuCount | Source::JaxCount if rocm => Source::Kfd,
+                Source::TfGpuCount | Source::JaxCount => Source::Nvidia,
+                source => source,
+            };
             let all = if rocm || ids.iter().any(|id| parse_u64(id).is_some()) {
-                // The hardware itself, where the count was given by hand
-                // (the classic mode reads ROCR_VISIBLE_DEVICES on a host
-                // that shows KFD).
-                let look = Probe { count_variable: None, profile: crate::profile::Profile::Xla, ..*probe };
-                let source = match source {
-                    Source::TfGpuCount | Source::JaxCount if rocm => Source::Kfd,
-                    source => source,
-                };
                 identity::physical(&look, source)
             } else {
-                Ok(identity::Identities { names: Vec::new(), uids: Vec::new(), use_as_ids: false })
+                // CUDA's UUIDs and MIG paths are physical as they are; a
+                // UUID is made whole where the driver shows the GPUs' (a
+                // prefix, or another case, would be another lock file).
+                let none = || identity::Identities { names: Vec::new(), uids: Vec::new(), use_as_ids: false };
+                Ok(identity::physical(&look, Source::Nvidia).unwrap_or_else(|_| none()))
             };
             let named = all.and_then(|all| identity::of_preset(&all, &ids, rocm));
-            let names = named.map_err(|why| Error::PresetNotPhysical { variable, why })?;
+            let names = named.map_err(|why| Error::PresetNotPhysical { variable, why, twice: false })?;
             // Two spellings of one GPU (`GPU-...` in either case, an index
             // and a UUID): one lock file twice in a block would wait on itself.
             for (j, name) in names.iter().enumerate() {
                 if let Some(k) = names[..j].iter().position(|n| n == name) {
                     let (a, b) = (Bytes(ids[k]), Bytes(ids[j]));
                     let why = format!("'{a}' and '{b}' name one GPU, {name}");
-                    return Err(Error::PresetNotPhysical { variable, why });
+                    return Err(Error::PresetNotPhysical { variable, why, twice: true });
                 }
             }
             if let Some(bad) = names.iter().find(|n| !is_safe_id(n.as_bytes()) && !is_cuda_mig_path(n.as_bytes())) {
                 return Err(Error::PresetNotPhysical {
                     variable,
                     why: format!("identity '{bad}' cannot name a lock file"),
+                    twice: false,
                 });
             }
             self.lock_names = Some(names.iter().map(|n| lock_form(n.as_bytes()).into_owned()).collect());

@@ -236,6 +236,19 @@ impl WaitingSignals {
             (sig, old)
         });
         let inherited = sigaction(libc::SIGALRM, None);
+        // The inherited timer first: one that runs out after this look is
+        // found pending below (where blocked), not lost between the two.
+        // SAFETY: getitimer writes one itimerval into `timer`.
+        let timer = unsafe {
+            let mut timer: libc::itimerval = core::mem::zeroed();
+            libc::getitimer(libc::ITIMER_REAL, &mut timer);
+            timer
+        };
+        let value = timer.it_value;
+        let timer_left = (value.tv_sec > 0 || value.tv_usec > 0).then(|| {
+            let left = Duration::new(value.tv_sec as u64, (value.tv_usec as u32).saturating_mul(1000));
+            (timer, Instant::now() + left)
+        });
         // The mask as inherited (an empty set blocked changes nothing).
         let current = change_mask(libc::SIG_BLOCK, &[]);
         // SAFETY: sigismember reads the mask sigprocmask reported.
@@ -261,18 +274,7 @@ impl WaitingSignals {
         // and so never look up from a `flock`: unblocked while it waits,
         // once its handler is in place.
         let mask = change_mask(libc::SIG_UNBLOCK, &[libc::SIGALRM]);
-        // SAFETY: getitimer writes one itimerval into `timer`.
-        let timer = unsafe {
-            let mut timer: libc::itimerval = core::mem::zeroed();
-            libc::getitimer(libc::ITIMER_REAL, &mut timer);
-            timer
-        };
-        let value = timer.it_value;
-        let inherited = (value.tv_sec > 0 || value.tv_usec > 0).then(|| {
-            let left = Duration::new(value.tv_sec as u64, (value.tv_usec as u32).saturating_mul(1000));
-            (timer, Instant::now() + left)
-        });
-        WaitingSignals { saved, mask, inherited }
+        WaitingSignals { saved, mask, inherited: timer_left }
     }
 
     /// When the inherited timer ends this process (SIGALRM's action is the
