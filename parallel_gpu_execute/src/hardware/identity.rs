@@ -112,8 +112,8 @@ pub fn physical(probe: &Probe, source: Source) -> Result<Identities, String> {
 /// sees, in the runtime's order (`all`); or why they cannot be told.
 ///
 /// - ROCm: an index `k` is the `k`-th GPU ROCr enumerates, which is the
-///   `k`-th usable KFD node; `GPU-<hex>` is the device whose `unique_id`
-///   that is.
+///   `k`-th usable KFD node; `GPU-<hex>` is the device whose UUID it
+///   begins, as ROCr matches it ([`rocr_uuid`]).
 /// - CUDA: MIG paths are physical already (the caller keeps them), and
 ///   `GPU-<UUID>` too, made whole where the driver shows the GPUs'
 ///   ([`cuda_uuid`]); an index is the `k`-th GPU in PCI bus order only under
