@@ -162,9 +162,11 @@ impl Settings {
     /// counted from KFD; no process is started in a test's start-up), or
     /// the default with one note where the memory cannot be read.
     pub fn slots_per_gpu(&self, source: Source) -> u32 {
-        // A TPU chip counted on the bus serves one test: its VFIO group
-        // opens once (docs/jax.md), as JAX's TPU CI's one job per chip says.
-        if source == Source::Tpu && (self.tests_per_gpu_auto || !self.slots_given()) {
+        // (The source first: the other paths read nothing more.)
+        if matches!(source, Source::Tpu | Source::JaxCount)
+            && (self.tests_per_gpu_auto || !self.slots_given())
+            && self.tpu_chips(source)
+        {
             return 1;
         }
         if !self.tests_per_gpu_auto {
@@ -190,6 +192,15 @@ impl Settings {
             );
         }
         memory::tests_per_gpu(vram, self.per_test_mib().0).min(u64::from(MAX_TESTS_PER_GPU)) as u32
+    }
+
+    /// Whether the accelerators are TPU chips, each of which serves one
+    /// test (its VFIO group opens once, docs/jax.md; JAX's TPU CI runs one
+    /// job per chip): counted on the bus, or counted by hand on a host that
+    /// has them (one look at the PCI bus, only then).
+    pub fn tpu_chips(&self, source: Source) -> bool {
+        source == Source::Tpu
+            || source == Source::JaxCount && crate::hardware::tpu::census(self.sysroot, |_| {}).is_some()
     }
 
     /// Whether the slots per GPU are set (`auto` included).

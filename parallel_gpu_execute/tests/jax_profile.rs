@@ -241,6 +241,15 @@ fn a_tpu_chip_serves_one_test_unless_told_otherwise() {
     assert!(out.stdout.contains("a TPU chip serves one test"), "{}", out.explain());
     let out = f.jax_cmd().env("JAX_TESTS_PER_ACCELERATOR", "auto").arg("--list=bazelrc").run();
     out.assert_success().assert_stdout_contains("test --test_env=JAX_TESTS_PER_ACCELERATOR=1\n");
+    // Counted by hand on this host, as JAX's TPU CI counts them: the same.
+    let out = f.jax_cmd().env("JAX_ACCELERATOR_COUNT", "6").arg("--list").run();
+    out.assert_success().assert_stdout_contains("\nslots per GPU: 1\n");
+    let out = f.jax_cmd().env("JAX_ACCELERATOR_COUNT", "6").env("JAX_TESTS_PER_ACCELERATOR", "3").arg("--list").run();
+    out.assert_success().assert_stdout_contains("\nslots per GPU: 3\n");
+    // Counted by hand on a host without them: the script's 8.
+    let bare = Fixture::new("jax-no-tpu-slots");
+    let out = bare.jax_cmd().env("JAX_ACCELERATOR_COUNT", "6").arg("--list").run();
+    out.assert_success().assert_stdout_contains("\nslots per GPU: 8\n");
     // Six tests take the six chips; a seventh waits.
     let lock_dir = &f.lock_dir;
     let holders: Vec<_> = (0..6)

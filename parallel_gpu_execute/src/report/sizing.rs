@@ -53,7 +53,7 @@ pub fn bazelrc(settings: &Settings, survey: &Survey, pool: Option<&Pool>) -> Str
         why.push_str("; no GPU: the tests run without one");
         cpus
     } else {
-        let tpu = survey.source() == Some(Source::Tpu);
+        let tpu = survey.source().is_some_and(|s| settings.tpu_chips(s));
         let per_gpu = if tpu && (settings.tests_per_gpu_auto || memory_decides(slots_variable)) {
             why.push_str("; a TPU chip serves one test (its VFIO group opens once)");
             1
