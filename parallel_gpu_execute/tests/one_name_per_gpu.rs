@@ -173,8 +173,8 @@ fn a_cuda_pool_by_uuid_takes_the_lock_of_the_gpus_index() {
     let f = nvidia_host("uuid-cuda", &["NVIDIA H100 80GB HBM3"; 4]);
     let cuda = "CUDA_VISIBLE_DEVICES";
     let third = uuid(2);
-    // The whole UUID, and a prefix of it as CUDA accepts.
-    for by_uuid in [third.clone(), third[..20].to_string()] {
+    // The whole UUID, a prefix of it as CUDA accepts, and another case.
+    for by_uuid in [third.clone(), third[..20].to_string(), third.to_lowercase()] {
         let held = holding(job(&f, cuda, &by_uuid), &f.lock("2", 0));
         busy(&job(&f, cuda, "2").args(["--wait=0", "./pkg/gpu_test"]).run(), "by index");
         busy(&job(&f, cuda, "").args(["--wait=0", "./pkg/gpu_test", "--num_processes=4"]).run(), "without a pool");

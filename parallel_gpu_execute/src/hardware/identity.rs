@@ -124,11 +124,11 @@ pub fn of_preset(all: &Identities, ids: &[&[u8]], rocm: bool) -> Result<Vec<Stri
         let text = String::from_utf8_lossy(id);
         let index = wrapper_common::numbers::parse_u64(id);
         let name = if rocm {
-            match (index, text.strip_prefix("GPU-")) {
-                (Some(k), _) => all.names.get(k as usize).cloned().ok_or_else(|| {
+            match index {
+                Some(k) => all.names.get(k as usize).cloned().ok_or_else(|| {
                     format!("it names GPU {k}, but this container sees {} usable KFD GPU(s)", all.names.len())
                 })?,
-                (None, _) => all.names[rocr_uuid(&all.uids, id)?].clone(),
+                None => all.names[rocr_uuid(&all.uids, id)?].clone(),
             }
         } else if index.is_none() {
             cuda_uuid(&all.names, &text)?
@@ -147,25 +147,34 @@ pub fn of_preset(all: &Identities, ids: &[&[u8]], rocm: bool) -> Result<Vec<Stri
 }
 
 /// A CUDA id that is no index, as its lock file names it: a `GPU-...` UUID,
-/// or the beginning of one in either case (as CUDA takes it), made the
-/// GPU's whole UUID where the driver shows them (`uuids`); anything else
-/// (a MIG instance), or without them, as it is.
+/// or the beginning of one ([`cuda_matching`]), made the GPU's whole UUID
+/// where the driver shows them (`uuids`); anything else (a MIG instance),
+/// or without them, as it is.
 fn cuda_uuid(uuids: &[String], text: &str) -> Result<String, String> {
-    if uuids.is_empty() || !text.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("GPU-")) {
+    if uuids.is_empty() || !is_uuid(text.as_bytes()) {
         return Ok(text.to_string());
     }
-    let begins =
-        |u: &&String| u.len() >= text.len() && u.as_bytes()[..text.len()].eq_ignore_ascii_case(text.as_bytes());
-    let matching: Vec<&String> = uuids.iter().filter(begins).collect();
+    let matching = cuda_matching(uuids.iter().map(|u| u.as_bytes()), text.as_bytes());
     match matching[..] {
-        [one] => Ok(one.clone()),
+        [k] => Ok(uuids[k].clone()),
         [] => Err(format!("no NVIDIA GPU this container sees has a UUID that begins {text}")),
         _ => Err(format!("the UUIDs of {} GPUs begin {text}", matching.len())),
     }
 }
 
-/// Whether ROCr reads `id` as a UUID: `GPU-` in either case.
-fn is_rocr_uuid(id: &[u8]) -> bool {
+/// The places among `uuids` (the GPUs' `GPU-...` UUIDs) of those that the
+/// UUID `id` begins (none for `GPU-` alone), as CUDA takes a UUID or a
+/// prefix of one. In either case: where CUDA reads another case, that is
+/// the GPU; where it does not, the test sees none, and no GPU is booked
+/// under two lock files.
+fn cuda_matching<'a>(uuids: impl Iterator<Item = &'a [u8]>, id: &[u8]) -> Vec<usize> {
+    let begins = |u: &[u8]| id.len() > 4 && u.len() >= id.len() && u[..id.len()].eq_ignore_ascii_case(id);
+    uuids.enumerate().filter(|&(_, u)| begins(u)).map(|(k, _)| k).collect()
+}
+
+/// Whether `id` is a GPU UUID, as ROCr and CUDA read one: `GPU-` in
+/// either case.
+pub fn is_uuid(id: &[u8]) -> bool {
     id.get(..4).is_some_and(|p| p.eq_ignore_ascii_case(b"GPU-"))
 }
 
@@ -178,7 +187,7 @@ fn is_rocr_uuid(id: &[u8]) -> bool {
 /// `RvdFilter::ProcessUuidToken` and `BuildDeviceUuidList`, at cdbe554a).
 fn rocr_uuid(uids: &[u64], id: &[u8]) -> Result<usize, String> {
     let text = String::from_utf8_lossy(id);
-    if !is_rocr_uuid(id) {
+    if !is_uuid(id) {
         return Err(format!("'{text}' is neither an index nor GPU-<hex unique_id>"));
     }
     let token = text.to_ascii_uppercase();
@@ -205,11 +214,11 @@ fn rocr_uuid(uids: &[u64], id: &[u8]) -> Result<usize, String> {
 /// when it names a GPU by its UUID, so that its lock file is the one a job
 /// without a pool (or with the index) takes for that GPU.
 ///
-/// - ROCm: `GPU-<hex unique_id>` is the usable KFD node with that
-///   `unique_id` (ROCr's `RvdFilter` matches the UUID it forms from it);
-///   an id that is neither an index nor that form names no GPU ROCr shows.
-///   Partitions of one device share a `unique_id`: such a UUID is refused.
-/// - CUDA: `GPU-<UUID>` (or a prefix of it, as CUDA accepts) is the GPU of
+/// - ROCm: `GPU-<hex>` is the usable KFD node whose UUID it begins, as
+///   ROCr matches it ([`rocr_uuid`]); an id that is neither an index nor
+///   that form names no GPU ROCr shows. Partitions of one device share a
+///   `unique_id`: such a UUID is refused.
+/// - CUDA: `GPU-<UUID>` (or a prefix of it, [`cuda_matching`]) is the GPU of
 ///   `/proc/driver/nvidia` with that UUID, at its place in PCI bus order,
 ///   which is CUDA's order under `CUDA_DEVICE_ORDER=PCI_BUS_ID`. CUDA's
 ///   default puts the fastest GPU first and leaves the rest unspecified, so
@@ -221,7 +230,7 @@ fn rocr_uuid(uids: &[u64], id: &[u8]) -> Result<usize, String> {
 pub fn index_of(survey: &Survey, id: &[u8], rocm: bool) -> Result<Option<usize>, String> {
     let text = String::from_utf8_lossy(id);
     if rocm {
-        if !is_rocr_uuid(id) {
+        if !is_uuid(id) {
             return Err(format!("'{text}' is neither an index nor GPU-<hex unique_id>"));
         }
         if survey.kfd.is_empty() {
@@ -230,20 +239,14 @@ pub fn index_of(survey: &Survey, id: &[u8], rocm: bool) -> Result<Option<usize>,
         let uids: Vec<u64> = survey.usable_kfd().map(|g| g.props.unique_id).collect();
         return rocr_uuid(&uids, id).map(Some);
     }
-    let Some(uuid) = text.strip_prefix("GPU-") else { return Ok(None) };
+    if !is_uuid(id) {
+        return Ok(None);
+    }
     if survey.nvidia.iter().all(|g| g.info.is_none()) {
         return Err("this container sees no /proc/driver/nvidia/gpus".to_string());
     }
     let usable: Vec<&Information> = survey.usable_nvidia().filter_map(|g| g.info.as_ref()).collect();
-    let matching: Vec<usize> = usable
-        .iter()
-        .enumerate()
-        .filter(|(_, i)| {
-            let full = i.uuid.as_bytes();
-            full.len() >= id.len() && full[..id.len()].eq_ignore_ascii_case(id) && !uuid.is_empty()
-        })
-        .map(|(k, _)| k)
-        .collect();
+    let matching = cuda_matching(usable.iter().map(|i| i.uuid.as_bytes()), id);
     let k = match matching[..] {
         [k] => k,
         [] => return Err("no usable NVIDIA GPU has that UUID".to_string()),

@@ -328,7 +328,7 @@ impl Pool {
     pub fn name_by_index(&mut self, probe: &Probe) -> Result<(), Error> {
         let Some(variable) = self.variable else { return Ok(()) };
         let rocm = variable != CUDA_POOL_VARIABLE;
-        let by_uuid = |id: &[u8]| parse_u64(id).is_none() && (rocm || id.starts_with(b"GPU-"));
+        let by_uuid = |id: &[u8]| parse_u64(id).is_none() && (rocm || identity::is_uuid(id));
         if !self.ids.iter().any(|id| by_uuid(id)) {
             return Ok(());
         }
