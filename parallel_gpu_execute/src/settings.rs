@@ -163,10 +163,7 @@ impl Settings {
     /// the default with one note where the memory cannot be read.
     pub fn slots_per_gpu(&self, source: Source) -> u32 {
         // (The source first: the other paths read nothing more.)
-        if matches!(source, Source::Tpu | Source::JaxCount)
-            && (self.tests_per_gpu_auto || !self.slots_given())
-            && self.tpu_chips(source)
-        {
+        if matches!(source, Source::Tpu | Source::JaxCount) && self.slots_unset_or_auto() && self.tpu_chips(source) {
             return 1;
         }
         if !self.tests_per_gpu_auto {
@@ -203,9 +200,10 @@ impl Settings {
             || source == Source::JaxCount && crate::hardware::tpu::census(self.sysroot, |_| {}).is_some()
     }
 
-    /// Whether the slots per GPU are set (`auto` included).
-    pub fn slots_given(&self) -> bool {
-        env::var_nonempty(self.profile.slots_variable().as_bytes()).is_some()
+    /// Whether the slots per GPU are the wrapper's to choose: their
+    /// variable is unset, or `auto` (a number set wins).
+    pub fn slots_unset_or_auto(&self) -> bool {
+        self.tests_per_gpu_auto || env::var_nonempty(self.profile.slots_variable().as_bytes()).is_none()
     }
 
     /// What the hardware layer needs of these settings to count GPUs.

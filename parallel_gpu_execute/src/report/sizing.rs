@@ -54,10 +54,10 @@ pub fn bazelrc(settings: &Settings, survey: &Survey, pool: Option<&Pool>) -> Str
         cpus
     } else {
         let tpu = survey.source().is_some_and(|s| settings.tpu_chips(s));
-        let per_gpu = if tpu && (settings.tests_per_gpu_auto || memory_decides(slots_variable)) {
+        let per_gpu = if tpu && settings.slots_unset_or_auto() {
             why.push_str("; a TPU chip serves one test (its VFIO group opens once)");
             1
-        } else if settings.tests_per_gpu_auto || memory_decides(slots_variable) {
+        } else if settings.slots_unset_or_auto() {
             let memory = gpu_memory(&probe, survey);
             match memory {
                 Some((mib, from)) => {
@@ -96,10 +96,4 @@ pub fn bazelrc(settings: &Settings, survey: &Survey, pool: Option<&Pool>) -> Str
         }
     };
     format!("{why}\ntest --local_test_jobs={}\n{lines}", jobs.max(1))
-}
-
-/// Whether the slots per GPU come from memory: the variable is unset (a
-/// set one wins).
-fn memory_decides(slots_variable: &str) -> bool {
-    wrapper_common::env::var_nonempty(slots_variable.as_bytes()).is_none()
 }
