@@ -45,7 +45,7 @@
 
 use crate::hardware::devnode::{Access, open_device};
 use crate::prelude::*;
-use crate::sys::dirs::{for_each_entry, for_each_line_at, host_path, open_dir, with_host_path};
+use crate::sys::dirs::{for_each_entry, for_each_line_at, host_exists, host_path, open_dir, with_host_path};
 use core::ops::ControlFlow;
 use wrapper_common::StackPath;
 use wrapper_common::numbers::parse_u64;
@@ -194,6 +194,8 @@ const RENDER_NODE: &[u8] = b"/dev/dri/renderD";
 
 /// The runtime's own device node.
 const KFD_DEVICE: &[u8] = b"/dev/kfd";
+/// The topology's nodes, one directory each.
+pub const TOPOLOGY: &[u8] = b"/sys/class/kfd/kfd/topology/nodes";
 
 /// Whether this process may open `<sysroot>/dev/kfd` read-write, asked
 /// with `access(2)` (see the module documentation for why it is not opened).
@@ -213,31 +215,27 @@ pub fn render_node_path(sysroot: &[u8], minor: u64) -> Option<StackPath> {
     host_path(sysroot, RENDER_NODE, Some(minor))
 }
 
-/// Scans the topology, calling `visit` for every node (GPU or not, in
-/// directory order; a node's `access` is its render node's alone, the
-/// returned census says whether `/dev/kfd` lets any of them be used);
-/// `None` when there is no topology or it shows no GPU. Allocates nothing.
-///
 /// Whether the host shows the AMD runtime's GPUs and no other's: a KFD
 /// topology and no NVIDIA driver (two `access(2)`, nothing read). Where
 /// a count was given by hand, this says whether `ROCR_VISIBLE_DEVICES`
 /// is the variable that chooses the test's GPUs.
 #[cold]
 pub fn amd_only(sysroot: &[u8]) -> bool {
-    let exists = |path: &[u8]| {
-        with_host_path(sysroot, path, None, |p| rustix::fs::access(p, rustix::fs::Access::EXISTS).is_ok())
-            .unwrap_or(false)
-    };
-    exists(b"/sys/class/kfd/kfd/topology/nodes") && !exists(b"/proc/driver/nvidia/gpus")
+    host_exists(sysroot, TOPOLOGY) && !host_exists(sysroot, crate::hardware::nvidia::PROC_GPUS)
 }
 
+/// Scans the topology, calling `visit` for every node (GPU or not, in
+/// directory order; a node's `access` is its render node's alone, the
+/// returned census says whether `/dev/kfd` lets any of them be used);
+/// `None` when there is no topology or it shows no GPU. Allocates nothing.
+///
 /// Never inlined: its stack buffers (paths, directory reads) then occupy
 /// the stack only while it runs, and the pages are reused by the next
 /// source instead of all being probed and faulted in at once (see the
 /// README's start-up cost notes).
 #[inline(never)]
 pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Node<'_>)) -> Option<Census> {
-    let nodes = with_host_path(sysroot, b"/sys/class/kfd/kfd/topology/nodes", None, open_dir)?.ok()?;
+    let nodes = with_host_path(sysroot, TOPOLOGY, None, open_dir)?.ok()?;
     let mut census = Census::default();
     let mut kfd_device = None;
     for_each_entry(&nodes, |name, _| {

@@ -80,7 +80,7 @@ pub fn kfd_processes(sysroot: &[u8]) -> Option<Vec<KfdProcess>> {
 
 /// A topology node's `gpu_id`, the number KFD's process files name it by.
 pub fn gpu_id(sysroot: &[u8], node: u64) -> Option<u64> {
-    let nodes = with_host_path(sysroot, b"/sys/class/kfd/kfd/topology/nodes", None, open_dir)?.ok()?;
+    let nodes = with_host_path(sysroot, crate::hardware::kfd::TOPOLOGY, None, open_dir)?.ok()?;
     let mut id = None;
     for_each_line_at::<64>(&nodes, node.to_string().as_bytes(), b"gpu_id", |line| id = id.or_else(|| parse_u64(line)))
         .ok()?;

@@ -24,10 +24,9 @@
 //! in any mix (`Model: \t\t Tesla P100`, `GPU Excluded:\t No`).
 
 use crate::hardware::devnode::{Access, open_device};
-use crate::sys::dirs::{for_each_entry, for_each_line_at, host_path, open_dir, with_host_path};
+use crate::sys::dirs::{for_each_entry, for_each_line_at, host_exists, host_path, open_dir, with_host_path};
 use core::ops::ControlFlow;
 use wrapper_common::numbers::parse_u64;
-use wrapper_common::runfiles::exists_cstr;
 use wrapper_common::{CBuf, StackPath};
 
 /// What one GPU's `information` file says.
@@ -137,14 +136,13 @@ fn open_node(sysroot: &[u8], minor: u64) -> Access {
     with_host_path(sysroot, DEVICE_NODE, Some(minor), open_device).unwrap_or(Access::Invalid)
 }
 
+/// The driver's directory of its GPUs.
+pub const PROC_GPUS: &[u8] = b"/proc/driver/nvidia/gpus";
+
 fn read_information(dir: &rustix::fd::OwnedFd, entry: &[u8]) -> Option<Information> {
     let mut info = Information::default();
     for_each_line_at::<512>(dir, entry, b"information", |line| info.apply_line(line)).ok()?;
     Some(info)
-}
-
-fn exists(sysroot: &[u8], absolute: &[u8]) -> bool {
-    with_host_path(sysroot, absolute, None, exists_cstr).unwrap_or(false)
 }
 
 /// Minors below this are remembered (on the stack) when `/proc` names
@@ -164,7 +162,7 @@ const MINOR_BITS: u64 = 256;
 pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Gpu<'_>)) -> Option<Census> {
     let mut census = Census::default();
     let mut named = [0u64; (MINOR_BITS / 64) as usize];
-    let proc_dir = with_host_path(sysroot, b"/proc/driver/nvidia/gpus", None, open_dir).and_then(Result::ok);
+    let proc_dir = with_host_path(sysroot, PROC_GPUS, None, open_dir).and_then(Result::ok);
     let proc_seen = proc_dir.is_some();
     if let Some(dir) = proc_dir {
         let _ = for_each_entry(&dir, |name, _| {
@@ -188,7 +186,7 @@ pub fn census(sysroot: &[u8], mut visit: impl FnMut(&Gpu<'_>)) -> Option<Census>
     // `/proc/driver/nvidia/gpus` exists (even emptied, as LXD leaves it)
     // wherever the driver is loaded and /proc is not hidden; else the
     // control node tells.
-    let has_nvidia = proc_seen || exists(sysroot, b"/dev/nvidiactl");
+    let has_nvidia = proc_seen || host_exists(sysroot, b"/dev/nvidiactl");
     if has_nvidia {
         if let Some(dev) = with_host_path(sysroot, b"/dev", None, open_dir).and_then(Result::ok) {
             let _ = for_each_entry(&dev, |name, _| {

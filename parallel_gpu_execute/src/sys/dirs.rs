@@ -122,6 +122,11 @@ pub fn with_host_path<R>(
     with_joined(&[sysroot, absolute], number, f)
 }
 
+/// Whether the host path `<sysroot><absolute>` exists (one `access(2)`).
+pub fn host_exists(sysroot: &[u8], absolute: &[u8]) -> bool {
+    with_host_path(sysroot, absolute, None, wrapper_common::runfiles::exists_cstr).unwrap_or(false)
+}
+
 /// `<sysroot><absolute>`, followed by `number` when given, as a `StackPath`
 /// to keep (messages). The counting paths use [`with_host_path`] instead.
 ///
