@@ -140,8 +140,7 @@ pub fn parse_lock_name(name: &str) -> Option<(&'static str, &str, u32)> {
 /// The GPU id a lock file name stands for: CUDA's MIG form has `+` in the
 /// name where the id has `/` ([`crate::slots::request::lock_form`]).
 pub fn gpu_id(name: &str) -> String {
-    let id = name.replace('+', "/");
-    if crate::slots::request::is_cuda_mig_path(id.as_bytes()) { id } else { name.to_string() }
+    String::from_utf8_lossy(&crate::slots::request::id_form(name.as_bytes())).into_owned()
 }
 
 /// Sorts ids as numbers when they are, else as text after the numbers.

@@ -49,7 +49,7 @@
 use crate::error::Error;
 use crate::prelude::*;
 use crate::slots::lockfile::{DIR_FLAGS, LockName, make_shared_dir, open_lock_dir, repair_shared_mode};
-use crate::slots::request::Pool;
+use crate::slots::request::{Pool, id_form};
 use core::ffi::CStr;
 use core::ops::ControlFlow;
 use rustix::fd::{AsFd, OwnedFd};
@@ -196,9 +196,8 @@ impl Drained {
 
     /// `GPU 3 (reason)`, as a message shows it.
     pub fn describe(&self) -> String {
-        // A MIG path as the test is given it: its lock form has `+` for `/`.
-        let gpu: Vec<u8> = self.gpu.iter().map(|&b| if b == b'+' { b'/' } else { b }).collect();
-        format!("GPU {} ({})", Bytes(&gpu), Bytes(&self.reason))
+        // As the test is given it (a MIG path's lock form has `+` for `/`).
+        format!("GPU {} ({})", Bytes(&id_form(&self.gpu)), Bytes(&self.reason))
     }
 
     /// Whether the record's text names a uid other than its owner's: it
@@ -226,12 +225,7 @@ fn cut(text: &[u8], max: usize) -> &[u8] {
 /// else is not one. Every name `--drain` writes is one.
 pub fn is_gpu_name(name: &[u8]) -> bool {
     use crate::slots::request::{is_cuda_mig_path, is_safe_id};
-    if is_safe_id(name) {
-        return true;
-    }
-    let mut path = name.to_vec();
-    path.iter_mut().filter(|b| **b == b'+').for_each(|b| *b = b'/');
-    !name.contains(&b'/') && is_cuda_mig_path(&path)
+    is_safe_id(name) || !name.contains(&b'/') && is_cuda_mig_path(&id_form(name))
 }
 
 /// The drained-GPU directory of an open lock directory; `Ok(None)` when no

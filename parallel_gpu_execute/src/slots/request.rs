@@ -117,6 +117,19 @@ pub fn lock_form(id: &[u8]) -> Cow<'_, [u8]> {
     }
 }
 
+/// The id a lock file name stands for, as a test is given it: the inverse
+/// of [`lock_form`] (CUDA's MIG form has `+` in the name where the id has
+/// `/`); any other name is the id itself.
+pub fn id_form(name: &[u8]) -> Cow<'_, [u8]> {
+    if name.contains(&b'+') {
+        let id: Vec<u8> = name.iter().map(|&b| if b == b'+' { b'/' } else { b }).collect();
+        if is_cuda_mig_path(&id) {
+            return Cow::Owned(id);
+        }
+    }
+    Cow::Borrowed(name)
+}
+
 /// What is wrong with a pool list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PoolListError<'a> {
