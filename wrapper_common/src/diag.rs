@@ -98,6 +98,12 @@ pub fn is_format(c: char) -> bool {
     )
 }
 
+/// Whether `c` must not be shown as it is: a control character, or a
+/// format character ([`is_format`]).
+pub fn is_unshown(c: char) -> bool {
+    c.is_control() || is_format(c)
+}
+
 /// Shows a byte string from argv, the environment or a file: valid UTF-8 as
 /// is, everything else (and control characters, which could rewrite a
 /// terminal or a CI log) as `\xNN`; format characters ([`is_format`]) as

@@ -18,7 +18,7 @@ pub fn string(bytes: &[u8]) -> String {
             '\t' => out.push_str("\\t"),
             // Control and format characters (a bidirectional override
             // would reorder a terminal's line): as UTF-16 escapes.
-            c if c.is_control() || wrapper_common::diag::is_format(c) => {
+            c if wrapper_common::diag::is_unshown(c) => {
                 for unit in c.encode_utf16(&mut [0; 2]) {
                     let _ = write!(out, "\\u{:04x}", unit);
                 }

@@ -41,7 +41,7 @@ pub fn escape(bytes: &[u8]) -> String {
                 '\n' => out.push_str("\\n"),
                 // Another control or format character (an escape sequence
                 // for a terminal, a line separator), as its bytes.
-                c if c.is_control() || wrapper_common::diag::is_format(c) => {
+                c if wrapper_common::diag::is_unshown(c) => {
                     for b in c.encode_utf8(&mut [0; 4]).bytes() {
                         let _ = write!(out, "\\\\x{b:02x}");
                     }

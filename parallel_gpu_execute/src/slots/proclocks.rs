@@ -169,7 +169,7 @@ pub fn process(pid: i64) -> ProcessInfo {
     if command.chars().count() > MAX_COMMAND {
         command = command.chars().take(MAX_COMMAND - 3).collect::<String>() + "...";
     }
-    let command = command.chars().map(|c| if c.is_control() || diag::is_format(c) { '?' } else { c }).collect();
+    let command = command.chars().map(|c| if diag::is_unshown(c) { '?' } else { c }).collect();
     let (state, started) = state_and_start(pid);
     ProcessInfo { pid, command: Some(command), args, started, state }
 }
