@@ -228,7 +228,7 @@ fn tpu_chips_of_every_generation_are_counted_from_sysfs() {
     f.cmd().arg("--list=count").run().assert_success().assert_stdout_eq("0\n");
 }
 
-/// A TPU chip's device opens once (a VFIO group): counted on the bus, a
+/// A TPU chip's device opens once (a VFIO group): counted on the bus or by hand, a
 /// chip takes one test unless JAX_TESTS_PER_ACCELERATOR says otherwise, and
 /// `--list=bazelrc` sizes the jobs so.
 #[test]

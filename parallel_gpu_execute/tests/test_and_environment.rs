@@ -443,15 +443,7 @@ fn the_pool_ends_where_the_runtime_stops_reading() {
 #[test]
 fn the_classic_mode_reads_rocr_visible_devices_only_where_rocr_chooses() {
     let f = Fixture::new("classic-rocr-nvidia");
-    for minor in 0..2 {
-        let gpu = test_support::hardware::NvidiaGpu::new(
-            &format!("0000:{:02x}:00.0", 0x18 + 0x10 * minor),
-            "NVIDIA H100",
-            minor,
-        );
-        f.sysroot.add_nvidia_proc_entry(&gpu);
-    }
-    f.sysroot.add_nvidia_dev_nodes(&[0, 1]);
+    f.sysroot.add_nvidia_proc_gpus(2);
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let _held = test_support::hold_lock(f.lock("0", 0));
     let classic = |rocr: &str| {
