@@ -315,40 +315,15 @@ fn a_lock_file_another_user_owns_is_said_where_it_is_taken() {
 /// ranges alone still warned.
 #[test]
 fn roots_lock_directory_seen_from_a_rootless_container_is_no_warning() {
-    const MAPPED: &str = "import os, sys, ctypes\n\
-        libc = ctypes.CDLL(None, use_errno=True)\n\
-        r, w = os.pipe(); r2, w2 = os.pipe()\n\
-        pid = os.fork()\n\
-        if pid == 0:\n\
-        \x20   os.setgroups([]); os.setresgid(1000, 1000, 1000); os.setresuid(1000, 1000, 1000)\n\
-        \x20   if libc.unshare(0x10000000) != 0: os._exit(99)\n\
-        \x20   os.write(w, b'x'); os.read(r2, 1)\n\
-        \x20   os.execv(sys.argv[1], sys.argv[1:])\n\
-        os.read(r, 1)\n\
-        for f in ('uid_map', 'gid_map'):\n\
-        \x20   open('/proc/%d/%s' % (pid, f), 'w').write('0 1000 1\\n1 100000 65536\\n')\n\
-        os.write(w2, b'x')\n\
-        _, st = os.waitpid(pid, 0)\n\
-        sys.exit(os.waitstatus_to_exitcode(st))\n";
-    let Some(python) = test_support::python_with("python3", &["ctypes"]) else {
-        test_support::prerequisite(false, "python3", "a rootless container's user namespace");
-        return;
-    };
-    if !root("a rootless container's user namespace") {
-        return;
-    }
     let f = shared_fixture("lock-dir-rootless");
     f.make_lock_dir_shared();
+    let Some(container) = common::rootless(&f, "0 1000 1;1 100000 65536") else { return };
     let inside = || {
-        let mut c = f.cmd_under(&python.to_string_lossy(), ["-c", MAPPED]);
+        let mut c = container();
         on(&mut c, 2, 1);
         c
     };
     let out = inside().arg("./pkg/gpu_test").run();
-    if out.code() == 99 {
-        test_support::prerequisite(false, "user namespaces", "a rootless container's user namespace");
-        return;
-    }
     common::Record::of(out.assert_success());
     assert!(!out.stderr.contains("is owned by") && !out.stderr.contains("who can rename"), "{}", out.explain());
     for args in [&["--status"][..], &["--list=json"]] {

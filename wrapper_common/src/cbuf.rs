@@ -60,16 +60,23 @@ pub fn with_joined<R>(parts: &[&[u8]], number: Option<u64>, f: impl FnOnce(&CStr
     let mut short = ShortPath::new();
     match short.push_all(parts, number) {
         Ok(()) => Some(f(short.as_cstr())),
-        Err(TooLong) => with_joined_long(parts, number, f),
+        Err(TooLong) => {
+            // One copy of the long path's code for every caller: only this
+            // call, through a `dyn`, is each caller's own.
+            let (mut f, mut out) = (Some(f), None);
+            with_joined_long(parts, number, &mut |c| out = f.take().map(|f| f(c)));
+            out
+        }
     }
 }
 
 #[cold]
 #[inline(never)]
-fn with_joined_long<R>(parts: &[&[u8]], number: Option<u64>, f: impl FnOnce(&CStr) -> R) -> Option<R> {
+fn with_joined_long(parts: &[&[u8]], number: Option<u64>, f: &mut dyn FnMut(&CStr)) {
     let mut long = StackPath::new();
-    long.push_all(parts, number).ok()?;
-    Some(f(long.as_cstr()))
+    if long.push_all(parts, number).is_ok() {
+        f(long.as_cstr());
+    }
 }
 
 impl<const N: usize> PartialEq for CBuf<N> {

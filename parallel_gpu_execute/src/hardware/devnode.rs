@@ -127,6 +127,10 @@ impl core::fmt::Display for Refusal<'_> {
                 "the container's device rules (its device cgroup) refuse it, whatever this user's groups (give the container the device: docker --device, or the cluster's GPU device plugin)",
             ),
             Errno::ACCESS => match owner_group(self.sysroot, self.node) {
+                Some((gid, _)) if crate::sys::userns::unmapped(gid, crate::sys::userns::Ids::Group) => write!(
+                    f,
+                    "this user is not allowed to use it (its group, gid {gid} here, is outside this user namespace: give the container the group that owns it on the host, usually 'render' or 'video')"
+                ),
                 Some((gid, Some(name))) => write!(
                     f,
                     "this user is not allowed to use it (add the user to group '{}', gid {gid}, that owns it)",

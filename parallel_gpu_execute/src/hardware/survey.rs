@@ -108,7 +108,7 @@ impl Survey {
         }
         let kfd = kfd::census(sysroot, |node| {
             if node.props.is_gpu() || node.access == Access::Withheld {
-                let number = core::str::from_utf8(node.name).ok().and_then(|n| n.parse().ok()).unwrap_or(u64::MAX);
+                let number = wrapper_common::numbers::parse_u64(node.name).unwrap_or(u64::MAX);
                 survey.kfd.push(KfdGpu { node: number, props: node.props, access: node.access });
             }
         });

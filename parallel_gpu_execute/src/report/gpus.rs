@@ -16,6 +16,11 @@ use core::ffi::CStr;
 /// where the drain state cannot be read.
 pub fn survey(settings: &Settings, names: &[Vec<u8>], dir: &CStr) -> Result<(Vec<Gpu>, usize), rustix::io::Errno> {
     let mut drained = drain::all(dir)?;
+    // Named as `/etc/passwd` names the uid the text gives, never by the
+    // text's own `user`, which its writer chooses ("root (uid 0): ...").
+    for d in &mut drained {
+        d.user = d.uid.and_then(|uid| crate::report::service::user_name(settings.sysroot, uid));
+    }
     let kfd = kfd_usage::named_gpus(&settings.probe());
     let procs = if kfd.is_empty() { None } else { kfd_usage::kfd_processes(settings.sysroot) };
     let mut out = Vec::new();

@@ -16,18 +16,19 @@ use crate::settings::Settings;
 use crate::slots::drain::{self, Drained};
 use crate::slots::request::{Pool, lock_form};
 use crate::sys::clock::{SystemTime, UNIX_EPOCH};
+use crate::sys::userns::{Ids, outside};
 use wrapper_common::diag::{self, Bytes, Excerpt};
 
 /// The user name of `uid` in `<sysroot>/etc/passwd`.
-fn user_name(sysroot: &[u8], uid: u32) -> Option<Vec<u8>> {
+pub fn user_name(sysroot: &[u8], uid: u32) -> Option<Vec<u8>> {
     let path = alloc::ffi::CString::new([sysroot, b"/etc/passwd"].concat()).ok()?;
     let text = crate::sys::dirs::read_file(&path)?;
     text.split(|&b| b == b'\n').find_map(|line| {
         let mut fields = line.split(|&b| b == b':');
         let name = fields.next()?;
         let _password = fields.next()?;
-        let id = core::str::from_utf8(fields.next()?).ok()?.parse::<u32>().ok()?;
-        (id == uid && !name.is_empty()).then(|| name.to_vec())
+        let id = wrapper_common::numbers::parse_u64(fields.next()?)?;
+        (id == u64::from(uid) && !name.is_empty()).then(|| name.to_vec())
     })
 }
 
@@ -55,13 +56,17 @@ fn resolve(settings: &Settings, flag: &str, gpu: &[u8]) -> Result<Vec<u8>, Error
 /// `--drain=GPU --reason=TEXT`: the line to print.
 pub fn drain(settings: &Settings, gpu: &[u8], reason: &[u8]) -> Result<String, Error> {
     let name = resolve(settings, "--drain", gpu)?;
+    // As the host has it (a container's user namespace maps its ids onto
+    // the host's), and so the record's owner there; named where that is
+    // this namespace's own id (its `/etc/passwd` names its own users).
     let uid = rustix::process::geteuid().as_raw();
+    let host = outside(uid, Ids::User).unwrap_or(uid);
     let record = Drained {
         gpu: name,
         reason: reason.trim_ascii().to_vec(),
         time: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()),
-        uid: Some(uid),
-        user: user_name(settings.sysroot, uid),
+        uid: Some(host),
+        user: user_name(settings.sysroot, uid).filter(|_| host == uid),
         owner: None,
         doubt: None,
     };

@@ -145,9 +145,9 @@ pub fn gpu_id(name: &str) -> String {
 
 /// Sorts ids as numbers when they are, else as text after the numbers.
 fn id_order(id: &str) -> (u8, u64, String) {
-    match id.parse::<u64>() {
-        Ok(n) => (0, n, String::new()),
-        Err(_) => (1, 0, id.to_string()),
+    match wrapper_common::numbers::parse_u64(id.as_bytes()) {
+        Some(n) => (0, n, String::new()),
+        None => (1, 0, id.to_string()),
     }
 }
 

@@ -388,21 +388,28 @@ pub fn drained_at(d: &Drained) -> Option<SystemTime> {
 }
 
 /// Who drained it, by the record's owner: `alice (uid 1000)` where the
-/// record's text agrees, `uid 1000` where it names nobody, and the owner
-/// with a flag where the text names another user (it was written or
-/// replaced by someone other than who it says).
+/// record's text agrees (the name `/etc/passwd` gives the uid), `uid 1000`
+/// where it names nobody, and the owner with a flag where the text names
+/// another user (it was written or replaced by someone other than who it
+/// says) or the file holds no drain record; the text, said as such, where
+/// the owner is outside this user namespace and cannot be told.
 fn drained_by(d: &Drained) -> String {
     let said = match (&d.user, d.uid) {
         (Some(u), Some(uid)) => format!("{} (uid {uid})", Bytes(u)),
-        (Some(u), None) => Bytes(u).to_string(),
         (None, Some(uid)) => format!("uid {uid}"),
-        (None, None) => "-".to_string(),
+        (_, None) => "-".to_string(),
     };
     match d.owner {
+        Some(owner) if d.disowned() && d.uid.is_none() => {
+            format!("uid {owner} (its file holds no drain record: not written by --drain)")
+        }
         Some(owner) if d.disowned() => {
             format!(
                 "uid {owner} (its record claims {said}, but the file is uid {owner}'s: not written by whom it says)"
             )
+        }
+        Some(owner) if crate::sys::userns::unmapped(owner, crate::sys::userns::Ids::User) => {
+            format!("{said}, as its record says (its owner is uid {owner}, {})", crate::sys::userns::ANY_OUTSIDE)
         }
         Some(owner) if d.uid.is_none() => format!("uid {owner}"),
         _ => said,

@@ -35,21 +35,20 @@
 //! link).
 //!
 //! A file is written under a temporary name in the lock directory itself
-//! (`gpudrain.<pid>.tmp`), then renamed into place: a reader sees the old
-//! record or the new one, never half of one; and the lock directory's
-//! inotify watch wakes the waiting wrappers, which then look again. Nothing
-//! is opened through a symbolic link. Undrain removes the file, then the
-//! directory when it is empty (`rmdir` fails on a directory another drain
-//! has just written into, and a drain that finds its directory removed
-//! under it makes it again), and wakes the waiting wrappers the same way,
-//! with an empty file made and removed under that temporary name (the
-//! watch does not see into `gpudrain/`, and a directory closed there wakes
-//! nobody).
+//! (`gpudrain.<pid>.<random>.tmp`), then renamed into place: a reader sees
+//! the old record or the new one, never half of one; and the lock
+//! directory's inotify watch wakes the waiting wrappers. Nothing is opened
+//! through a symbolic link. Undrain removes the file, then the directory
+//! when it is empty (a drain that finds it removed makes it again), and
+//! wakes the waiting wrappers with an empty file made and removed under
+//! that temporary name (the watch does not see into `gpudrain/`).
 
 use crate::error::Error;
 use crate::prelude::*;
+pub use crate::slots::drain_record::{Doubt, Drained, MAX_REASON, is_gpu_name};
 use crate::slots::lockfile::{DIR_FLAGS, LockName, make_shared_dir, open_lock_dir, repair_shared_mode};
-use crate::slots::request::{Pool, id_form};
+use crate::slots::request::Pool;
+use crate::sys::userns::{ANY_OUTSIDE, Ids, unmapped};
 use core::ffi::CStr;
 use core::ops::ControlFlow;
 use rustix::fd::{AsFd, OwnedFd};
@@ -60,55 +59,8 @@ use wrapper_common::diag::{Bytes, Os};
 /// The directory of drained GPUs, in the lock directory.
 pub const DRAIN_DIR: &CStr = c"gpudrain";
 
-/// Longest reason kept, in bytes.
-pub const MAX_REASON: usize = 1000;
-
 const FILE_FLAGS: OFlags =
     OFlags::RDONLY.union(OFlags::CLOEXEC).union(OFlags::NOFOLLOW).union(OFlags::NONBLOCK).union(OFlags::NOCTTY);
-
-/// One drained GPU.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Drained {
-    /// The GPU as lock file names have it.
-    pub gpu: Vec<u8>,
-    pub reason: Vec<u8>,
-    /// Seconds since the epoch.
-    pub time: Option<u64>,
-    pub uid: Option<u32>,
-    pub user: Option<Vec<u8>>,
-    /// The record's owner (`stat`): who drained it, as the kernel says;
-    /// `None` for a record not read from a file.
-    pub owner: Option<u32>,
-    /// Why its name cannot be trusted to say which GPU was drained.
-    pub doubt: Option<Doubt>,
-}
-
-/// Why a record's name (which GPU it drains) cannot be trusted: a user
-/// other than its owner, root and the lock directory's owner could have
-/// renamed it, or linked it, there. Tests pass its GPU over all the same.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Doubt {
-    /// `gpudrain/` belongs to this uid, which is none of those: the
-    /// sticky bit does not bind a directory's owner.
-    DirOwner(u32),
-    /// The record has this many names (hard links).
-    Links(u64),
-    /// `gpudrain/` may be written by every user and has no sticky bit.
-    Unsticky,
-}
-
-impl Doubt {
-    pub fn describe(self) -> String {
-        match self {
-            Doubt::DirOwner(uid) => format!("gpudrain/ belongs to uid {uid}, who may rename or remove any drain in it"),
-            Doubt::Links(n) => format!("the record has {n} names (hard links), which another user may have made"),
-            Doubt::Unsticky => {
-                "gpudrain/ may be written by every user and has no sticky bit: any user may rename or remove a drain in it"
-                    .into()
-            }
-        }
-    }
-}
 
 /// Who controls `gpudrain/`: its owner, and the lock directory's (who
 /// may put another `gpudrain/` in its place). Root, the lock directory's
@@ -130,9 +82,11 @@ impl Place {
     }
 
     /// Whether `gpudrain/`'s owner may be trusted with the names of
-    /// `uid`'s records.
+    /// `uid`'s records: never one outside this user namespace, shown as
+    /// the overflow id whoever it is (root, or a user who renames drains).
     fn trusted_for(self, uid: u32) -> bool {
-        self.dir_owner == 0 || self.dir_owner == self.lock_dir_owner || self.dir_owner == uid
+        let owner = self.dir_owner;
+        (owner == 0 || owner == self.lock_dir_owner || owner == uid) && !unmapped(owner, Ids::User)
     }
 
     /// Why `uid`'s record in it cannot be trusted: its owner, or any
@@ -146,86 +100,6 @@ impl Place {
             None
         }
     }
-}
-
-impl Drained {
-    /// The file's text.
-    pub fn record(&self) -> Vec<u8> {
-        let mut out = b"reason ".to_vec();
-        out.extend_from_slice(&self.reason);
-        out.push(b'\n');
-        if let Some(t) = self.time {
-            out.extend_from_slice(format!("time {t}\n").as_bytes());
-        }
-        if let Some(u) = self.uid {
-            out.extend_from_slice(format!("uid {u}\n").as_bytes());
-        }
-        if let Some(user) = &self.user {
-            out.extend_from_slice(b"user ");
-            out.extend_from_slice(user);
-            out.push(b'\n');
-        }
-        out
-    }
-
-    /// Reads a file's text; whatever is missing or garbled stays unknown.
-    pub fn parse(gpu: &[u8], text: &[u8]) -> Drained {
-        let mut d = Drained {
-            gpu: gpu.to_vec(),
-            reason: Vec::new(),
-            time: None,
-            uid: None,
-            user: None,
-            owner: None,
-            doubt: None,
-        };
-        for line in text.split(|&b| b == b'\n') {
-            let at = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
-            let (key, value) = (&line[..at], line.get(at + 1..).unwrap_or(b""));
-            let number = || core::str::from_utf8(value).ok().and_then(|v| v.parse::<u64>().ok());
-            match key {
-                b"reason" => d.reason = cut(value, MAX_REASON).to_vec(),
-                b"time" => d.time = number(),
-                b"uid" => d.uid = number().and_then(|n| u32::try_from(n).ok()),
-                b"user" if !value.is_empty() => d.user = Some(value.to_vec()),
-                _ => {}
-            }
-        }
-        d
-    }
-
-    /// `GPU 3 (reason)`, as a message shows it.
-    pub fn describe(&self) -> String {
-        // As the test is given it (a MIG path's lock form has `+` for `/`).
-        format!("GPU {} ({})", Bytes(&id_form(&self.gpu)), Bytes(&self.reason))
-    }
-
-    /// Whether the record's text names a uid other than its owner's: it
-    /// was written, or replaced, by someone other than who it says.
-    pub fn disowned(&self) -> bool {
-        matches!((self.uid, self.owner), (Some(said), Some(owner)) if said != owner)
-    }
-}
-
-/// The first `max` bytes of `text`, or fewer: never half of a UTF-8
-/// character (a byte that is not UTF-8 is cut as one).
-fn cut(text: &[u8], max: usize) -> &[u8] {
-    let mut end = text.len().min(max);
-    // A continuation byte where the cut falls: back to its lead byte (at
-    // most three bytes back, the longest character being four).
-    let floor = end.saturating_sub(3);
-    while end > floor && end < text.len() && text[end] & 0xc0 == 0x80 {
-        end -= 1;
-    }
-    &text[..end]
-}
-
-/// Whether `name` can be a GPU's name in lock file names (an id, or a MIG
-/// path's lock form, `MIG-GPU-<uuid>+1+2`): a drain record of anything
-/// else is not one. Every name `--drain` writes is one.
-pub fn is_gpu_name(name: &[u8]) -> bool {
-    use crate::slots::request::{is_cuda_mig_path, is_safe_id};
-    is_safe_id(name) || !name.contains(&b'/') && is_cuda_mig_path(&id_form(name))
 }
 
 /// The drained-GPU directory of an open lock directory; `Ok(None)` when no
@@ -416,6 +290,9 @@ fn foreign_dir(dir: &CStr, gpu: &[u8], doubt: Doubt) -> Error {
     let dir = Bytes(dir.to_bytes());
     let gpu = Bytes(gpu);
     Error::Drain(match doubt {
+        Doubt::DirOwner(owner) if unmapped(owner, Ids::User) => format!(
+            "cannot drain GPU {gpu}: {dir}/gpudrain/ belongs to uid {owner}, {ANY_OUTSIDE}, and a user who could rename or remove the drain cannot be told from root; drain it from the host's user namespace"
+        ),
         Doubt::DirOwner(owner) => format!(
             "cannot drain GPU {gpu}: {dir}/gpudrain/ belongs to uid {owner}, who could rename or remove the drain (only root's, the lock directory owner's or your own is used); root runs: chown root {dir}/gpudrain"
         ),
@@ -441,10 +318,14 @@ fn planted(dir_fd: &OwnedFd, name: &CStr) -> Option<(&'static str, u32)> {
 #[cold]
 fn not_yours(drain_fd: &OwnedFd, gpu: &[u8], action: &str, errno: Errno) -> Error {
     let owner = read_one(drain_fd, None, gpu).and_then(|d| d.owner);
+    let (who, outer) = match owner {
+        Some(o) if unmapped(o, Ids::User) => (format!("uid {o}, {ANY_OUTSIDE}"), " on the host"),
+        Some(o) => (format!("uid {o}"), ""),
+        None => ("uid ?".to_string(), ""),
+    };
     Error::Drain(format!(
-        "cannot {action} GPU {}: it was drained by uid {} ({}), and only that user or root may undrain it or replace its record",
+        "cannot {action} GPU {}: it was drained by {who} ({}), and only that user or root{outer} may undrain it or replace its record",
         Bytes(gpu),
-        owner.map_or_else(|| "?".to_string(), |o| o.to_string()),
         Os(errno)
     ))
 }
@@ -537,47 +418,6 @@ mod tests {
         }
         for other in [&b"gpudrain"[..], b"gpulock0_0", b"gpudrain.1.new", b".gpudrain.1.2.new", b"x.tmp"] {
             assert!(!is_tmp_name(other), "{:?}", core::str::from_utf8(other));
-        }
-    }
-
-    #[test]
-    fn records_read_back_and_garbage_stays_unknown() {
-        let d = Drained {
-            gpu: b"3".to_vec(),
-            reason: b"fan failing".to_vec(),
-            time: Some(1_764_790_000),
-            uid: Some(1000),
-            user: Some(b"alice".to_vec()),
-            owner: None,
-            doubt: None,
-        };
-        assert_eq!(Drained::parse(b"3", &d.record()), d);
-        let g = Drained::parse(b"1", b"reason x\ntime soon\nuid -1\nuser \n\xff\xfe");
-        assert_eq!((g.reason.as_slice(), g.time, g.uid, g.user), (&b"x"[..], None, None, None));
-        assert_eq!(Drained::parse(b"1", b"").reason, b"");
-    }
-
-    #[test]
-    fn a_reason_is_cut_between_characters() {
-        assert_eq!(cut("ab€".as_bytes(), 3), b"ab");
-        assert_eq!(cut("ab€".as_bytes(), 5), "ab€".as_bytes());
-        assert_eq!(cut("ab€c".as_bytes(), 5), "ab€".as_bytes());
-        assert_eq!(cut(b"ab\xff\xfe", 3), b"ab\xff");
-    }
-
-    #[test]
-    fn every_kind_of_pool_id_is_a_gpu_name_in_its_lock_form() {
-        use crate::slots::request::lock_form;
-        for id in [
-            &b"0"[..],
-            b"12",
-            b"GPU-8932f937-d72c-4106-c12f-20bd9faed9f6",
-            b"MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/2",
-        ] {
-            assert!(is_gpu_name(&lock_form(id)), "{:?}", core::str::from_utf8(id));
-        }
-        for other in [&b"MIG-GPU-x/1/2"[..], b"MIG-GPU-x+1", b"1+2", b"..", b"", b"MIG-GPU-x+1+2+3"] {
-            assert!(!is_gpu_name(other), "{:?}", core::str::from_utf8(other));
         }
     }
 }

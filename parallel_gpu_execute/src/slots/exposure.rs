@@ -4,6 +4,7 @@
 //! wrapper where it takes a slot (or makes its record), and by `--status`
 //! and `--list`, in the words of [`Exposed`].
 
+use crate::sys::userns::{Ids, unmapped};
 use core::ffi::CStr;
 use rustix::fd::OwnedFd;
 
@@ -19,32 +20,7 @@ use rustix::fd::OwnedFd;
 /// root's own `/var/lock` looks like that. It is not called another
 /// owner, which would be a false alarm at every test.
 pub fn other_owner(uid: u32) -> Option<u32> {
-    (uid != 0 && uid != rustix::process::geteuid().as_raw() && !unmapped(uid)).then_some(uid)
-}
-
-/// Whether `uid` may stand for an owner this user namespace does not map:
-/// the kernel shows every such owner as the overflow id, 65534 (the
-/// default of `/proc/sys/kernel/overflowuid`), which, in a user namespace
-/// of its own, may be mapped as well (a rootless container maps 65534 to a
-/// subordinate id, and root's files look the same). Only the initial user
-/// namespace (`/proc/self/uid_map` maps every id to itself) tells it.
-/// Where the map cannot be read, it is taken as the initial one.
-#[cold]
-#[inline(never)]
-fn unmapped(uid: u32) -> bool {
-    const OVERFLOW: u32 = 65534;
-    if uid != OVERFLOW {
-        return false;
-    }
-    let mut buf = [0u8; 64];
-    let Ok(fd) = wrapper_common::lines::open_for_reading(c"/proc/self/uid_map") else { return false };
-    rustix::io::read(&fd, &mut buf).is_ok_and(|n| n > 0 && !whole(&buf[..n]))
-}
-
-/// Whether the `uid_map` text `map` maps every id to itself (one line,
-/// `0 0 4294967295`): the initial user namespace's.
-fn whole(map: &[u8]) -> bool {
-    map.iter().filter(|&&b| b != b' ').eq(b"004294967295\n")
+    (uid != 0 && uid != rustix::process::geteuid().as_raw() && !unmapped(uid, Ids::User)).then_some(uid)
 }
 
 /// Whether a directory of mode `mode` lets users other than its owner
@@ -155,20 +131,5 @@ impl core::fmt::Display for Exposed<'_> {
             Some(_) => write!(f, "; as root: chown root:root {dir} && chmod 1777 {dir}"),
             None => write!(f, "; as root: chmod 1777 {dir}"),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::whole;
-
-    #[test]
-    fn only_the_initial_namespaces_map_is_whole() {
-        assert!(whole(b"         0          0 4294967295\n"));
-        // Bazel's linux-sandbox, or `unshare -U --map-user=1000`: the caller alone.
-        assert!(!whole(b"      1000       1000          1\n"));
-        // A rootless container: root is the caller, then a subordinate range.
-        assert!(!whole(b"0 1000 1\n1 100000 65536\n"));
-        assert!(!whole(b"         0          0 4294967295\n         0          0 1\n") && !whole(b""));
     }
 }

@@ -128,8 +128,8 @@ pub fn sees_everyone() -> bool {
 }
 
 /// What `/proc/locks` (read before and again after the processes were
-/// scanned: `before`, `after`) and the processes that have `file` open say
-/// about it.
+/// scanned: `before`, `after`, each sorted by file as `read_locks` gives
+/// them) and the processes that have `file` open say about it.
 ///
 /// A lock that both reads list and no visible holder accounts for is held
 /// by a hidden holder: the kernel says it is held, whoever holds it (a
@@ -150,11 +150,8 @@ pub fn lockers(
         openers.iter().any(|o| o.twin == twin && (o.taker == Some(l.pid) || o.pid == l.pid))
     };
     let on_file = |locks: &[LockEntry]| -> Vec<LockEntry> {
-        locks
-            .iter()
-            .filter(|l| l.flock && l.key() == file.key && (through(l, false) || !through(l, true)))
-            .cloned()
-            .collect()
+        let on = crate::slots::proclocks::on_file(locks, file.key);
+        on.iter().filter(|l| l.flock && (through(l, false) || !through(l, true))).cloned().collect()
     };
     let openers: Vec<Opener> = openers.iter().filter(|o| !o.twin).copied().collect();
     let openers = openers.as_slice();
@@ -189,8 +186,7 @@ pub fn lockers(
 }
 
 fn pid_of(name: &[u8]) -> Option<i64> {
-    let text = core::str::from_utf8(name).ok()?;
-    text.bytes().all(|b| b.is_ascii_digit()).then(|| text.parse().ok()).flatten()
+    i64::try_from(wrapper_common::numbers::parse_u64(name)?).ok()
 }
 
 fn cstring(text: String) -> CString {
@@ -211,7 +207,8 @@ pub fn mount_device(fd: BorrowedFd) -> Option<(u32, u32)> {
     let mountinfo = String::from_utf8(read_file(c"/proc/self/mountinfo")?).ok()?;
     let line = mountinfo.lines().find(|l| l.split(' ').next() == Some(mount))?;
     let (major, minor) = line.split(' ').nth(2)?.split_once(':')?;
-    Some((major.parse().ok()?, minor.parse().ok()?))
+    let number = |n: &str| u32::try_from(wrapper_common::numbers::parse_u64(n.as_bytes())?).ok();
+    Some((number(major)?, number(minor)?))
 }
 
 /// The `/proc/locks` key of an open file of this process.

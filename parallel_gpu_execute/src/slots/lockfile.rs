@@ -241,6 +241,9 @@ fn hint_at(dir: &[u8], make: Option<&[u8]>, errno: Errno, lock_files: bool) -> B
                 None => format!("its owner or root runs chmod 1777 {d}{beforehand}"),
             };
             match wrapper_common::with_joined(&[dir], None, |c| rustix::fs::stat(c).ok()).flatten() {
+                Some(st) if crate::sys::userns::unmapped(st.st_uid, crate::sys::userns::Ids::User) => {
+                    format!(" ({d} is uid {}'s, {}: on the host, {repair})", st.st_uid, crate::sys::userns::ANY_OUTSIDE)
+                }
                 Some(st) => format!(
                     " ({d} is uid {}'s, mode {:04o}, and this user is uid {me}: {repair})",
                     st.st_uid,

@@ -1,6 +1,6 @@
 //! Handing out GPU slots: how many GPUs a test needs and from which pool
 //! (`request`), the lock files and how a slot is taken (`lockfile`,
-//! `locks`), who else can move them (`exposure`), one naming per lock directory (`naming`), the GPUs taken out of service (`drain`), whether the lock
+//! `locks`), who else can move them (`exposure`), one naming per lock directory (`naming`), the GPUs taken out of service (`drain`, and its records: `drain_record`), whether the lock
 //! directory coordinates anything beyond this action (`privacy`), waiting
 //! for one in arrival order (`take`: the steps; `queue` and `record`: the
 //! waiters' records; `wait`: the sleeps), what a waiter tells the log
@@ -13,6 +13,7 @@
 //! and a lock directory, and knows nothing of how the GPUs were counted.
 
 pub mod drain;
+pub mod drain_record;
 pub mod exposure;
 pub mod holders;
 pub mod lockfile;

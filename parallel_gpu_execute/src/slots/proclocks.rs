@@ -56,12 +56,25 @@ pub fn parse_line(line: &str) -> Option<LockEntry> {
     Some(LockEntry { blocked, flock: kind == "FLOCK" || lease, pid, major, minor, inode })
 }
 
-/// Every lock of the system, as this process may see them; `None` when
+/// Every lock of the system, as this process may see them, by file
+/// ([`LockEntry::key`]; in the kernel's order for each, so that
+/// [`on_file`] finds a file's in a binary search); `None` when
 /// `/proc/locks` cannot be read (a `/proc` mounted with `subset=pid`, as
 /// systemd's `ProcSubset=pid` makes, none mounted, no descriptor left):
 /// then nothing is known of the locks, which is not "none is held".
 pub fn read_locks() -> Option<Vec<LockEntry>> {
-    read_text(c"/proc/locks").map(|t| t.lines().filter_map(parse_line).collect())
+    let mut locks: Vec<LockEntry> = read_text(c"/proc/locks")?.lines().filter_map(parse_line).collect();
+    crate::sys::sort::sort_by(&mut locks, &mut |a, b| a.key() < b.key());
+    Some(locks)
+}
+
+/// The locks of the file `key` among `locks`, sorted by file as
+/// [`read_locks`] gives them: each file's lookup costs a binary search,
+/// not a pass over every lock of the system (another user can hold
+/// 100,000).
+pub fn on_file(locks: &[LockEntry], key: (u32, u32, u64)) -> &[LockEntry] {
+    let rest = &locks[locks.partition_point(|l| l.key() < key)..];
+    &rest[..rest.iter().take_while(|l| l.key() == key).count()]
 }
 
 impl LockEntry {
@@ -145,7 +158,7 @@ pub fn state_and_ticks(pid: i64) -> (Option<char>, Option<u64>) {
     let Some(rest) = stat_fields(pid) else { return (None, None) };
     let mut fields = rest.split_ascii_whitespace();
     let state = fields.next().and_then(|s| s.chars().next());
-    (state, fields.nth(18).and_then(|t| t.parse().ok()))
+    (state, fields.nth(18).and_then(|t| wrapper_common::numbers::parse_u64(t.as_bytes())))
 }
 
 /// The wall-clock time `ticks` clock ticks after boot.
@@ -295,5 +308,15 @@ mod tests {
         assert!(me.started.is_some_and(|t| t <= SystemTime::now()));
         assert!(me.state.is_some_and(|s| s.is_ascii_alphabetic()), "{:?}", me.state);
         assert_eq!(process(0).command, None);
+    }
+
+    #[test]
+    fn a_files_locks_are_found_among_every_files() {
+        let at = |inode, pid| LockEntry { blocked: false, flock: true, pid, major: 0, minor: 40, inode };
+        let locks = [at(1, 10), at(2, 20), at(2, 21), at(3, 30), at(5, 50)];
+        assert_eq!(on_file(&locks, (0, 40, 2)), &[at(2, 20), at(2, 21)]);
+        assert_eq!(on_file(&locks, (0, 40, 5)), &[at(5, 50)]);
+        assert!(on_file(&locks, (0, 40, 4)).is_empty() && on_file(&locks, (0, 41, 1)).is_empty());
+        assert!(on_file(&[], (0, 40, 1)).is_empty());
     }
 }

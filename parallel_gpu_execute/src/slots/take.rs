@@ -230,25 +230,30 @@ impl<'a> Waiting<'a> {
                     // process stopped or frozen between the two while that
                     // waiter thawed): the records are read again with the
                     // locks held, and a block that an earlier waiter that
-                    // counts now wants is left to it. Where the look passed
-                    // over none, the scan already left each one counting
-                    // its lock files; where the block's descriptors leave
-                    // none to read a record with, the look stands.
-                    if ahead.passed_stale {
+                    // counts now wants is left to it, as if none was free:
+                    // this one sleeps until a release or its next beat (a
+                    // look again at once would take it from that waiter
+                    // again and again where the host is too loaded for
+                    // beats to stay fresh, and hold up every other one).
+                    // Where the look passed over none, the scan already left
+                    // each one counting its lock files; where the block's
+                    // descriptors leave none to read a record with, the
+                    // look stands.
+                    let left = ahead.passed_stale && {
                         let now = self.look(table, false);
                         let (start, slot) = (grant.start, grant.slot);
-                        if !now.starved && !(start..start + grant.fds.len()).all(|g| now.allows(g, slot)) {
-                            // Closed, not only unlocked: the close wakes the
-                            // waiters that watch the lock files.
-                            drop(grant);
-                            continue;
+                        !now.starved && !(start..start + grant.fds.len()).all(|g| now.allows(g, slot))
+                    };
+                    if !left {
+                        let grant = self.granted(grant);
+                        if let Some(w) = watch {
+                            w.done();
                         }
+                        return Ok(Some(grant));
                     }
-                    let grant = self.granted(grant);
-                    if let Some(w) = watch {
-                        w.done();
-                    }
-                    return Ok(Some(grant));
+                    // Closed, not only unlocked: the close wakes the waiters
+                    // that watch the lock files.
+                    drop(grant);
                 }
                 // Drained while it waited: fail now rather than wait
                 // forever; a GPU back in service is looked at at once.

@@ -51,7 +51,7 @@ pub struct Telemetry {
 
 /// Whether `/proc/locks` lists a lock held on `key`.
 fn listed_held(locks: &[LockEntry], key: (u32, u32, u64)) -> bool {
-    locks.iter().any(|l| l.held_on(key))
+    crate::slots::proclocks::on_file(locks, key).iter().any(|l| l.held_on(key))
 }
 
 /// How many of the pool's lock files (at every slot) are held, as far as

@@ -4,7 +4,7 @@
 //! descriptors held open (`stdfds`), directory and file reading without
 //! allocation (`dirs`), and the bounded tail of a child's output
 //! (`output_tail`), one stable sort for every list (`sort`), names other
-//! users cannot guess (`random`). Imports nothing from the rest of the crate.
+//! users cannot guess (`random`), ids across user namespaces (`userns`). Imports nothing from the rest of the crate.
 
 pub mod child;
 pub mod clock;
@@ -14,3 +14,4 @@ pub mod output_tail;
 pub mod random;
 pub mod sort;
 pub mod stdfds;
+pub mod userns;

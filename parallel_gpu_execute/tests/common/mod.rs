@@ -255,6 +255,49 @@ pub fn root(what: &str) -> bool {
     test_support::prerequisite(test_support::is_root(), "root", what)
 }
 
+/// Runs `argv` in a user namespace of its own, as a rootless container
+/// does: its uid and gid map is `sys.argv[1]` (`inside outside count`
+/// ranges, `;` between them), written from outside; it runs there as the
+/// namespace's root, the outside id that 0 maps to. Exit 99 where no user
+/// namespace can be made.
+const ROOTLESS: &str = "import os, sys, ctypes\n\
+    libc = ctypes.CDLL(None, use_errno=True)\n\
+    ranges = [r.split() for r in sys.argv[1].split(';')]\n\
+    owner = [int(o) for i, o, n in ranges if i == '0'][0]\n\
+    r, w = os.pipe(); r2, w2 = os.pipe()\n\
+    pid = os.fork()\n\
+    if pid == 0:\n\
+    \x20   os.setgroups([]); os.setresgid(owner, owner, owner); os.setresuid(owner, owner, owner)\n\
+    \x20   if libc.unshare(0x10000000) != 0: os._exit(99)\n\
+    \x20   os.write(w, b'x'); os.read(r2, 1)\n\
+    \x20   os.execv(sys.argv[2], sys.argv[2:])\n\
+    os.read(r, 1)\n\
+    for f in ('uid_map', 'gid_map'):\n\
+    \x20   open('/proc/%d/%s' % (pid, f), 'w').write(sys.argv[1].replace(';', '\\n') + '\\n')\n\
+    os.write(w2, b'x')\n\
+    _, st = os.waitpid(pid, 0)\n\
+    sys.exit(os.waitstatus_to_exitcode(st))\n";
+
+/// What makes the wrapper's command in a rootless container's user
+/// namespace whose map is `map` (`"0 100000 65536"`, or `"0 1000 1;1
+/// 100000 65536"`), as that namespace's root, on `f`; the wrapper's own
+/// arguments follow. `None`, said as a skip (a failure under CI), where
+/// this is not root, or python3 with ctypes or user namespaces are missing.
+pub fn rootless<'a>(f: &'a Fixture, map: &'a str) -> Option<impl Fn() -> Cmd + 'a> {
+    let python = test_support::python_with("python3", &["ctypes"]);
+    if !test_support::prerequisite(python.is_some(), "python3 with ctypes", "a rootless container's user namespace")
+        || !root("a rootless container's user namespace")
+    {
+        return None;
+    }
+    let python = python?.to_string_lossy().into_owned();
+    let works = Cmd::new(&python).args(["-c", ROOTLESS, map, "/bin/true"]).run().code() == 0;
+    if !test_support::prerequisite(works, "user namespaces", "a rootless container's user namespace") {
+        return None;
+    }
+    Some(move || f.cmd_under(&python, ["-c", ROOTLESS, map]))
+}
+
 /// A PID and mount namespace of its own whose first process is `sleep`,
 /// with a second `sleep` entered from outside as its pid 2 (its parent
 /// outside, shown as 0, as `docker exec` makes it). Its namespace goes with

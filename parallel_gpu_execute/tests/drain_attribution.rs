@@ -1,0 +1,85 @@
+//! Who drained a GPU, as `--status` says it, comes from the kernel and
+//! `/etc/passwd`, never from what a record's text or a file's path claims.
+
+mod common;
+
+use common::{Fixture, NOBODY, shared_fixture};
+use test_support::{Cmd, Output};
+
+/// The wrapper as root with 2 GPUs of 1 slot, and `args`.
+fn run(f: &Fixture, args: &[&str]) -> Output {
+    let mut c = f.cmd();
+    common::on(&mut c, 2, 1).args(args).run()
+}
+
+/// `--status`'s line of GPU `gpu`, drained.
+#[track_caller]
+fn drained_line(out: &Output, gpu: &str) -> String {
+    let line = out.stdout.lines().find(|l| l.starts_with(&format!("{gpu} ")) && l.contains(" drained "));
+    line.unwrap_or_else(|| panic!("GPU {gpu} not drained\n{}", out.explain())).to_string()
+}
+
+/// A root-owned file that is no drain record (a waiter's queue record,
+/// from a `gpuqueue/` another user owns and so may rename out of) moved
+/// into root's `gpudrain/` is shown as what it is, flagged, not as root's
+/// drain. A build without the change showed `by uid 0`, `disowned` false,
+/// nothing untrusted.
+#[test]
+fn a_file_that_holds_no_drain_record_is_no_ones_drain() {
+    if !common::root("another user's gpuqueue/") {
+        return;
+    }
+    let f = shared_fixture("drain-moved-in");
+    f.make_lock_dir_shared();
+    run(&f, &["--drain=1", "--reason=root's"]).assert_success();
+    // nobody's gpuqueue/, with root's queue record in it.
+    let queue = f.lock_dir.join("gpuqueue");
+    let mut c = Cmd::new("sh");
+    c.args(["-c", "mkdir -m 1777 \"$0\""]).arg(&queue).as_user(NOBODY, NOBODY);
+    c.run().assert_success();
+    let mut record = vec![0x5a; 32];
+    record.extend_from_slice(b"name 0000000000000001.77\nneeded 1\nfiles gpulock0_0\ntest ./pkg/gpu_test\n");
+    test_support::write_file(queue.join("0000000000000001.77"), record);
+    let mut c = Cmd::new("mv");
+    c.arg(queue.join("0000000000000001.77")).arg(f.lock_dir.join("gpudrain/0")).as_user(NOBODY, NOBODY);
+    c.run().assert_success();
+    let out = run(&f, &["--status"]);
+    let line = drained_line(out.assert_success(), "0");
+    assert!(line.contains("by uid 0 (its file holds no drain record: not written by --drain)"), "{}", out.explain());
+    assert!(drained_line(&out, "1").contains("by uid 0: root's"), "{}", out.explain());
+    let out = run(&f, &["--status=json"]);
+    out.assert_success().assert_stdout_contains(r#""uid": null, "user": null, "owner_uid": 0, "disowned": true"#);
+}
+
+/// A record's `user` line is its writer's word: `--status` names the
+/// drainer by the name `/etc/passwd` gives its uid. A build without the
+/// change showed `by root (uid 0): ECC errors, RMA 1235 ... (uid 65534)`,
+/// the record's text, first.
+#[test]
+fn the_drainer_is_named_by_etc_passwd_not_by_the_record() {
+    if !common::root("another user's drain record") {
+        return;
+    }
+    let f = shared_fixture("drain-name");
+    test_support::write_file(
+        f.sysroot.root.join("etc/passwd"),
+        "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+    );
+    f.make_lock_dir_shared();
+    let mut c = f.cmd();
+    let out = common::on(&mut c, 2, 1).args(["--drain=0", "--reason=x"]).as_user(NOBODY, NOBODY).run();
+    out.assert_success();
+    let text = format!("reason bad fan\nuid {NOBODY}\nuser root (uid 0): ECC errors, RMA 1235{}\n", " ".repeat(150));
+    let mut c = Cmd::new("sh");
+    c.args(["-c", "printf '%s' \"$1\" > \"$0.new\" && mv -f \"$0.new\" \"$0\""])
+        .arg(f.lock_dir.join("gpudrain/0"))
+        .arg(text)
+        .as_user(NOBODY, NOBODY);
+    c.run().assert_success();
+    let out = run(&f, &["--status"]);
+    let line = drained_line(out.assert_success(), "0");
+    assert!(line.contains("by nobody (uid 65534): bad fan") && !line.contains("root"), "{}", out.explain());
+    let out = run(&f, &["--status=json"]);
+    out.assert_success()
+        .assert_stdout_contains(r#""uid": 65534, "user": "nobody", "owner_uid": 65534, "disowned": false"#);
+}
