@@ -61,6 +61,26 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// Takes a lease on `argv[2]` (`argv[1]`: `r` read, `w` write), made
+/// where missing, then starts its break itself with an open for writing,
+/// as any writer's open does (a wrapper's too), and never lets it go.
+const BREAKER: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  int w = argv[1][0] == 'w';
+  signal(SIGIO, SIG_IGN);
+  int fd = open(argv[2], (w ? O_RDWR : O_RDONLY) | O_CREAT, 0644);
+  if (fd < 0 || fcntl(fd, F_SETLEASE, w ? F_WRLCK : F_RDLCK)) { perror(argv[2]); return 1; }
+  if (open(argv[2], O_RDWR | O_NONBLOCK) >= 0) { fprintf(stderr, "no break\n"); return 1; }
+  sleep(60);
+  return 0;
+}
+"#;
+
 /// Makes and removes the file `argv[1]` as fast as it can for `argv[2]`
 /// seconds, as programs do with their own files in `/var/lock`.
 const CHURNER: &str = r#"
@@ -508,5 +528,39 @@ fn status_says_a_lock_path_every_test_skips() {
                 "parallel_gpu_execute_slots{{lock_dir=\"{dir}\",profile=\"xla\",gpu=\"{gpu}\",state=\"{state}\"}} {n}\n"
             ));
         }
+    }
+}
+
+/// A read lease being broken (here by its holder's own open for writing,
+/// as a wrapper's open starts it too) lets every open for reading in, a
+/// wrapper's as well, which then takes the slot: `--status` shows the slot
+/// free. A write lease being broken keeps every open out, and stays the
+/// slot's holder. `/proc/locks` lists both as `LEASE BREAKING UNLCK`; a
+/// build without the change showed the first held as well.
+#[test]
+fn a_read_lease_being_broken_holds_no_slot() {
+    if !root("another user's lease") {
+        return;
+    }
+    let f = shared_fixture("others-lease-breaking");
+    f.make_lock_dir_shared();
+    let file = f.lock("0", 0);
+    for (kind, held) in [("r", false), ("w", true)] {
+        let _ = std::fs::remove_file(&file);
+        let mut breaker = as_nobody(&helper(&f, "breaker", BREAKER), &[Path::new(kind), &file]);
+        let breaking = wait_until(Duration::from_secs(10), || {
+            let Ok(m) = std::fs::metadata(&file) else { return false };
+            let inode = format!(":{} ", std::os::unix::fs::MetadataExt::ino(&m));
+            let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+            breaker.has_exited() || locks.lines().any(|l| l.contains("LEASE  BREAKING") && l.contains(&inode))
+        });
+        assert!(breaking && !breaker.has_exited(), "no lease being broken\n{}", end(breaker));
+        let status = common::status(&f, 1, 1, "json");
+        let slot = common::slot_json(&status, &file).to_string();
+        assert_eq!(slot.contains("\"held\": true"), held, "{kind}: {slot}\n{}", status.explain());
+        let mut c = f.cmd();
+        let out = on(&mut c, 1, 1).args(["--wait=0", "./pkg/gpu_test"]).run();
+        assert_eq!(out.code() == 0, !held, "{kind}\n{}", out.explain());
+        end(breaker);
     }
 }

@@ -286,6 +286,13 @@ fn since_is_when_the_slot_was_granted_not_when_its_holder_started() {
     let text = status(&f, 2, 1, "text");
     let row = text.stdout.lines().find(|l| l.starts_with("xla      1 ")).unwrap();
     assert!(row.contains(" - "), "no grant time shown for GPU 1\n{}", text.explain());
+    // A time given by hand since, after the holder's start (`touch -d`, as
+    // the file's owner may): unknown, not the time given.
+    let given = format!("@{}", started + 1);
+    let touched = std::process::Command::new("touch").args(["-m", "-d", &given]).arg(f.lock("0", 0)).status();
+    assert!(touched.is_ok_and(|s| s.success()));
+    let out = status(&f, 2, 1, "json");
+    assert!(slot_json(&out, &f.lock("0", 0)).contains("\"since\": null"), "a time given by hand\n{}", out.explain());
     stop(late);
 }
 

@@ -109,7 +109,7 @@ use crate::report::status_format::{self, MAX_LISTED, QueueRecord, Report, Slot, 
 use crate::report::{gpus, openmetrics};
 use crate::settings::Settings;
 use crate::slots::exposure::Exposed;
-use crate::slots::holders::{LockFile, PidView, lockers, mount_device, openers, pid_view};
+use crate::slots::holders::{LockFile, PidView, lease_lets_in, lockers, mount_device, openers, pid_view};
 use crate::slots::lockfile::{lock_file_name, split_lock_file_name};
 use crate::slots::proclocks::{ProcessInfo, process, read_locks};
 use crate::slots::record::{QUEUE_DIR, STALE_AFTER};
@@ -244,13 +244,18 @@ fn mtime(st: &Stat) -> Option<SystemTime> {
 const STAMP_SLACK: Duration = Duration::from_millis(20);
 
 /// When the slot was granted: the file's modification time, when it is not
-/// older than its oldest holder (give or take [`STAMP_SLACK`]).
+/// older than its oldest holder (give or take [`STAMP_SLACK`]), and was set
+/// with its change time, as a grant sets both (a time given by hand,
+/// `touch -d`, leaves the change time at the moment it was given).
 fn granted(st: &Stat, holders: &[ProcessInfo]) -> Option<SystemTime> {
     let visible: Vec<&ProcessInfo> = holders.iter().filter(|h| h.command.is_some()).collect();
     let oldest = visible.iter().map(|h| h.started).collect::<Option<Vec<_>>>()?.into_iter().min()?;
     // Nor a time ahead of now (`touch -d 2099` by the file's owner).
     let now = SystemTime::now() + STAMP_SLACK;
-    mtime(st).filter(|&m| m.checked_add(STAMP_SLACK).is_some_and(|m| m >= oldest) && m <= now)
+    let m = mtime(st).filter(|&m| m.checked_add(STAMP_SLACK).is_some_and(|m| m >= oldest) && m <= now)?;
+    let changed = i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec);
+    let modified = i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec);
+    (changed.abs_diff(modified) <= STAMP_SLACK.as_nanos()).then_some(m)
 }
 
 fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
@@ -355,6 +360,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     let table = read_locks();
     report.locks_readable = table.is_some();
     let locks = table.unwrap_or_default();
+    lease_lets_in(&mut files, &locks, &dir_fd);
     let open = openers(&files);
     let mut again = read_locks().unwrap_or_default();
     // A process that exits closes its descriptors a moment before the

@@ -36,8 +36,8 @@ use alloc::ffi::CString;
 use core::ffi::CStr;
 use core::mem::MaybeUninit;
 use core::ops::ControlFlow;
-use rustix::fd::{AsFd, AsRawFd, BorrowedFd};
-use rustix::fs::{AtFlags, FileType, Stat};
+use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 
 /// A file's identity as `/proc/locks` writes it: major, minor, inode.
 pub type LockKey = (u32, u32, u64);
@@ -57,13 +57,23 @@ pub struct LockFile<'a> {
     /// A queue file: what a process blocked in `flock(2)` most likely waits
     /// for when it cannot be told on which descriptor.
     pub queue: bool,
+    /// A lease on it is being broken and it opens for reading meanwhile (a
+    /// read lease, [`lease_lets_in`]): that lease holds no slot.
+    pub lets_in: bool,
+}
+
+impl LockFile<'_> {
+    /// Whether `l`, a lock on this file, holds it.
+    fn held_by(&self, l: &LockEntry) -> bool {
+        l.flock && !l.blocked && !(l.breaking && self.lets_in)
+    }
 }
 
 impl<'a> LockFile<'a> {
     /// `name`, as `stat` found it, in a directory whose mount has the
     /// device `device` ([`mount_device`]; `None`: `stat`'s own).
     pub fn new(name: &'a [u8], st: &Stat, device: Option<(u32, u32)>, queue: bool) -> LockFile<'a> {
-        LockFile { name, dev: st.st_dev, ino: st.st_ino, key: key_of(st, device), queue }
+        LockFile { name, dev: st.st_dev, ino: st.st_ino, key: key_of(st, device), queue, lets_in: false }
     }
 }
 
@@ -151,7 +161,8 @@ pub fn lockers(
     };
     let on_file = |locks: &[LockEntry]| -> Vec<LockEntry> {
         let on = crate::slots::proclocks::on_file(locks, file.key);
-        on.iter().filter(|l| l.flock && (through(l, false) || !through(l, true))).cloned().collect()
+        let on = on.iter().filter(|l| l.flock && !(l.breaking && file.lets_in));
+        on.filter(|l| through(l, false) || !through(l, true)).cloned().collect()
     };
     let openers: Vec<Opener> = openers.iter().filter(|o| !o.twin).copied().collect();
     let openers = openers.as_slice();
@@ -339,7 +350,7 @@ fn held_through(pid: i64, fd: &CStr, file: &LockFile) -> Option<i64> {
     info.lines()
         .filter_map(|l| l.strip_prefix("lock:"))
         .filter_map(|l| parse_line(l.trim_start()))
-        .find(|l| l.flock && !l.blocked && l.inode == file.key.2)
+        .find(|l| file.held_by(l) && l.inode == file.key.2)
         .map(|l| l.pid)
 }
 
@@ -374,6 +385,26 @@ fn descriptors(
         ControlFlow::Continue(())
     });
     found
+}
+
+/// Marks the lock files of `files` (in the lock directory `dir_fd`) that
+/// a reader can open while a lease on them is being broken toward none
+/// (`locks` lists one): read leases, whose break a wrapper's open for
+/// writing starts and which its open for reading then passes, taking the
+/// slot ([`LockFile::lets_in`]). A write lease being broken keeps that open
+/// out, and stays a holder. Tried only where such a lease is listed: a
+/// look at the file, as the wrapper's own (its close wakes the waiters that
+/// watch the file).
+pub fn lease_lets_in(files: &mut [LockFile], locks: &[LockEntry], dir_fd: &OwnedFd) {
+    for f in files.iter_mut().filter(|f| !f.queue) {
+        if !crate::slots::proclocks::on_file(locks, f.key).iter().any(|l| l.breaking && !l.blocked) {
+            continue;
+        }
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::NOCTTY | OFlags::CLOEXEC;
+        let opened =
+            wrapper_common::with_joined(&[f.name], None, |c| rustix::fs::openat(dir_fd, c, flags, Mode::empty()));
+        f.lets_in = matches!(opened, Some(Ok(_)));
+    }
 }
 
 /// For each of `files`, the processes that have it open, as far as this
@@ -433,10 +464,11 @@ mod tests {
     use super::*;
 
     fn entry(pid: i64, blocked: bool) -> LockEntry {
-        LockEntry { blocked, flock: true, pid, major: 0, minor: 40, inode: 258 }
+        LockEntry { blocked, flock: true, breaking: false, pid, major: 0, minor: 40, inode: 258 }
     }
 
-    const FILE: LockFile = LockFile { name: b"gpulock0_0", dev: 42, ino: 258, key: (0, 40, 258), queue: false };
+    const FILE: LockFile =
+        LockFile { name: b"gpulock0_0", dev: 42, ino: 258, key: (0, 40, 258), queue: false, lets_in: false };
 
     fn opener(pid: i64, holds: bool, taker: Option<i64>, blocked: bool) -> Opener {
         Opener { pid, holds, taker, blocked, twin: false }

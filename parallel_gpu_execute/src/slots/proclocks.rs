@@ -26,6 +26,10 @@ pub struct LockEntry {
     /// A `flock(2)` lock, or a lease that no other process may open the
     /// file under (a write lease, or one being broken).
     pub flock: bool,
+    /// A lease being broken toward none (`BREAKING UNLCK`): a write lease
+    /// keeps every open out meanwhile, a read lease none for reading, and
+    /// the table does not say which it was ([`crate::slots::holders::lease_lets_in`]).
+    pub breaking: bool,
     /// The holder's (or waiter's) pid in this namespace; 0 or less when hidden.
     pub pid: i64,
     pub major: u32,
@@ -53,7 +57,8 @@ pub fn parse_line(line: &str) -> Option<LockEntry> {
     // opening the file (a wrapper's open fails with EAGAIN): the slot is
     // held by its holder, as by a `flock`.
     let lease = kind == "LEASE" && state != "BREAKER" && (mode == "WRITE" || state == "BREAKING");
-    Some(LockEntry { blocked, flock: kind == "FLOCK" || lease, pid, major, minor, inode })
+    let breaking = kind == "LEASE" && state == "BREAKING" && mode == "UNLCK";
+    Some(LockEntry { blocked, flock: kind == "FLOCK" || lease, breaking, pid, major, minor, inode })
 }
 
 /// Every lock of the system, as this process may see them, by file
@@ -213,7 +218,18 @@ mod tests {
     #[test]
     fn parses_proc_locks_lines() {
         let held = parse_line("1: FLOCK  ADVISORY  WRITE 12345 fd:01:1234567 0 EOF").unwrap();
-        assert_eq!(held, LockEntry { blocked: false, flock: true, pid: 12345, major: 0xfd, minor: 1, inode: 1234567 });
+        assert_eq!(
+            held,
+            LockEntry {
+                blocked: false,
+                flock: true,
+                breaking: false,
+                pid: 12345,
+                major: 0xfd,
+                minor: 1,
+                inode: 1234567
+            }
+        );
         let waiting = parse_line("1: -> FLOCK  ADVISORY  WRITE 12346 08:10:99 0 EOF").unwrap();
         assert!(waiting.blocked);
         assert_eq!((waiting.pid, waiting.major, waiting.minor, waiting.inode), (12346, 8, 16, 99));
@@ -312,7 +328,8 @@ mod tests {
 
     #[test]
     fn a_files_locks_are_found_among_every_files() {
-        let at = |inode, pid| LockEntry { blocked: false, flock: true, pid, major: 0, minor: 40, inode };
+        let at =
+            |inode, pid| LockEntry { blocked: false, flock: true, breaking: false, pid, major: 0, minor: 40, inode };
         let locks = [at(1, 10), at(2, 20), at(2, 21), at(3, 30), at(5, 50)];
         assert_eq!(on_file(&locks, (0, 40, 2)), &[at(2, 20), at(2, 21)]);
         assert_eq!(on_file(&locks, (0, 40, 5)), &[at(5, 50)]);
