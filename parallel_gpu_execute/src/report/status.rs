@@ -245,8 +245,7 @@ const STAMP_SLACK: Duration = Duration::from_millis(20);
 
 /// When the slot was granted: the file's modification time, when it is not
 /// older than its oldest holder (give or take [`STAMP_SLACK`]), and was set
-/// with its change time, as a grant sets both (a time given by hand,
-/// `touch -d`, leaves the change time at the moment it was given).
+/// with its change time, as a grant sets both (not by hand: `touch -d`).
 fn granted(st: &Stat, holders: &[ProcessInfo]) -> Option<SystemTime> {
     let visible: Vec<&ProcessInfo> = holders.iter().filter(|h| h.command.is_some()).collect();
     let oldest = visible.iter().map(|h| h.started).collect::<Option<Vec<_>>>()?.into_iter().min()?;
