@@ -392,9 +392,8 @@ fn descriptors(
 /// (`locks` lists one): read leases, whose break a wrapper's open for
 /// writing starts and which its open for reading then passes, taking the
 /// slot ([`LockFile::lets_in`]). A write lease being broken keeps that open
-/// out, and stays a holder. Tried only where such a lease is listed: a
-/// look at the file, as the wrapper's own (its close wakes the waiters that
-/// watch the file).
+/// out, and stays a holder. Tried only where such a lease is listed (the
+/// close of the look wakes the waiters that watch the file).
 pub fn lease_lets_in(files: &mut [LockFile], locks: &[LockEntry], dir_fd: &OwnedFd) {
     for f in files.iter_mut().filter(|f| !f.queue) {
         if !crate::slots::proclocks::on_file(locks, f.key).iter().any(|l| l.breaking && !l.blocked) {
