@@ -112,7 +112,7 @@ fn status_shows_a_holder_it_cannot_see_as_hidden() {
         return;
     }
     out.assert_success().assert_stdout_contains(
-        "\"gpu\": \"0\", \"slot\": 0, \"held\": true, \"holders\": [{\"pid\": 0, \"visible\": false, \"command\": null, \"started\": null, \"state\": null}]",
+        "\"gpu\": \"0\", \"slot\": 0, \"held\": true, \"holders\": [{\"pid\": 0, \"visible\": false, \"command\": null, \"started\": null, \"state\": null, \"uid\": null}]",
     );
     out.assert_stdout_contains("\"position\": \"blocked\"");
 }

@@ -91,13 +91,11 @@
 //! | `command` | its command line (at most 200 characters), or `null` when hidden |
 //! | `started` | when the process started, as `since`, or `null` when hidden |
 //! | `state` | from `/proc/<pid>/stat`: `running`, `sleeping`, `disk-sleep`, `stopped`, `traced`, `zombie`, `idle`, `dead`, another state letter as it stands, or `null` when hidden |
+//! | `uid` | its user, the owner of `/proc/<pid>` (the kernel's word, not its command line's), or `null` when hidden |
 //!
-//! The text output has the same in a table per section, free slots on one
-//! short line each, a process's state in the `PROCESS` column (a stopped
-//! head of the queue reads `stopped`), `-` for what is unknown; then one
-//! line per GPU: in service or drained (when, by whom, why), its health,
-//! and the processes KFD lists on it. `--status=openmetrics` is the same
-//! as metrics ([`crate::report::openmetrics`]).
+//! The text output has the same in a table per section (a process's state
+//! in `PROCESS`, `-` for what is unknown), then one line per GPU (drained
+//! or not, its health, its KFD users); `--status=openmetrics`, as metrics.
 
 use crate::cli::StatusFormat as Format;
 use crate::error::Error;
@@ -565,36 +563,38 @@ mod tests {
     }
 
     fn holder(started: u64) -> ProcessInfo {
-        ProcessInfo {
-            pid: 7,
-            command: Some("t".into()),
-            args: Vec::new(),
-            started: UNIX_EPOCH.checked_add(Duration::from_secs(started)),
-            state: Some('S'),
-        }
+        let started = UNIX_EPOCH.checked_add(Duration::from_secs(started));
+        ProcessInfo { pid: 7, command: Some("t".into()), args: Vec::new(), started, state: Some('S'), uid: Some(0) }
     }
 
     #[test]
     fn the_grant_time_is_never_before_the_holder_started() {
         // SAFETY: a plain C struct, all zeroes is a valid value.
         let mut st: Stat = unsafe { core::mem::zeroed() };
-        st.st_mtime = 1000;
+        // Modified and changed at once, as a grant sets them.
+        fn set(st: &mut Stat, secs: i64, nanos: i64) {
+            let n = nanos.try_into().unwrap();
+            (st.st_mtime, st.st_mtime_nsec, st.st_ctime, st.st_ctime_nsec) = (secs, n, secs, n);
+        }
+        set(&mut st, 1000, 0);
         let at = UNIX_EPOCH.checked_add(Duration::from_secs(1000));
         assert_eq!(granted(&st, &[holder(990)]), at);
         assert_eq!(granted(&st, &[holder(1000)]), at);
         assert_eq!(granted(&st, &[holder(1001)]), None, "a file older than its holder: unknown");
-        st.st_mtime = 999;
-        st.st_mtime_nsec = 985_000_000;
+        set(&mut st, 999, 985_000_000);
         let stamped = UNIX_EPOCH.checked_add(Duration::new(999, 985_000_000));
         assert_eq!(granted(&st, &[holder(1000)]), stamped, "written within a tick of its holder's start");
-        st.st_mtime_nsec = 975_000_000;
+        set(&mut st, 999, 975_000_000);
         assert_eq!(granted(&st, &[holder(1000)]), None, "written before its holder started");
-        (st.st_mtime, st.st_mtime_nsec) = (1000, 0);
+        set(&mut st, 1000, 0);
         assert_eq!(granted(&st, &[holder(1005), holder(995)]), at, "the oldest holder counts");
         assert_eq!(granted(&st, &[process(0)]), None, "a hidden holder's start is unknown");
         assert_eq!(granted(&st, &[]), None);
+        // A time given by hand (`touch -d`): changed later than modified.
+        st.st_ctime = 1001;
+        assert_eq!(granted(&st, &[holder(995)]), None, "a time given by hand");
         // A time ahead of now (`touch -d 2099`) is no grant either.
-        st.st_mtime = 4_070_908_800;
+        set(&mut st, 4_070_908_800, 0);
         assert_eq!(granted(&st, &[holder(995)]), None, "a time ahead of now");
     }
 }

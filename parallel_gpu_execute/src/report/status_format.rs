@@ -513,6 +513,7 @@ fn process_json(p: &ProcessInfo) -> Vec<(&'static str, String)> {
         ("command", json::opt_string(p.command.as_deref().map(str::as_bytes))),
         ("started", time_json(p.started)),
         ("state", json::opt_string(state_name(p.state).as_deref().map(str::as_bytes))),
+        ("uid", json::opt_number(p.uid.map(u64::from))),
     ]
 }
 

@@ -106,6 +106,9 @@ pub struct ProcessInfo {
     /// sleeping, `D` in uninterruptible sleep, `T` stopped, `t` stopped
     /// by a tracer, `Z` zombie, ...; `None` when hidden.
     pub state: Option<char>,
+    /// Its user (the owner of `/proc/<pid>`: its effective uid, as the
+    /// kernel has it, whatever its command line says); `None` when hidden.
+    pub uid: Option<u32>,
 }
 
 /// Longest command shown.
@@ -177,7 +180,7 @@ fn since_boot(ticks: u64) -> Option<SystemTime> {
 
 /// Reads what `/proc` shows of `pid`.
 pub fn process(pid: i64) -> ProcessInfo {
-    let hidden = ProcessInfo { pid, command: None, args: Vec::new(), started: None, state: None };
+    let hidden = ProcessInfo { pid, command: None, args: Vec::new(), started: None, state: None, uid: None };
     if pid <= 0 {
         return hidden;
     }
@@ -189,7 +192,8 @@ pub fn process(pid: i64) -> ProcessInfo {
     }
     let command = command.chars().map(|c| if diag::is_unshown(c) { '?' } else { c }).collect();
     let (state, started) = state_and_start(pid);
-    ProcessInfo { pid, command: Some(command), args, started, state }
+    let uid = rustix::fs::stat(proc_path(pid, "").as_c_str()).ok().map(|st| st.st_uid);
+    ProcessInfo { pid, command: Some(command), args, started, state, uid }
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` (UTC).

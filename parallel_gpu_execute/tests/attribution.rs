@@ -1,5 +1,6 @@
-//! Who drained a GPU, as `--status` says it, comes from the kernel and
-//! `/etc/passwd`, never from what a record's text or a file's path claims.
+//! Who drained a GPU, and who holds a slot, as `--status` says it, comes
+//! from the kernel and `/etc/passwd`, never from what a record's text, a
+//! file's path or a process's command line claims.
 
 mod common;
 
@@ -82,4 +83,35 @@ fn the_drainer_is_named_by_etc_passwd_not_by_the_record() {
     let out = run(&f, &["--status=json"]);
     out.assert_success()
         .assert_stdout_contains(r#""uid": 65534, "user": "nobody", "owner_uid": 65534, "disowned": false"#);
+}
+
+/// A holder's command line is its own word (`exec -a` gives it any): the
+/// JSON names its user as the kernel has it. A build without the change
+/// showed another user's holder disguised as root's test exactly as the
+/// test, with no user.
+#[test]
+fn a_holder_is_named_with_its_user_whatever_its_command_line() {
+    if !common::root("another user's holder") {
+        return;
+    }
+    let f = shared_fixture("holder-user");
+    f.make_lock_dir_shared();
+    let lock = f.lock("0", 0);
+    // Perl keeps descriptors above `$^F` from the exec: raised first.
+    let script = "use Fcntl qw(:flock); $^F = 255; open(my $f, '>>', $ARGV[0]) or die; flock($f, LOCK_EX) or die; \
+        exec { '/bin/sleep' } '/root/bazel-out/k8-opt/bin/pkg/gpu_test', '30'";
+    let mut c = Cmd::new("perl");
+    c.args(["-e", script]).arg(&lock).as_user(NOBODY, NOBODY);
+    let holder = c.timeout(std::time::Duration::from_secs(30)).spawn();
+    let held = test_support::wait_until(std::time::Duration::from_secs(10), || {
+        std::fs::read_to_string(format!("/proc/{}/cmdline", holder.pid()))
+            .is_ok_and(|c| c.starts_with("/root/bazel-out"))
+    });
+    let out = run(&f, &["--status=json"]);
+    holder.signal(libc::SIGKILL);
+    holder.wait();
+    assert!(held, "the holder never ran");
+    let slot = common::slot_json(out.assert_success(), &lock).to_string();
+    assert!(slot.contains("\"command\": \"/root/bazel-out/k8-opt/bin/pkg/gpu_test 30\""), "{}", out.explain());
+    assert!(slot.contains(&format!("\"uid\": {NOBODY}}}")), "{}", out.explain());
 }
