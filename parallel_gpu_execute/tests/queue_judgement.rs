@@ -267,6 +267,9 @@ fn a_take_older_than_its_look_leaves_the_block_to_a_waiter_that_runs_again() {
     later.assert_success();
     let start = |name: &str| Record::read(&ran.join(name)).get("start").and_then(|s| s.parse::<u64>().ok());
     assert!(start("first") < start("later"), "the later test ran first\n{what}");
+    // Its waiting line counts the block it left as free, not as busy.
+    let line = later.stderr.lines().find(|l| l.contains("waiting for 1 GPU(s) for ")).unwrap_or_default();
+    assert!(line.ends_with("/pkg/gpu_test: 1 of 2 slots busy, second in the queue"), "{what}");
 }
 
 /// Lands a process under Landlock (an LSM) where opening `argv[1]` is

@@ -328,7 +328,10 @@ fn a_waiter_in_a_pid_namespace_keeps_slots_held_from_outside_from_showing_free()
     assert!(read("waiter.err").contains(": 4 of 4 slots busy, first in the queue"), "{seen}");
     assert!(text.contains(": 4 slot(s), 0 held, 4 unknown, 1 waiting\n"), "{seen}");
     assert!(!text.lines().any(|l| l.ends_with("  free")), "{seen}");
-    assert!(text.contains("a waiter here waits, so a slot with no holder in sight is of unknown state"), "{seen}");
+    assert!(
+        text.contains("a test waits in this lock directory, so a slot with no holder in sight is of unknown state"),
+        "{seen}"
+    );
     let slot = slot_in(&json, &f.lock("0", 0)).unwrap_or_default();
     assert!(slot.contains("\"held\": null"), "{seen}");
     assert!(

@@ -320,7 +320,7 @@ pub fn text(r: &Report) -> String {
     } else if unknown > 0 {
         out.push_str(
             "note: no kernel threads in /proc (a PID namespace of its own?): its /proc/locks leaves out locks taken\n      \
-             outside it, and a waiter here waits, so a slot with no holder in sight is of unknown state\n",
+             outside it, and a test waits in this lock directory, so a slot with no holder in sight is of unknown state\n",
         );
     } else if r.exists && !r.host_namespace && r.locks_readable && !r.slots.is_empty() {
         out.push_str(

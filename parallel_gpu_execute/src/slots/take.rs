@@ -205,6 +205,9 @@ impl<'a> Waiting<'a> {
             if ahead.starved && self.shed(&mut watch) {
                 continue;
             }
+            // Whether the scan found a block and left it to an earlier
+            // waiter: no proof then that every block is busy.
+            let mut left = false;
             match table.scan(needed, &ahead) {
                 Ok(Some(mut grant)) => {
                     // After a wait the drains are read with the block's
@@ -239,12 +242,12 @@ impl<'a> Waiting<'a> {
                     // each one counting its lock files; where the block's
                     // descriptors leave none to read a record with, the
                     // look stands.
-                    let left = ahead.passed_stale && {
+                    let wanted = ahead.passed_stale && {
                         let now = self.look(table, false);
                         let (start, slot) = (grant.start, grant.slot);
                         !now.starved && !(start..start + grant.fds.len()).all(|g| now.allows(g, slot))
                     };
-                    if !left {
+                    if !wanted {
                         let grant = self.granted(grant);
                         if let Some(w) = watch {
                             w.done();
@@ -254,6 +257,7 @@ impl<'a> Waiting<'a> {
                     // Closed, not only unlocked: the close wakes the waiters
                     // that watch the lock files.
                     drop(grant);
+                    left = true;
                 }
                 // Drained while it waited: fail now rather than wait
                 // forever; a GPU back in service is looked at at once.
@@ -283,7 +287,7 @@ impl<'a> Waiting<'a> {
                 let pid = rustix::process::getpid().as_raw_nonzero().get().unsigned_abs();
                 self.name = Some(record_name(ticket, pid));
                 self.keep_place(table);
-                self.announce(table, &ahead);
+                self.announce(table, &ahead, left);
                 // Time passed: a drain, or the directory's removal, may
                 // have come meanwhile.
                 waited = true;
@@ -495,7 +499,7 @@ impl<'a> Waiting<'a> {
     }
 
     /// The waiting line: what it waits for, the busy slots, its place.
-    fn announce(&mut self, table: &Slots<'_>, ahead: &Ahead) {
+    fn announce(&mut self, table: &Slots<'_>, ahead: &Ahead, left: bool) {
         let (pool, slots, prefix) = (table.pool(), self.ask.slots, self.ask.profile.lock_prefix());
         let standing = match self.place {
             Some(_) => Standing::Behind(self.look(table, true).count),
@@ -503,8 +507,9 @@ impl<'a> Waiting<'a> {
         };
         // No free block was found among all of them: proof of busy GPUs,
         // unless a lock file this user may not open was passed over, or
-        // earlier waiters' lock files were left to them.
-        let proof = (table.warned.is_empty() && ahead.blocked.is_empty()).then_some(table.out.as_slice());
+        // earlier waiters' lock files were left to them (a block found,
+        // then left to one: `left`).
+        let proof = (table.warned.is_empty() && ahead.blocked.is_empty() && !left).then_some(table.out.as_slice());
         let test = self.described.get_or_init(|| (self.test)());
         let (dir_fd, needed) = (table.dir_fd(), self.ask.needed);
         self.telemetry.waiting(dir_fd, pool, slots, prefix, needed, test, standing, proof, self.deadline);
