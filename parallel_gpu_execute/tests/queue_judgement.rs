@@ -272,6 +272,43 @@ fn a_take_older_than_its_look_leaves_the_block_to_a_waiter_that_runs_again() {
     assert!(line.ends_with("/pkg/gpu_test: 1 of 2 slots busy, second in the queue"), "{what}");
 }
 
+/// An arrival with `--wait=0` whose look passed over a stopped waiter
+/// (stale) takes GPU 0, the one GPU that waiter can take (GPU 1's lock
+/// file is root's, mode 0600), and while it holds the lock (strace holds
+/// it in its `flock`) the waiter runs again: read again, the queue leaves
+/// GPU 0 to the waiter, and the arrival's next scan, by that reading,
+/// takes GPU 1, which nobody else wants. A build that slept (or, with
+/// `--wait=0`, failed) after leaving a block did not look at GPU 1.
+#[test]
+fn a_block_left_to_an_earlier_waiter_leaves_the_others_to_take() {
+    if !root("another user's waiter") {
+        return;
+    }
+    let f = common::shared_fixture("judgement-left");
+    f.make_lock_dir_shared();
+    test_support::write_file(f.lock("1", 0), "");
+    std::fs::set_permissions(f.lock("1", 0), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let gpu0 = hold_lock(f.lock("0", 0));
+    let mut waiter = f.cmd();
+    on(&mut waiter, 2, 1).as_user(NOBODY, NOBODY).args(["--wait=30", "./pkg/gpu_test"]);
+    let waiter = f.spawn_queued(waiter.timeout(Duration::from_secs(60)));
+    waiter.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(1600));
+    drop(gpu0);
+    // Its second `flock` (the first is a look at the waiter's record) is
+    // the one on gpulock0_0: returns 1.5 s late, the lock taken.
+    let inject = "inject=flock:delay_exit=1500000:when=2";
+    let mut arrival = f.cmd_under("strace", ["-f", "-qq", "-o", "/dev/null", "-e", inject]);
+    on(&mut arrival, 2, 1).args(["--wait=0", "./pkg/gpu_test"]);
+    let arrival = arrival.timeout(Duration::from_secs(30)).spawn();
+    std::thread::sleep(Duration::from_millis(600));
+    waiter.signal(libc::SIGCONT);
+    let (arrival, waiter) = (arrival.wait(), waiter.wait());
+    let what = format!("{}\n{}", arrival.explain(), waiter.explain());
+    assert_eq!(Record::of(arrival.assert_success()).var("HIP_VISIBLE_DEVICES"), Some("1"), "{what}");
+    assert_eq!(Record::of(waiter.assert_success()).var("HIP_VISIBLE_DEVICES"), Some("0"), "{what}");
+}
+
 /// Lands a process under Landlock (an LSM) where opening `argv[1]` is
 /// refused, every other file allowed, then execs the rest; `access(2)` is
 /// not mediated by Landlock, so it still allows that file.

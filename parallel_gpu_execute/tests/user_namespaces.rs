@@ -79,15 +79,22 @@ fn a_container_writes_no_drain_where_it_cannot_tell_who_owns_gpudrain() {
 /// A drain made in a container names its drainer as the host has it
 /// (`uid 100000`, the namespace's root outside), and no name from the
 /// container's `/etc/passwd`; the host's `--status` shows it as that
-/// user's, not as a forgery. In the container, root's drain on the host
-/// (its owner shown as 65534) is shown as its record says, not as a
-/// forgery either, and its undrain is refused with the host named. A
-/// build without the change wrote `uid 0`, which the host called "not
-/// written by whom it says", and the container called root's drains so.
+/// user's, named by the host's file, not as a forgery, and the container
+/// names that host uid by none of its own. In the container, root's
+/// drain on the host (its owner shown as 65534) is shown as its record
+/// says, not as a forgery either, and its undrain is refused with the host
+/// named; a record an older release wrote there (its namespace uid) is no
+/// forgery there. A build without the change wrote `uid 0`, which the host
+/// called "not written by whom it says", and the container called root's
+/// drains so.
 #[test]
 fn a_drain_across_a_user_namespace_names_its_drainer_as_the_host_has_it() {
     let f = shared_fixture("userns-drain-claims");
     f.make_lock_dir_shared();
+    test_support::write_file(
+        f.sysroot.root.join("etc/passwd"),
+        "root:x:0:0::/:/bin/sh\napp:x:100000:100000::/:/bin/sh\n",
+    );
     let Some(container) = common::rootless(&f, SUBORDINATE) else { return };
     let inside = || {
         let mut c = container();
@@ -98,10 +105,21 @@ fn a_drain_across_a_user_namespace_names_its_drainer_as_the_host_has_it() {
     out.assert_success().assert_stdout_contains("drained GPU 0 in");
     let record = std::fs::read_to_string(f.lock_dir.join("gpudrain/0")).unwrap();
     assert!(record.contains("\nuid 100000\n") && !record.contains("user "), "{record}");
-    for out in [host(&f).arg("--status").run(), inside().arg("--status").run()] {
+    for (out, by) in
+        [(host(&f).arg("--status").run(), "app (uid 100000)"), (inside().arg("--status").run(), "uid 100000")]
+    {
         let line = gpu_line(out.assert_success(), "0");
-        assert!(line.contains("by uid 100000: ECC") && !line.contains("not written"), "{}", out.explain());
+        assert!(line.contains(&format!("by {by}: ECC")) && !line.contains("not written"), "{}", out.explain());
     }
+    // As an older release wrote it there: the namespace's own uid.
+    let old = "printf 'reason old\\ntime 1\\nuid 0\\nuser root\\n' > \"$0\"";
+    let python = test_support::python_with("python3", &["ctypes"]).unwrap();
+    let mut write = Cmd::new(python.to_string_lossy().as_ref());
+    write.args(["-c", common::ROOTLESS, SUBORDINATE, "/bin/sh", "-c", old]).arg(f.lock_dir.join("gpudrain/0"));
+    write.run().assert_success();
+    let out = inside().arg("--status").run();
+    let line = gpu_line(out.assert_success(), "0");
+    assert!(line.contains("by uid 0: old") && !line.contains("not written"), "{}", out.explain());
     // Root's drain, seen from the container.
     let _ = std::fs::remove_dir_all(f.lock_dir.join("gpudrain"));
     drain_as(&f, 0, "1");
@@ -175,4 +193,39 @@ fn an_owner_seen_as_65534_without_proc_is_no_warning() {
     }
     common::Record::of(out.assert_success());
     assert!(!out.stderr.contains("is owned by"), "{}", out.explain());
+}
+
+/// On the host without `/proc` (a mount namespace that hides it), where
+/// `/dev/null` shows as root's, ids are the host's: a record of nobody's
+/// that claims root is still called a forgery, and a lock directory of
+/// 65534's (nobody, or NFS's `root_squash`) is still said. A build that
+/// took every unreadable map for a user namespace's trusted the one and
+/// dropped the other.
+#[test]
+fn without_proc_the_hosts_ids_are_still_told() {
+    if !common::root("a mount namespace without /proc") {
+        return;
+    }
+    let f = shared_fixture("userns-host-noproc");
+    f.make_lock_dir_shared();
+    let no_proc = || {
+        let mut c = f.cmd_under("unshare", ["-m", "sh", "-c", "mount -t tmpfs none /proc && exec \"$@\"", "sh"]);
+        on(&mut c, 2, 1);
+        c
+    };
+    drain_as(&f, common::NOBODY, "0");
+    let forged = "reason forged\ntime 1\nuid 0\n";
+    test_support::write_file(f.lock_dir.join("gpudrain/1"), forged);
+    std::os::unix::fs::chown(f.lock_dir.join("gpudrain/1"), Some(common::NOBODY), Some(common::NOBODY)).unwrap();
+    let out = no_proc().arg("--status").run();
+    if out.stderr.contains("unshare: ") || out.stderr.contains("mount: ") {
+        test_support::prerequisite(false, "mount namespaces", "a host without /proc");
+        return;
+    }
+    let line = gpu_line(out.assert_success(), "1");
+    assert!(line.contains("by uid 65534 (its record claims uid 0, but the file is uid 65534's"), "{}", out.explain());
+    std::fs::remove_dir_all(f.lock_dir.join("gpudrain")).unwrap();
+    std::os::unix::fs::chown(&f.lock_dir, Some(common::NOBODY), Some(common::NOBODY)).unwrap();
+    let out = no_proc().args(["--wait=0", "./pkg/gpu_test"]).run();
+    out.assert_success().assert_stderr_contains("is owned by uid 65534, neither root nor this user");
 }

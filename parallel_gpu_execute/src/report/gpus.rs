@@ -17,9 +17,13 @@ use core::ffi::CStr;
 pub fn survey(settings: &Settings, names: &[Vec<u8>], dir: &CStr) -> Result<(Vec<Gpu>, usize), rustix::io::Errno> {
     let mut drained = drain::all(dir)?;
     // Named as `/etc/passwd` names the uid the text gives, never by the
-    // text's own `user`, which its writer chooses ("root (uid 0): ...").
+    // text's own `user`, which its writer chooses ("root (uid 0): ...");
+    // that uid is the parent user namespace's, named only where it is
+    // this one's too (not a container's host uid by the container's file).
+    let passwd = if drained.is_empty() { None } else { crate::report::service::passwd(settings.sysroot) };
     for d in &mut drained {
-        d.user = d.uid.and_then(|uid| crate::report::service::user_name(settings.sysroot, uid));
+        let own = d.uid.filter(|&uid| crate::sys::userns::outside(uid, crate::sys::userns::Ids::User) == Some(uid));
+        d.user = own.zip(passwd.as_deref()).and_then(|(uid, text)| crate::report::service::user_name(text, uid));
     }
     let kfd = kfd_usage::named_gpus(&settings.probe());
     let procs = if kfd.is_empty() { None } else { kfd_usage::kfd_processes(settings.sysroot) };

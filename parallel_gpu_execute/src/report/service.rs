@@ -19,10 +19,13 @@ use crate::sys::clock::{SystemTime, UNIX_EPOCH};
 use crate::sys::userns::{Ids, outside};
 use wrapper_common::diag::{self, Bytes, Excerpt};
 
-/// The user name of `uid` in `<sysroot>/etc/passwd`.
-pub fn user_name(sysroot: &[u8], uid: u32) -> Option<Vec<u8>> {
-    let path = alloc::ffi::CString::new([sysroot, b"/etc/passwd"].concat()).ok()?;
-    let text = crate::sys::dirs::read_file(&path)?;
+/// `<sysroot>/etc/passwd`, read once for every name looked up in it.
+pub fn passwd(sysroot: &[u8]) -> Option<Vec<u8>> {
+    crate::sys::dirs::read_file(&alloc::ffi::CString::new([sysroot, b"/etc/passwd"].concat()).ok()?)
+}
+
+/// The user name of `uid` in the `/etc/passwd` text `text`.
+pub fn user_name(text: &[u8], uid: u32) -> Option<Vec<u8>> {
     text.split(|&b| b == b'\n').find_map(|line| {
         let mut fields = line.split(|&b| b == b':');
         let name = fields.next()?;
@@ -66,7 +69,7 @@ pub fn drain(settings: &Settings, gpu: &[u8], reason: &[u8]) -> Result<String, E
         reason: reason.trim_ascii().to_vec(),
         time: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()),
         uid: Some(host),
-        user: user_name(settings.sysroot, uid).filter(|_| host == uid),
+        user: passwd(settings.sysroot).and_then(|text| user_name(&text, uid)).filter(|_| host == uid),
         owner: None,
         doubt: None,
     };

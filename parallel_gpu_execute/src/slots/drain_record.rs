@@ -120,8 +120,11 @@ impl Drained {
     /// container), and so is the owner compared; an owner outside this
     /// user namespace cannot be told, and is no proof.
     pub fn disowned(&self) -> bool {
-        let Some(owner) = self.owner.and_then(|o| outside(o, Ids::User)) else { return false };
-        self.uid.map_or(self.reason.is_empty(), |said| said != owner)
+        let Some(owner) = self.owner else { return false };
+        let Some(host) = outside(owner, Ids::User) else { return false };
+        // The owner as this namespace has it too: a record an older
+        // release wrote in a container names its drainer so.
+        self.uid.map_or(self.reason.is_empty(), |said| said != host && said != owner)
     }
 }
 

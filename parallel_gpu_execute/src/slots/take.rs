@@ -191,13 +191,19 @@ impl<'a> Waiting<'a> {
         // what it may take, and the records are not read again (a line of
         // waiters would each read the queue at each beat).
         let mut stands: Option<Ahead> = None;
+        // The records as read again with a block's locks held, where they
+        // left that block to an earlier waiter: the next scan's, at once.
+        let mut read_again: Option<Ahead> = None;
         loop {
             if waited && !dir_still_there(dir, dir_fd) {
                 return Ok(None);
             }
             let kept = self.keep_place(table);
-            let ahead = match stands.take() {
-                Some(ahead) if kept => ahead,
+            let again = read_again.take();
+            let second = again.is_some();
+            let ahead = match (again, stands.take()) {
+                (Some(ahead), _) => ahead,
+                (None, Some(ahead)) if kept => ahead,
                 _ => self.look(table, false),
             };
             // No descriptor left to read the records ahead with: what the
@@ -233,20 +239,22 @@ impl<'a> Waiting<'a> {
                     // process stopped or frozen between the two while that
                     // waiter thawed): the records are read again with the
                     // locks held, and a block that an earlier waiter that
-                    // counts now wants is left to it, as if none was free:
-                    // this one sleeps until a release or its next beat (a
-                    // look again at once would take it from that waiter
-                    // again and again where the host is too loaded for
-                    // beats to stay fresh, and hold up every other one).
-                    // Where the look passed over none, the scan already left
-                    // each one counting its lock files; where the block's
-                    // descriptors leave none to read a record with, the
-                    // look stands.
-                    let wanted = ahead.passed_stale && {
-                        let now = self.look(table, false);
-                        let (start, slot) = (grant.start, grant.slot);
+                    // counts now wants is left to it. The scan is made once
+                    // more by that reading (another block may be free and
+                    // wanted by nobody); a block left again is as if none
+                    // was free: this one sleeps until a release or its next
+                    // beat (looks again and again would take blocks from
+                    // such waiters in a loop where the host is too loaded
+                    // for beats to stay fresh, and hold up every other
+                    // one). Where the look passed over none, the scan
+                    // already left each one counting its lock files; where
+                    // the block's descriptors leave none to read a record
+                    // with, the look stands.
+                    let now = ahead.passed_stale.then(|| self.look(table, false));
+                    let (start, slot) = (grant.start, grant.slot);
+                    let wanted = now.as_ref().is_some_and(|now| {
                         !now.starved && !(start..start + grant.fds.len()).all(|g| now.allows(g, slot))
-                    };
+                    });
                     if !wanted {
                         let grant = self.granted(grant);
                         if let Some(w) = watch {
@@ -257,6 +265,10 @@ impl<'a> Waiting<'a> {
                     // Closed, not only unlocked: the close wakes the waiters
                     // that watch the lock files.
                     drop(grant);
+                    if !second {
+                        read_again = now;
+                        continue;
+                    }
                     left = true;
                 }
                 // Drained while it waited: fail now rather than wait

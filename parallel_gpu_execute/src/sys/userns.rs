@@ -54,8 +54,11 @@ impl Map {
     }
 }
 
-/// Reads this process's map of `ids`, looking for `id`; `None` where it
-/// cannot be read (no `/proc`).
+/// Reads this process's map of `ids`, looking for `id`. Where it cannot
+/// be read (no `/proc`), the map is taken as the initial namespace's
+/// (every id to itself) unless `/dev/null`, root's on every host, shows
+/// as the overflow id (a user namespace that does not map root: a
+/// sandbox without `/proc`); then nothing is known of it.
 #[cold]
 #[inline(never)]
 fn read(ids: Ids, id: u32) -> Option<Map> {
@@ -65,27 +68,35 @@ fn read(ids: Ids, id: u32) -> Option<Map> {
     };
     let mut map = Map::default();
     let mut buf = [0u8; 1024];
-    for_each_line_in_file(path, &mut buf, |Line { bytes, .. }| {
+    let read = for_each_line_in_file(path, &mut buf, |Line { bytes, .. }| {
         map.line(bytes, u64::from(id));
         ControlFlow::Continue(())
-    })
-    .ok()?;
+    });
+    if read.is_err() {
+        let null = rustix::fs::stat(c"/dev/null").ok()?;
+        let owner = match ids {
+            Ids::User => null.st_uid,
+            Ids::Group => null.st_gid,
+        };
+        (owner != OVERFLOW).then(|| map.line(b"0 0 4294967295", u64::from(id)))?;
+    }
     Some(map)
 }
 
 /// Whether an owner shown as `id` may be one this user namespace does not
 /// map, and so cannot be told: the overflow id, anywhere but in the
-/// initial user namespace, or where the map cannot be read (a sandbox
-/// without `/proc`). A namespace that maps 65534 itself (a rootless
-/// container maps it to a subordinate id) shows the unmapped owners
-/// (root's files outside) the same.
+/// initial user namespace ([`read`] where the map cannot be read). A
+/// namespace that maps 65534 itself (a rootless container maps it to a
+/// subordinate id) shows the unmapped owners (root's files outside) the
+/// same.
 pub fn unmapped(id: u32, ids: Ids) -> bool {
     id == OVERFLOW && !read(ids, 0).is_some_and(|m| m.initial())
 }
 
-/// What the id `id` of this namespace is in its parent (the host, for a
-/// container on the host; itself in the initial namespace): `None` where
-/// it may be unmapped ([`unmapped`]) or the map cannot be read.
+/// What the id `id` of this namespace is in its parent user namespace (the
+/// host's, for a container run on the host; itself in the initial
+/// namespace): `None` where it may be unmapped ([`unmapped`]) or nothing is
+/// known of the map.
 pub fn outside(id: u32, ids: Ids) -> Option<u32> {
     let map = read(ids, id)?;
     if id == OVERFLOW && !map.initial() {

@@ -260,7 +260,7 @@ pub fn root(what: &str) -> bool {
 /// ranges, `;` between them), written from outside; it runs there as the
 /// namespace's root, the outside id that 0 maps to. Exit 99 where no user
 /// namespace can be made.
-const ROOTLESS: &str = "import os, sys, ctypes\n\
+pub const ROOTLESS: &str = "import os, sys, ctypes\n\
     libc = ctypes.CDLL(None, use_errno=True)\n\
     ranges = [r.split() for r in sys.argv[1].split(';')]\n\
     owner = [int(o) for i, o, n in ranges if i == '0'][0]\n\
