@@ -135,3 +135,57 @@ fn a_waiter_starting_over_again_and_again_keeps_its_wait() {
     assert!(took < Duration::from_secs(3), "--wait=1 ended after {took:?}\n{}", out.explain());
     assert!(!out.stdout.contains("argc="), "the test ran on a busy slot\n{}", out.explain());
 }
+
+/// Runs `f` with the lock directory immutable (`chattr +i`: root may not
+/// make a file in it either), made mutable again after it.
+fn immutable<T>(f: &Fixture, run: impl FnOnce() -> T) -> Option<T> {
+    let set = |flag: &str| Cmd::new("chattr").arg(flag).arg(&f.lock_dir).run().code() == 0;
+    if !test_support::prerequisite(set("+i"), "chattr +i on the lock directory's file system", "root refused") {
+        return None;
+    }
+    let out = run();
+    assert!(set("-i"), "chattr -i failed");
+    Some(out)
+}
+
+/// What root cannot write, no user can: the repair root is told is the
+/// lock directory's own (an immutable one, a file system without Unix
+/// modes), not a `chmod` root would run in vain, nor advice to run as
+/// another user; a read-only file system is named as such. A build without
+/// the change told `--drain` to run as a user who may, and a waiter that
+/// root runs `mkdir ... && chmod 1777 gpuqueue`.
+#[test]
+fn what_root_may_not_write_is_said_as_the_directorys_fault() {
+    if !root("an immutable lock directory") {
+        return;
+    }
+    let f = Fixture::new("root-refused");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    write_file(f.lock("0", 0), "");
+    let held = hold_lock(f.lock("0", 0));
+    let Some((drain, waiter)) = immutable(&f, || {
+        let mut c = f.cmd();
+        let drain = on(&mut c, 1, 1).args(["--drain=0", "--reason=x"]).run();
+        let mut c = f.cmd();
+        on(&mut c, 1, 1).args(["--wait=1", "./pkg/gpu_test"]);
+        (drain, c.run())
+    }) else {
+        return;
+    };
+    drop(held);
+    let repair =
+        "give a lock directory root may write: not immutable (lsattr -d), on a local file system with Unix modes";
+    drain.assert_code(2).assert_one_error_line(&format!("(root is refused too: {repair}"));
+    let said = format!(
+        "(root is refused too: Operation not permitted (os error 1)): waiting without a place in the queue, so later tests may be served first; to repair, {repair}"
+    );
+    assert!(waiter.code() == 1 && waiter.stderr.contains(&said), "{}", waiter.explain());
+    // A read-only file system, by a read-only bind mount of its own.
+    let script = "mount --bind -o ro \"$0\" \"$0\" && exec \"$@\"";
+    let dir = f.lock_dir.display().to_string();
+    let mut c = f.cmd_under("unshare", ["-m", "sh", "-c", script, &dir]);
+    let out = on(&mut c, 1, 1).args(["--drain=0", "--reason=x"]).run();
+    out.assert_code(2).assert_one_error_line(
+        "Read-only file system (os error 30) (its file system is read-only: mount it read-write)",
+    );
+}

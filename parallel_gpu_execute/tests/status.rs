@@ -531,11 +531,11 @@ fn waiters_outside_the_pid_namespace_are_listed_from_their_records() {
     }
     let json = std::fs::read_to_string(f.dir.join("status.json")).unwrap();
     let text = std::fs::read_to_string(f.dir.join("status.txt")).unwrap();
-    let hidden = "\"waiters\": [{\"pid\": 0, \"visible\": false, \"command\": null, \"started\": null, \"state\": null, \"position\": \"queued\", ";
+    let hidden = "\"waiters\": [{\"pid\": 0, \"visible\": false, \"command\": null, \"started\": null, \"state\": null, \"uid\": null, \"position\": \"queued\", ";
     assert!(json.contains(hidden), "the first, outside, hidden\n{json}");
     assert!(json.contains("\"owner_uid\": 0, \"record_test\": \"/bin/true\"}"), "{json}");
     assert_eq!(json.matches("\"position\": \"queued\"").count(), 3, "{json}");
-    assert_eq!(json.matches("\"state\": \"sleeping\", \"position\": \"queued\", ").count(), 2, "{json}");
+    assert_eq!(json.matches("\"state\": \"sleeping\", \"uid\": 0, \"position\": \"queued\", ").count(), 2, "{json}");
     // The waiters inside prove the slot held, unseen: unknown, never free.
     assert!(text.contains(": 1 slot(s), 0 held, 1 unknown, 3 waiting\n"), "{text}");
     assert!(text.contains("/bin/true (as its record says; made by uid 0)"), "{text}");
@@ -573,7 +573,7 @@ fn another_users_holder_is_hidden_from_a_user_who_is_not_root() {
     out.assert_success();
     assert!(
         slot_json(&out, &f.lock("0", 0)).contains(
-            "\"held\": true, \"holders\": [{\"pid\": 0, \"visible\": false, \"command\": null, \"started\": null, \"state\": null}], \"since\": null"
+            "\"held\": true, \"holders\": [{\"pid\": 0, \"visible\": false, \"command\": null, \"started\": null, \"state\": null, \"uid\": null}], \"since\": null"
         ),
         "{}",
         out.explain()

@@ -200,12 +200,27 @@ pub fn all(dir: &CStr) -> Result<Vec<Drained>, Errno> {
     Ok(out)
 }
 
+/// `--drain` or `--undrain` could not `action` in `dir`, with the cause's
+/// repair: the file system's where it is its (no user could), the user's
+/// where it is theirs.
+#[cold]
 fn failed(dir: &CStr, action: &str, errno: Errno) -> Error {
-    Error::Drain(format!(
-        "cannot {action} in the lock directory {}: {} (--drain and --undrain write there; run them as a user who may)",
-        Bytes(dir.to_bytes()),
-        Os(errno)
-    ))
+    let repair = match errno {
+        Errno::ROFS => "its file system is read-only: mount it read-write",
+        Errno::NOSPC => "its file system is full: free space or inodes there",
+        Errno::DQUOT => "a disk quota is reached: free some or raise it",
+        Errno::ACCESS | Errno::PERM | Errno::NOSYS | Errno::OPNOTSUPP if rustix::process::geteuid().is_root() => {
+            return Error::Drain(format!(
+                "cannot {action} in the lock directory {}: {} (root is refused too: {})",
+                Bytes(dir.to_bytes()),
+                Os(errno),
+                crate::slots::lockfile::REFUSED_TO_ROOT
+            ));
+        }
+        Errno::ACCESS | Errno::PERM => "--drain and --undrain write there; run them as a user who may",
+        _ => "--drain and --undrain write there",
+    };
+    Error::Drain(format!("cannot {action} in the lock directory {}: {} ({repair})", Bytes(dir.to_bytes()), Os(errno)))
 }
 
 /// Writes `record` for its GPU into the lock directory `dir` (created

@@ -217,6 +217,9 @@ pub fn hint(dir: &[u8], errno: Errno, lock_files: bool) -> Box<str> {
 }
 
 /// [`hint`], where `make` is the missing directory that was to be made in
+/// The repair where root is refused too, and so every user.
+pub const REFUSED_TO_ROOT: &str = "give a lock directory root may write: not immutable (lsattr -d), on a local file system with Unix modes (not FAT, nor NFS with root_squash)";
+
 /// `dir` (its nearest existing parent): root makes it, mode 1777.
 #[cold]
 fn hint_at(dir: &[u8], make: Option<&[u8]>, errno: Errno, lock_files: bool) -> Box<str> {

@@ -476,6 +476,11 @@ impl<'a> Waiting<'a> {
                     Errno::MFILE | Errno::NFILE => {
                         ("no file descriptor is left", "raise the open-files limit (ulimit -n)")
                     }
+                    Errno::ACCESS | Errno::PERM | Errno::NOSYS | Errno::OPNOTSUPP
+                        if rustix::process::geteuid().is_root() =>
+                    {
+                        ("root is refused too", crate::slots::lockfile::REFUSED_TO_ROOT)
+                    }
                     // Listed first (a record is read through it), then added
                     // to; where it does not exist, it could not be made.
                     Errno::ACCESS | Errno::PERM
