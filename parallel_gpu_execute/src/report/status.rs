@@ -76,7 +76,7 @@
 //! | `host_pid_namespace` | whether `/proc` shows the host's PID namespace; `false`: a slot held from outside this one, with nobody inside waiting for it, shows as free |
 //! | `gpus` | each GPU of the settings, then any other drained GPU of the directory, each an object: |
 //! | `gpus[].gpu` | the GPU id, as `slots[].gpu` |
-//! | `gpus[].drained` | `null`, or `{"reason", "time", "uid", "user", "owner_uid", "disowned", "untrusted"}`: why, when (as `since`; `null` when unknown), and who took it out of service (`--drain`; `user` `null` where `/etc/passwd` does not name the uid), the record's owner, whether its text names another uid, and why its name cannot be trusted (`null`) |
+//! | `gpus[].drained` | `null`, or `{"reason", "time", "uid", "user", "owner_uid", "disowned", "untrusted"}`: why, when (as `since`; `null` when unknown), and who took it out of service (`--drain`; `user` `null` where `/etc/passwd` does not name the uid), the record's owner, whether its text names another uid or is no drain record, and why its name cannot be trusted (`null`) |
 //! | `gpus[].kernel_users` | the processes that amdgpu's KFD lists on it (`/sys/class/kfd/kfd/proc/<pid>/vram_<gpu_id>`), each `{"pid", "vram_bytes"}` (`vram_bytes` `null` when unreadable), PIDs in the host's PID namespace; `null` where the kernel does not tell: not an AMD GPU counted from KFD, or no KFD process directory. NVIDIA's driver lists no users without NVML, so NVIDIA GPUs have `null` |
 //! | `gpus[].health` | `"ok"`, or why not: `uncorrectable memory errors (RAS): umc 3` from amdgpu's RAS counters (`/sys/class/drm/renderD<minor>/device/ras/*_err_count`) |
 //! | `gpus[].configured` | whether it is a GPU of these settings |

@@ -408,9 +408,12 @@ fn drained_by(d: &Drained) -> String {
                 "uid {owner} (its record claims {said}, but the file is uid {owner}'s: not written by whom it says)"
             )
         }
-        Some(owner) if crate::sys::userns::unmapped(owner, crate::sys::userns::Ids::User) => {
-            format!("{said}, as its record says (its owner is uid {owner}, {})", crate::sys::userns::ANY_OUTSIDE)
-        }
+        Some(owner) if crate::sys::userns::unmapped(owner, crate::sys::userns::Ids::User) => match d.uid {
+            Some(_) => {
+                format!("{said}, as its record says (its owner is uid {owner}, {})", crate::sys::userns::ANY_OUTSIDE)
+            }
+            None => format!("uid {owner}, {}", crate::sys::userns::ANY_OUTSIDE),
+        },
         Some(owner) if d.uid.is_none() => format!("uid {owner}"),
         _ => said,
     }

@@ -209,7 +209,7 @@ fn failed(dir: &CStr, action: &str, errno: Errno) -> Error {
         Errno::ROFS => "its file system is read-only: mount it read-write",
         Errno::NOSPC => "its file system is full: free space or inodes there",
         Errno::DQUOT => "a disk quota is reached: free some or raise it",
-        Errno::ACCESS | Errno::PERM | Errno::NOSYS | Errno::OPNOTSUPP if rustix::process::geteuid().is_root() => {
+        e if crate::slots::lockfile::refused_to_root(e) => {
             return Error::Drain(format!(
                 "cannot {action} in the lock directory {}: {} (root is refused too: {})",
                 Bytes(dir.to_bytes()),

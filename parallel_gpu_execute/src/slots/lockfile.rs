@@ -216,10 +216,23 @@ pub fn hint(dir: &[u8], errno: Errno, lock_files: bool) -> Box<str> {
     hint_at(dir, None, errno, lock_files)
 }
 
-/// [`hint`], where `make` is the missing directory that was to be made in
-/// The repair where root is refused too, and so every user.
-pub const REFUSED_TO_ROOT: &str = "give a lock directory root may write: not immutable (lsattr -d), on a local file system with Unix modes (not FAT, nor NFS with root_squash)";
+/// The repair where the host's root is refused too (`EPERM` and the like:
+/// an immutable directory, a file system without Unix modes), and so
+/// every user ([`refused_to_root`]).
+pub const REFUSED_TO_ROOT: &str =
+    "give a lock directory root may write: not immutable (lsattr -d), on a local file system with Unix modes (not FAT)";
 
+/// Whether `errno` refused the initial user namespace's root: no user
+/// could do better (a namespace's root, or an `EACCES` that a missing
+/// capability or NFS's `root_squash` may explain, is told the owner's
+/// repair instead).
+pub fn refused_to_root(errno: Errno) -> bool {
+    matches!(errno, Errno::PERM | Errno::NOSYS | Errno::OPNOTSUPP)
+        && rustix::process::geteuid().is_root()
+        && crate::sys::userns::initial(crate::sys::userns::Ids::User)
+}
+
+/// [`hint`], where `make` is the missing directory that was to be made in
 /// `dir` (its nearest existing parent): root makes it, mode 1777.
 #[cold]
 fn hint_at(dir: &[u8], make: Option<&[u8]>, errno: Errno, lock_files: bool) -> Box<str> {

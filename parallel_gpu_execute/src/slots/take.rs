@@ -263,8 +263,12 @@ impl<'a> Waiting<'a> {
                         return Ok(Some(grant));
                     }
                     // Closed, not only unlocked: the close wakes the waiters
-                    // that watch the lock files.
+                    // that watch the lock files (this one's own watch too,
+                    // whose events of it go).
                     drop(grant);
+                    if let Some(w) = &mut watch {
+                        w.discard();
+                    }
                     if !second {
                         read_again = now;
                         continue;
@@ -476,9 +480,7 @@ impl<'a> Waiting<'a> {
                     Errno::MFILE | Errno::NFILE => {
                         ("no file descriptor is left", "raise the open-files limit (ulimit -n)")
                     }
-                    Errno::ACCESS | Errno::PERM | Errno::NOSYS | Errno::OPNOTSUPP
-                        if rustix::process::geteuid().is_root() =>
-                    {
+                    e if crate::slots::lockfile::refused_to_root(e) => {
                         ("root is refused too", crate::slots::lockfile::REFUSED_TO_ROOT)
                     }
                     // Listed first (a record is read through it), then added

@@ -403,6 +403,17 @@ impl SlotWatch {
         }
     }
 
+    /// Reads the events pending now and lets them go, but for the lock files
+    /// made meanwhile, which are watched from now on: what this waiter's
+    /// own closes raised (a block it left to an earlier waiter), which
+    /// would wake it at once. A release among them is seen by its next look
+    /// or, where that is a sleep, at its next beat.
+    pub fn discard(&mut self) {
+        if let SlotWatch::Inotify(w) = self {
+            w.drain();
+        }
+    }
+
     /// Blocks until a slot may have been released, the directory went away,
     /// or `until` passed (the next beat, or the deadline). Whatever woke
     /// it, the caller rescans, and first looks whether the directory is
@@ -531,4 +542,34 @@ pub fn on_record(_signals: &WaitingSignals, record: &OwnedFd, until: Instant) ->
     }
     set_timer(Duration::ZERO, Duration::ZERO);
     released
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_waiters_own_close_wakes_it_unless_let_go() {
+        let base = std::env::temp_dir().join(format!("pge-own-close-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        let file = base.join("gpulock0_0");
+        std::fs::write(&file, "").unwrap();
+        let dir = std::ffi::CString::new(base.to_str().unwrap()).unwrap();
+        let names = vec![crate::slots::lockfile::lock_file_name(b"gpulock", b"0", 0)];
+        let woken = |discard: bool| {
+            let mut watch = SlotWatch::new(&dir, b"gpulock", names.clone());
+            assert!(matches!(watch, SlotWatch::Inotify(_)));
+            drop(std::fs::File::open(&file).unwrap());
+            if discard {
+                watch.discard();
+            }
+            let at = Instant::now();
+            watch.wait(at + Duration::from_millis(1500));
+            at.elapsed() < Duration::from_millis(1000)
+        };
+        assert!(woken(false), "the close did not wake the watch");
+        assert!(!woken(true), "a close let go still woke it");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 }

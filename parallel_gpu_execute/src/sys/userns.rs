@@ -13,7 +13,7 @@ use wrapper_common::numbers::parse_u64;
 
 /// The id the kernel shows for an owner this user namespace does not map
 /// (the default of `/proc/sys/kernel/overflowuid` and `overflowgid`).
-pub const OVERFLOW: u32 = 65534;
+const OVERFLOW: u32 = 65534;
 
 /// What the overflow id is, as messages say it (once in the binary).
 pub const ANY_OUTSIDE: &str = "which stands for any user outside this user namespace";
@@ -90,7 +90,13 @@ fn read(ids: Ids, id: u32) -> Option<Map> {
 /// subordinate id) shows the unmapped owners (root's files outside) the
 /// same.
 pub fn unmapped(id: u32, ids: Ids) -> bool {
-    id == OVERFLOW && !read(ids, 0).is_some_and(|m| m.initial())
+    id == OVERFLOW && !initial(ids)
+}
+
+/// Whether this process runs in the initial user namespace, as its map of
+/// `ids` says ([`read`] where it cannot be read).
+pub fn initial(ids: Ids) -> bool {
+    read(ids, 0).is_some_and(|m| m.initial())
 }
 
 /// What the id `id` of this namespace is in its parent user namespace (the
