@@ -4,20 +4,13 @@
 
 mod common;
 
-use common::{Fixture, NOBODY, shared_fixture};
+use common::{Fixture, NOBODY, drained_line, shared_fixture};
 use test_support::{Cmd, Output};
 
 /// The wrapper as root with 2 GPUs of 1 slot, and `args`.
 fn run(f: &Fixture, args: &[&str]) -> Output {
     let mut c = f.cmd();
     common::on(&mut c, 2, 1).args(args).run()
-}
-
-/// `--status`'s line of GPU `gpu`, drained.
-#[track_caller]
-fn drained_line(out: &Output, gpu: &str) -> String {
-    let line = out.stdout.lines().find(|l| l.starts_with(&format!("{gpu} ")) && l.contains(" drained "));
-    line.unwrap_or_else(|| panic!("GPU {gpu} not drained\n{}", out.explain())).to_string()
 }
 
 /// A root-owned file that is no drain record (a waiter's queue record,

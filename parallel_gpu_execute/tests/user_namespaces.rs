@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Fixture, on, shared_fixture};
+use common::{Fixture, drained_line, on, shared_fixture};
 use test_support::Cmd;
 use test_support::hardware::hosts;
 
@@ -28,12 +28,6 @@ fn drain_as(f: &Fixture, uid: u32, gpu: &str) {
     let mut c = host(f);
     let out = c.as_user(uid, uid).args([format!("--drain={gpu}"), "--reason=fan".into()]).run();
     out.assert_success();
-}
-
-/// The text of `--status`'s line of GPU `gpu`.
-fn gpu_line(out: &test_support::Output, gpu: &str) -> String {
-    let line = out.stdout.lines().find(|l| l.starts_with(&format!("{gpu} ")) && l.contains("drained"));
-    line.unwrap_or_else(|| panic!("no drained GPU {gpu}\n{}", out.explain())).to_string()
 }
 
 /// Another user's `gpudrain/` looks the same from a container as root's
@@ -63,7 +57,7 @@ fn a_container_writes_no_drain_where_it_cannot_tell_who_owns_gpudrain() {
         assert!(out.stderr.ends_with(line) && out.stderr.lines().count() == 1, "{}", out.explain());
         assert!(!f.lock_dir.join("gpudrain/0").exists(), "{}", out.explain());
         let out = inside().arg("--status").run();
-        let drained = gpu_line(out.assert_success(), "1");
+        let drained = drained_line(out.assert_success(), "1");
         assert!(drained.contains("(which GPU it names cannot be trusted: gpudrain/ belongs to uid 65534, which stands for any user outside this user namespace"), "{}", out.explain());
         let out = inside().arg("--status=json").run();
         out.assert_success().assert_stdout_contains(
@@ -73,7 +67,7 @@ fn a_container_writes_no_drain_where_it_cannot_tell_who_owns_gpudrain() {
     // On the host, root's own directory is trusted, and the test passes
     // GPU 1 over.
     let out = host(&f).arg("--status").run();
-    assert!(!gpu_line(out.assert_success(), "1").contains("cannot be trusted"), "{}", out.explain());
+    assert!(!drained_line(out.assert_success(), "1").contains("cannot be trusted"), "{}", out.explain());
 }
 
 /// A drain made in a container names its drainer as the host has it
@@ -108,7 +102,7 @@ fn a_drain_across_a_user_namespace_names_its_drainer_as_the_host_has_it() {
     for (out, by) in
         [(host(&f).arg("--status").run(), "app (uid 100000)"), (inside().arg("--status").run(), "uid 100000")]
     {
-        let line = gpu_line(out.assert_success(), "0");
+        let line = drained_line(out.assert_success(), "0");
         assert!(line.contains(&format!("by {by}: ECC")) && !line.contains("not written"), "{}", out.explain());
     }
     // As an older release wrote it there: the namespace's own uid.
@@ -118,13 +112,13 @@ fn a_drain_across_a_user_namespace_names_its_drainer_as_the_host_has_it() {
     write.args(["-c", common::ROOTLESS, SUBORDINATE, "/bin/sh", "-c", old]).arg(f.lock_dir.join("gpudrain/0"));
     write.run().assert_success();
     let out = inside().arg("--status").run();
-    let line = gpu_line(out.assert_success(), "0");
+    let line = drained_line(out.assert_success(), "0");
     assert!(line.contains("by uid 0: old") && !line.contains("not written"), "{}", out.explain());
     // Root's drain, seen from the container.
     let _ = std::fs::remove_dir_all(f.lock_dir.join("gpudrain"));
     drain_as(&f, 0, "1");
     let out = inside().arg("--status").run();
-    let line = gpu_line(out.assert_success(), "1");
+    let line = drained_line(out.assert_success(), "1");
     assert!(
         line.contains("by uid 0, as its record says (its owner is uid 65534, which stands for any user outside this user namespace): fan")
             && !line.contains("not written"),
@@ -222,7 +216,7 @@ fn without_proc_the_hosts_ids_are_still_told() {
         test_support::prerequisite(false, "mount namespaces", "a host without /proc");
         return;
     }
-    let line = gpu_line(out.assert_success(), "1");
+    let line = drained_line(out.assert_success(), "1");
     assert!(line.contains("by uid 65534 (its record claims uid 0, but the file is uid 65534's"), "{}", out.explain());
     std::fs::remove_dir_all(f.lock_dir.join("gpudrain")).unwrap();
     std::os::unix::fs::chown(&f.lock_dir, Some(common::NOBODY), Some(common::NOBODY)).unwrap();

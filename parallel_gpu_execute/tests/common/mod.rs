@@ -245,6 +245,13 @@ pub fn refused(out: &Output, place: &str) {
     assert!(!out.stdout.contains("argc="), "the test ran\n{}", out.explain());
 }
 
+/// `--status`'s line of GPU `gpu`, which must be drained.
+#[track_caller]
+pub fn drained_line(out: &Output, gpu: &str) -> String {
+    let line = out.stdout.lines().find(|l| l.starts_with(&format!("{gpu} ")) && l.contains(" drained "));
+    line.unwrap_or_else(|| panic!("GPU {gpu} not drained\n{}", out.explain())).to_string()
+}
+
 /// `TF_GPU_COUNT=gpus TF_TESTS_PER_GPU=slots` for `c`.
 pub fn on(c: &mut Cmd, gpus: u32, slots: u32) -> &mut Cmd {
     c.env("TF_GPU_COUNT", gpus.to_string()).env("TF_TESTS_PER_GPU", slots.to_string())
