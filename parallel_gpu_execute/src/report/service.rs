@@ -69,7 +69,7 @@ pub fn drain(settings: &Settings, gpu: &[u8], reason: &[u8]) -> Result<String, E
         reason: reason.trim_ascii().to_vec(),
         time: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()),
         uid: Some(host),
-        user: passwd(settings.sysroot).and_then(|text| user_name(&text, uid)).filter(|_| host == uid),
+        user: (host == uid).then(|| passwd(settings.sysroot)).flatten().and_then(|text| user_name(&text, uid)),
         owner: None,
         doubt: None,
     };

@@ -399,11 +399,13 @@ fn drained_by(d: &Drained) -> String {
         (None, Some(uid)) => format!("uid {uid}"),
         (_, None) => "-".to_string(),
     };
+    // Asked once: each asking reads this process's user namespace map.
+    let disowned = d.disowned();
     match d.owner {
-        Some(owner) if d.disowned() && d.uid.is_none() => {
+        Some(owner) if disowned && d.uid.is_none() => {
             format!("uid {owner} (its file holds no drain record: not written by --drain)")
         }
-        Some(owner) if d.disowned() => {
+        Some(owner) if disowned => {
             format!(
                 "uid {owner} (its record claims {said}, but the file is uid {owner}'s: not written by whom it says)"
             )

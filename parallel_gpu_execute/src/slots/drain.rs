@@ -205,22 +205,18 @@ pub fn all(dir: &CStr) -> Result<Vec<Drained>, Errno> {
 /// where it is theirs.
 #[cold]
 fn failed(dir: &CStr, action: &str, errno: Errno) -> Error {
-    let repair = match errno {
-        Errno::ROFS => "its file system is read-only: mount it read-write",
-        Errno::NOSPC => "its file system is full: free space or inodes there",
-        Errno::DQUOT => "a disk quota is reached: free some or raise it",
+    let (cause, repair) = match errno {
+        Errno::ROFS => ("", "its file system is read-only: mount it read-write"),
+        Errno::NOSPC => ("", "its file system is full: free space or inodes there"),
+        Errno::DQUOT => ("", "a disk quota is reached: free some or raise it"),
         e if crate::slots::lockfile::refused_to_root(e) => {
-            return Error::Drain(format!(
-                "cannot {action} in the lock directory {}: {} (root is refused too: {})",
-                Bytes(dir.to_bytes()),
-                Os(errno),
-                crate::slots::lockfile::REFUSED_TO_ROOT
-            ));
+            ("root is refused too: ", crate::slots::lockfile::REFUSED_TO_ROOT)
         }
-        Errno::ACCESS | Errno::PERM => "--drain and --undrain write there; run them as a user who may",
-        _ => "--drain and --undrain write there",
+        Errno::ACCESS | Errno::PERM => ("", "--drain and --undrain write there; run them as a user who may"),
+        _ => ("", "--drain and --undrain write there"),
     };
-    Error::Drain(format!("cannot {action} in the lock directory {}: {} ({repair})", Bytes(dir.to_bytes()), Os(errno)))
+    let dir = Bytes(dir.to_bytes());
+    Error::Drain(format!("cannot {action} in the lock directory {dir}: {} ({cause}{repair})", Os(errno)))
 }
 
 /// Writes `record` for its GPU into the lock directory `dir` (created

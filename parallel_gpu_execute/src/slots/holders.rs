@@ -63,9 +63,9 @@ pub struct LockFile<'a> {
 }
 
 impl LockFile<'_> {
-    /// Whether `l`, a lock on this file, holds it.
-    fn held_by(&self, l: &LockEntry) -> bool {
-        l.flock && !l.blocked && !(l.breaking && self.lets_in)
+    /// Whether `l` locks this file, held or waited for (no read lease being broken).
+    fn locked_by(&self, l: &LockEntry) -> bool {
+        l.flock && !(l.breaking && self.lets_in)
     }
 }
 
@@ -161,7 +161,7 @@ pub fn lockers(
     };
     let on_file = |locks: &[LockEntry]| -> Vec<LockEntry> {
         let on = crate::slots::proclocks::on_file(locks, file.key);
-        let on = on.iter().filter(|l| l.flock && !(l.breaking && file.lets_in));
+        let on = on.iter().filter(|l| file.locked_by(l));
         on.filter(|l| through(l, false) || !through(l, true)).cloned().collect()
     };
     let openers: Vec<Opener> = openers.iter().filter(|o| !o.twin).copied().collect();
@@ -350,7 +350,7 @@ fn held_through(pid: i64, fd: &CStr, file: &LockFile) -> Option<i64> {
     info.lines()
         .filter_map(|l| l.strip_prefix("lock:"))
         .filter_map(|l| parse_line(l.trim_start()))
-        .find(|l| file.held_by(l) && l.inode == file.key.2)
+        .find(|l| file.locked_by(l) && !l.blocked && l.inode == file.key.2)
         .map(|l| l.pid)
 }
 
