@@ -11,7 +11,7 @@ use common::{Fixture, on, root, shared_fixture};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use test_support::{Cmd, Running, compile_c, hold_lock, wait_until, write_file};
+use test_support::{Cmd, Output, Running, compile_c, hold_lock, wait_until, write_file};
 
 /// Holds a lease (`r`: a read lease, `w`: a write lease) on each file named
 /// after the first argument (made, owned by its user, where missing),
@@ -130,17 +130,23 @@ impl Helper {
 impl Drop for Helper {
     fn drop(&mut self) {
         if let Some(r) = self.0.take() {
-            r.signal(libc::SIGKILL);
-            r.wait();
+            stop(r);
         }
     }
 }
 
+/// Kills a helper that still runs (one that has ended, and been reaped by
+/// [`Helper::has_exited`], has no pid left to signal) and reads its output.
+fn stop(mut r: Running) -> Output {
+    if !r.has_exited() {
+        r.signal(libc::SIGKILL);
+    }
+    r.wait()
+}
+
 /// Ends a helper and returns what it said.
 fn end(mut helper: Helper) -> String {
-    let r = helper.0.take().expect("a helper ends once");
-    r.signal(libc::SIGKILL);
-    r.wait().explain()
+    stop(helper.0.take().expect("a helper ends once")).explain()
 }
 
 /// Starts nobody's lease holder on `files` (`kind`: `r` or `w`) and
