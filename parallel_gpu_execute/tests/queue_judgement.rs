@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{Fixture, NOBODY, Record, on, root};
+use common::{Fixture, NOBODY, Record, on, root, strace_runs};
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 use test_support::{Cmd, Freezer, hold_lock, wait_until};
@@ -270,6 +270,45 @@ fn a_take_older_than_its_look_leaves_the_block_to_a_waiter_that_runs_again() {
     // Its waiting line counts the block it left as free, not as busy.
     let line = later.stderr.lines().find(|l| l.contains("waiting for 1 GPU(s) for ")).unwrap_or_default();
     assert!(line.ends_with("/pkg/gpu_test: 1 of 2 slots busy, second in the queue"), "{what}");
+}
+
+/// An arrival held between its look at the queue and its take (strace
+/// holds its `flock` on gpulock1_0 for 2 s, as a frozen or preempted
+/// process would be held) while a 2-GPU test joins the queue and waits for
+/// GPU 0: its look found no queue, and so no waiter, and GPU 1 is free
+/// when the `flock` runs. With the lock held it reads the queue again,
+/// leaves GPU 1 to the waiter and runs after it. The model found it once
+/// each look and take were steps of their own (wait_model's
+/// `a_take_older_than_its_look_read_again_only_after_a_stale_record_overtakes`);
+/// a build that read the queue again only after a stale record ran the
+/// held test first.
+#[test]
+fn an_arrival_held_between_its_look_and_its_take_leaves_the_block_to_a_waiter_that_came_meanwhile() {
+    if !strace_runs("an arrival held between its look and its take") {
+        return;
+    }
+    let f = Fixture::new("judgement-held");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let ran = f.dir.join("ran");
+    std::fs::create_dir_all(&ran).unwrap();
+    let gpu0 = hold_lock(f.lock("0", 0));
+    // Its first `flock` is on the busy gpulock0_0, the second on gpulock1_0.
+    let inject = "inject=flock:delay_enter=2000000:when=2";
+    let mut held = f.cmd_under("strace", ["-f", "-qq", "-o", "/dev/null", "-e", inject]);
+    on(&mut held, 2, 1).env("RECORD_FILE", ran.join("held")).args(["--wait=30", "./pkg/gpu_test"]);
+    let held = held.timeout(Duration::from_secs(60)).spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut waiter = f.cmd();
+    on(&mut waiter, 2, 1).env("RECORD_FILE", ran.join("waiter")).env("SLEEP", "0.3");
+    let waiter = f.spawn_queued(waiter.args(["--wait=30", "./pkg/gpu_test", "--num_processes=2"]));
+    std::thread::sleep(Duration::from_millis(2500));
+    drop(gpu0);
+    let (waiter, held) = (waiter.wait(), held.wait());
+    let what = format!("{}\n{}", waiter.explain(), held.explain());
+    waiter.assert_success();
+    held.assert_success();
+    let start = |name: &str| Record::read(&ran.join(name)).get("start").and_then(|s| s.parse::<u64>().ok());
+    assert!(start("waiter") < start("held"), "the held test took GPU 1 from the waiter\n{what}");
 }
 
 /// An arrival with `--wait=0` whose look passed over a stopped waiter

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{Fixture, NOBODY, Record, on, root};
+use common::{Fixture, NOBODY, Record, on, root, strace_runs};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -273,12 +273,6 @@ fn the_last_waiter_killed_leaves_no_queue_directory() {
     let out = on(&mut f.cmd(), 1, 1).arg("./pkg/gpu_test").run();
     Record::of(out.assert_success());
     assert!(!queue.exists(), "gpuqueue/ left: {:?}\n{}", std::fs::read_dir(&queue).map(|d| d.count()), out.explain());
-}
-
-/// Whether strace can trace here (else a one-line skip; a failure under CI).
-fn strace_runs(what: &str) -> bool {
-    let probe = std::process::Command::new("strace").args(["-qq", "-o", "/dev/null", "true"]).status();
-    test_support::prerequisite(matches!(probe, Ok(s) if s.success()), "strace(1) able to trace here", what)
 }
 
 /// The wrapper under strace, which holds each of its calls of `call` for

@@ -10,18 +10,49 @@
 //! some files) or until the latest counted record's lock is released (when
 //! it may take none), and at its next beat in any case.
 //!
+//! The look at the records and the take are steps of their own: between
+//! them the participant may be frozen, stopped or killed, and anything
+//! else may happen. Where the look may be older than the locks it took
+//! (it passed over a stale record, found none, or a beat passed since), it
+//! reads the records again with the locks held and leaves a block that a
+//! counted record now wants, to take once more by that reading; a block
+//! left a second time is as if none was free.
+//!
 //! Nothing else: no head, no `/proc`, no lock of the directory. A record
 //! removed is made again by its owner at its next beat, with its place;
 //! a record whose lock is free belongs to a dead participant and is
 //! removed by whoever sees it.
 
-use crate::world::{MAX_PARTICIPANTS, Phase, Protocol, Request, STALE, Sys};
+use crate::world::{MAX_PARTICIPANTS, Phase, Protocol, Request, Reread, STALE, Sys};
 
 /// A participant's own state.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub struct Local {
     pub stage: Stage,
     pub sleep: Sleep,
+    /// What its last look found, kept for the take that follows it: the
+    /// two are steps of their own, and the adversary may freeze, stop or
+    /// kill the participant, end tests and meddle between them.
+    pub look: Option<Look>,
+}
+
+/// A look at the records, as the take after it uses it.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct Look {
+    /// The lock files no counted record wants.
+    pub allowed: u16,
+    /// Where to sleep when no block is free among them.
+    pub sleep: Sleep,
+    /// It passed over an earlier record whose beat was stale.
+    pub stale: bool,
+    /// It may be a beat old: a tick passed since it was made, or it found
+    /// no record, its own neither (the wrapper: no `gpuqueue/`, where it
+    /// reads no clock, and so cannot tell).
+    pub old: bool,
+    /// It is the reading made with a block's locks held, after that block
+    /// was left to an earlier waiter: a block left again is as if none was
+    /// free.
+    pub second: bool,
 }
 
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -88,7 +119,8 @@ pub struct Tickets;
 /// participant without a record), locked, fresh, and wanting some of the
 /// same lock files. Records whose lock is free are removed on the way.
 fn counted(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, mine: Option<u8>) -> Counted {
-    let mut out = Counted::default();
+    let empty = sys.shared.records.iter().take(requests.len()).all(|r| !r.present);
+    let mut out = Counted { empty, ..Counted::default() };
     for j in 0..requests.len() {
         let r = &mut sys.shared.records[j];
         if j == me || !r.present {
@@ -99,6 +131,7 @@ fn counted(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, mine: Option
             continue;
         }
         let (ticket, earlier) = (r.ticket, mine.is_none_or(|m| r.ticket < m));
+        out.stale |= earlier && r.beat_age > STALE;
         if earlier && r.beat_age <= STALE && requests[j].advertised() & requests[me].takes() != 0 {
             out.wanted |= requests[j].advertised();
             let ticket_of = |k: Option<usize>| k.map(|k| sys.shared.records[k].ticket);
@@ -122,6 +155,12 @@ struct Counted {
     latest: Option<usize>,
     /// The latest of them that wants every lock file `me` can take.
     covering: Option<usize>,
+    /// An earlier record whose lock is held and whose beat is stale was
+    /// passed over.
+    stale: bool,
+    /// No record was there, its own neither (the wrapper: no `gpuqueue/`,
+    /// and so no time the look can be judged by).
+    empty: bool,
 }
 
 /// Wakes whoever sleeps on `me`'s record lock (it was released): their
@@ -148,21 +187,88 @@ fn leave(sys: &mut Sys<Tickets>, me: usize) {
     }
 }
 
-/// Looks for a block among the files no counted record wants; sleeps when
-/// there is none.
-fn look(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, mine: Option<u8>) -> bool {
-    let before = counted(sys, requests, me, mine);
-    let allowed = requests[me].takes() & !before.wanted;
-    if sys.try_take(requests, me, allowed) {
-        sys.local[me].sleep = Sleep::Nothing;
+/// Reads the records (`mine`: its own place, `None` without a record) and
+/// keeps what they leave it for the take, its next step.
+fn look(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, mine: Option<u8>) {
+    let c = counted(sys, requests, me, mine);
+    keep_look(sys, requests, me, c, false);
+}
+
+/// Takes a free block among the files its look left it; where there is
+/// none, sleeps as the look said (one without a record makes it first).
+fn take(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, look: Look) {
+    if sys.try_take(requests, me, look.allowed) {
+        sys.local[me].look = Some(look);
+        return;
+    }
+    sys.local[me].look = None;
+    nothing_free(sys, me, look.sleep);
+}
+
+/// Whether a record's lock is held, by its owner or another user.
+fn locked(r: &Record) -> bool {
+    r.owner_locks || r.other_locks
+}
+
+/// No block for it: one without a record makes it at its next step, one
+/// with sleeps; on a record whose lock was let go since the look (its
+/// waiter left), the `flock` returns at once.
+fn nothing_free(sys: &mut Sys<Tickets>, me: usize, sleep: Sleep) {
+    if sys.local[me].stage == Stage::Arriving {
+        sys.local[me].stage = Stage::Joining;
+        sys.who[me].awake = true;
+        return;
+    }
+    match sleep {
+        Sleep::RecordOf(j) | Sleep::Behind(j) if !locked(&sys.shared.records[usize::from(j)]) => {
+            sys.who[me].awake = true;
+        }
+        _ => sys.local[me].sleep = sleep,
+    }
+}
+
+/// With a block's locks held: where its look passed over a stale record,
+/// found none, or is older than a beat, the records are read again, and a
+/// block that an earlier waiter that counts now wants is left to it (its
+/// look may be older than the locks: it was frozen between the two while
+/// that waiter thawed, or made its record), to take the step once more by
+/// that reading; a block left a second time is as if none was free.
+/// Whether it keeps the block.
+fn keeps(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, files: u16, look: Look) -> bool {
+    let again = match requests[me].reread {
+        Reread::StaleEmptyOrOld => look.stale || look.old,
+        Reread::Stale => look.stale,
+    };
+    if !again {
         return true;
     }
-    sys.local[me].sleep = match (allowed, before.covering, before.latest) {
+    let mine = (sys.local[me].stage != Stage::Arriving).then(|| sys.shared.records[me].ticket);
+    let now = counted(sys, requests, me, mine);
+    if now.wanted & files == 0 {
+        return true;
+    }
+    sys.release(me);
+    sys.who[me].phase = Phase::Active;
+    if look.second {
+        sys.local[me].look = None;
+        nothing_free(sys, me, Sleep::Releases);
+    } else {
+        keep_look(sys, requests, me, now, true);
+    }
+    false
+}
+
+/// What the counted records `c` leave `me`, kept for its take (`second`:
+/// the reading made with a block's locks held).
+fn keep_look(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, c: Counted, second: bool) {
+    let allowed = requests[me].takes() & !c.wanted;
+    let sleep = match (allowed, c.covering, c.latest) {
         (0, Some(j), _) => Sleep::Behind(j as u8),
         (0, None, Some(j)) => Sleep::RecordOf(j as u8),
         _ => Sleep::Releases,
     };
-    false
+    sys.local[me].look = Some(Look { allowed, sleep, stale: c.stale, old: c.empty, second });
+    sys.who[me].awake = true;
 }
 
 impl Protocol for Tickets {
@@ -172,26 +278,29 @@ impl Protocol for Tickets {
 
     fn init(_: &[Request]) -> (Local, Shared) {
         (
-            Local { stage: Stage::Arriving, sleep: Sleep::Nothing },
+            Local { stage: Stage::Arriving, sleep: Sleep::Nothing, look: None },
             Shared { records: [Record::default(); MAX_PARTICIPANTS] },
         )
     }
 
     fn step(sys: &mut Sys<Tickets>, requests: &[Request], me: usize) {
         sys.who[me].awake = false;
-        if let Phase::Granted(_) = sys.who[me].phase {
+        if let Phase::Granted(grant) = sys.who[me].phase {
+            let look = sys.local[me].look.take();
+            if look.is_some_and(|l| !keeps(sys, requests, me, grant.files, l)) {
+                return;
+            }
             if sys.validate(me) {
                 leave(sys, me);
             }
             return;
         }
+        // The take that follows a look.
+        if let Some(look) = sys.local[me].look {
+            return take(sys, requests, me, look);
+        }
         match sys.local[me].stage {
-            Stage::Arriving => {
-                if !look(sys, requests, me, None) {
-                    sys.local[me].stage = Stage::Joining;
-                    sys.who[me].awake = true;
-                }
-            }
+            Stage::Arriving => look(sys, requests, me, None),
             Stage::Joining => {
                 sys.begin_waiting(me);
                 let ticket = sys.who[me].ticket.unwrap_or_default();
@@ -223,6 +332,7 @@ impl Protocol for Tickets {
                         return;
                     }
                 }
+                sys.local[me].sleep = Sleep::Nothing;
                 look(sys, requests, me, Some(ticket));
             }
         }
@@ -269,6 +379,7 @@ impl Protocol for Tickets {
     }
 
     fn on_kill(sys: &mut Sys<Tickets>, me: usize) {
+        sys.local[me].look = None;
         if sys.shared.records[me].owner_locks {
             sys.shared.records[me].owner_locks = false;
             wake_on_record(sys, me);
@@ -276,6 +387,11 @@ impl Protocol for Tickets {
     }
 
     fn on_tick(sys: &mut Sys<Tickets>) {
+        for l in &mut sys.local {
+            if let Some(look) = &mut l.look {
+                look.old = true;
+            }
+        }
         for r in &mut sys.shared.records {
             if r.owner_locks || r.present {
                 r.beat_age = (r.beat_age + 1).min(STALE + 1);

@@ -36,7 +36,7 @@ pub const SERVED_WITHIN: u8 = STALE + 1;
 /// Most steps a participant takes in a row without going back to sleep
 /// (arriving, then making its record). One that loops without sleeping
 /// (gives a lock back and takes it again, say) exceeds it.
-pub const MAX_STEPS: u8 = 5;
+pub const MAX_STEPS: u8 = 16;
 /// The holder of a lock file that is a test outside the model.
 pub const OUTSIDE: u8 = u8::MAX;
 /// Participants at most.
@@ -63,6 +63,21 @@ pub struct Request {
     /// What its record names beyond what it can take (the code before
     /// the reviews that found each stalls others).
     pub record: Advertises,
+    /// When it reads the records again with a block's locks held.
+    pub reread: Reread,
+}
+
+/// When a participant reads the records again with a block's locks held,
+/// before it runs its test (a block an earlier waiter that counts then
+/// wants is left to it).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Reread {
+    /// Where its look passed over a stale record, found none, or is older
+    /// than a beat.
+    StaleEmptyOrOld,
+    /// Only where its look passed over a stale record (the code before the
+    /// model split each look from its take).
+    Stale,
 }
 
 /// What a record names.
@@ -79,7 +94,16 @@ pub enum Advertises {
 
 impl Request {
     pub const fn new(profile: u8, pool: u8, needed: u8, slots: u8) -> Request {
-        Request { profile, pool, needed, slots, wait: None, unusable: 0, record: Advertises::Blocks }
+        Request {
+            profile,
+            pool,
+            needed,
+            slots,
+            wait: None,
+            unusable: 0,
+            record: Advertises::Blocks,
+            reread: Reread::StaleEmptyOrOld,
+        }
     }
 
     pub const fn waiting_at_most(self, ticks: u8) -> Request {
@@ -92,6 +116,10 @@ impl Request {
 
     pub const fn recording(self, record: Advertises) -> Request {
         Request { record, ..self }
+    }
+
+    pub const fn rereading(self, reread: Reread) -> Request {
+        Request { reread, ..self }
     }
 
     /// The lock files it can take: those of the blocks it can take whole.
@@ -187,11 +215,14 @@ impl LockFile {
     }
 }
 
-/// Locks held for a test: the files and the generation of each when taken.
+/// Locks held for a test: the files and the generation of each when taken,
+/// and the earlier waiter, settled in the queue, that wanted them then (an
+/// overtaking where its test runs: the block may yet be left to it).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub struct Grant {
     pub files: u16,
     pub generations: u16,
+    pub overtakes: Option<u8>,
 }
 
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -392,15 +423,18 @@ impl<P: Protocol> Sys<P> {
                 generations |= u16::from(g) << f;
             }
         }
-        self.judge_order(requests, me, block);
-        self.who[me].phase = Phase::Granted(Grant { files: block, generations });
+        let overtakes = self.overtakes(requests, me, block);
+        self.who[me].phase = Phase::Granted(Grant { files: block, generations, overtakes });
         self.who[me].awake = true;
         true
     }
 
     /// First come, first served: nobody takes a set that an earlier waiter,
-    /// settled in the queue, wants.
-    fn judge_order(&mut self, requests: &[Request], me: usize, block: u16) {
+    /// settled in the queue, wants. Judged as the locks are taken, and
+    /// counted where the test runs while that waiter still waits, settled
+    /// (a block left to it is no overtaking, nor one taken from a waiter
+    /// served, frozen or meddled with meanwhile).
+    fn overtakes(&self, requests: &[Request], me: usize, block: u16) -> Option<u8> {
         let mine = if self.who[me].waiting { self.who[me].ticket } else { None };
         for (e, w) in self.who.iter().enumerate().take(usize::from(self.participants)) {
             let earlier = match (w.ticket, mine) {
@@ -409,9 +443,10 @@ impl<P: Protocol> Sys<P> {
                 _ => false,
             };
             if e != me && earlier && w.steady() && requests[e].takes() & block != 0 {
-                self.overtaken.get_or_insert((me as u8, e as u8));
+                return Some(e as u8);
             }
         }
+        None
     }
 
     /// For a `Granted` participant: its locks are on the files at their
@@ -423,6 +458,11 @@ impl<P: Protocol> Sys<P> {
             .filter(|f| grant.files & (1 << f) != 0)
             .all(|f| u16::from(self.files[f].generation & 1) == (grant.generations >> f) & 1);
         if current {
+            // Where that waiter still waits, settled (not served, nor
+            // frozen or meddled with, meanwhile).
+            if let Some(e) = grant.overtakes.filter(|&e| self.who[usize::from(e)].steady()) {
+                self.overtaken.get_or_insert((me as u8, e));
+            }
             self.who[me].phase = Phase::Running(grant);
             self.who[me].waiting = false;
             return true;

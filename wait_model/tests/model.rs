@@ -7,13 +7,14 @@
 //! code's.
 //!
 //! Each run prints its size; a failure prints the invariant, the shortest
-//! trace that breaks it, and the state it ends in.
+//! trace that breaks it, and the state it ends in (with `MODEL_DEBUG=1`,
+//! every state on the way).
 
 use stateright::{Checker, HasDiscoveries, Model};
 use std::collections::BTreeSet;
 use wait_model::previous::{self, Previous};
 use wait_model::tickets::{self, Tickets};
-use wait_model::world::{Advertises, Budget, Protocol, Request, file};
+use wait_model::world::{Advertises, Budget, Protocol, Request, Reread, file};
 use wait_model::{COST, LIVENESS, ORDER, Scenario};
 
 /// Lock-file names: XLA's and JAX's.
@@ -39,10 +40,27 @@ fn outside(files: &[(u8, usize, usize)]) -> u16 {
 
 fn trace<P: Protocol>(path: &stateright::Path<wait_model::world::Sys<P>, wait_model::Action<P::Meddle>>) -> String {
     let last = path.last_state();
+    // `MODEL_DEBUG=1`: every state of the trace, in short, to stderr.
+    if std::env::var_os("MODEL_DEBUG").is_some() {
+        for (state, action) in path.clone().into_vec() {
+            let who: Vec<String> = state
+                .who
+                .iter()
+                .take(usize::from(state.participants))
+                .map(|w| format!("{:?}/{}{}/t{:?}", w.phase, if w.frozen { "F" } else { "" }, w.starved, w.ticket))
+                .collect();
+            eprintln!(
+                "{who:?} {:?} files {:?}\n   -> {action:?}",
+                &state.local[..usize::from(state.participants)],
+                state.files.iter().map(|f| f.holder()).collect::<Vec<_>>()
+            );
+        }
+    }
     let who: Vec<String> = last.who.iter().take(usize::from(last.participants)).map(|w| format!("    {w:?}")).collect();
     format!(
-        "  trace: {:?}\n  ends with:\n{}\n    {:?}\n    {:?}",
+        "  trace: {:?}\n  ends with (overtaken: {:?}):\n{}\n    {:?}\n    {:?}",
         path.clone().into_actions(),
+        last.overtaken,
         who.join("\n"),
         last.local,
         last.shared
@@ -120,7 +138,7 @@ fn one_pool_with_a_lock_file_replaced() {
 }
 
 /// Two slots per GPU, four participants (2-, 1-, 1- and 2-GPU requests),
-/// one of them frozen at any step: about 8 million states.
+/// one of them frozen at any step: about 29 million states.
 #[test]
 fn four_participants_on_two_slots_with_a_frozen_participant() {
     let slots = [ask(XLA, BOTH, 2, 2), ask(XLA, BOTH, 1, 2), ask(XLA, BOTH, 1, 2), ask(XLA, BOTH, 2, 2)];
@@ -203,6 +221,28 @@ fn a_record_naming_files_of_blocks_it_cannot_take_stalls_the_waiters_behind_it()
     let requests = [first, ask(XLA, GPU1, 1, 1)];
     let held = outside(&[(XLA, 0, 1)]);
     breaks(Scenario::<Tickets>::new("openable-file records", &requests, held, budget(0, 0, 0, 0, 0)), LIVENESS);
+}
+
+/// A test frozen between its look and its take (the two are steps of
+/// their own) while a 2-GPU waiter joins and waits for the GPU that is
+/// busy: thawed, it takes the other GPU, which that waiter wants. With the
+/// locks held it reads the records again and leaves the GPU to it.
+#[test]
+fn a_take_older_than_its_look_leaves_the_block_to_an_earlier_waiter() {
+    let requests = [ask(XLA, BOTH, 1, 1), ask(XLA, BOTH, 2, 1)];
+    holds(Scenario::<Tickets>::new("old look", &requests, outside(&[(XLA, 0, 0)]), budget(1, 0, 0, 0, 0)));
+}
+
+/// The same where the records are read again only where the look passed
+/// over a stale one, as the code did before the model split each look
+/// from its take: the thawed test runs on the GPU the waiter wants.
+#[test]
+fn a_take_older_than_its_look_read_again_only_after_a_stale_record_overtakes() {
+    let requests = [ask(XLA, BOTH, 1, 1).rereading(Reread::Stale), ask(XLA, BOTH, 2, 1)];
+    breaks(
+        Scenario::<Tickets>::new("old look, stale only", &requests, outside(&[(XLA, 0, 0)]), budget(1, 0, 0, 0, 0)),
+        ORDER,
+    );
 }
 
 #[test]

@@ -12,11 +12,11 @@
 use crate::prelude::*;
 use crate::slots::lockfile::{DIR_FLAGS, FileId, make_shared_dir, repair_shared_mode};
 use crate::slots::record::{
-    HEADER, MAX_RECORD, QUEUE_DIR, RECORD_FLAGS, RecordName, Want, beat_bytes, beat_of, fresh, now_ns, other_name,
-    ticket_of, with_name,
+    HEADER, HEARTBEAT, MAX_RECORD, QUEUE_DIR, RECORD_FLAGS, RecordName, Want, beat_bytes, beat_of, fresh, now_ns,
+    other_name, ticket_of, with_name,
 };
 use crate::slots::request::Pool;
-use crate::sys::clock::{SystemTime, UNIX_EPOCH, host_since_boot as since_boot};
+use crate::sys::clock::{Instant, SystemTime, UNIX_EPOCH, host_since_boot as since_boot};
 use crate::sys::dirs::for_each_entry;
 use crate::sys::random::unguessable;
 use core::ffi::CStr;
@@ -237,6 +237,9 @@ pub struct Ahead {
     /// Whether it passed over an earlier record whose beat is stale (its
     /// waiter did not run as it looked, and may run again).
     pub passed_stale: bool,
+    /// When it began to read `gpuqueue/`; `None` where there was none to
+    /// read (the free-slot path reads no clock).
+    pub read_at: Option<Instant>,
     /// Whether a record could not be read for want of a descriptor of
     /// this participant's own (`EMFILE`): it then counts, as one that wants
     /// everything, and the participant should give up what it holds for
@@ -245,6 +248,16 @@ pub struct Ahead {
 }
 
 impl Ahead {
+    /// Whether a block taken by this look is to be judged by the records
+    /// read again with its locks held (docs/design.md, step 1): the look
+    /// passed over a stale record, read no `gpuqueue/` (a look the clock
+    /// cannot date: a failed `openat` more), or began a beat or more ago
+    /// (this participant stopped or frozen since, while an earlier waiter
+    /// thawed or made its record again).
+    pub fn may_be_older_than_its_take(&self) -> bool {
+        self.passed_stale || self.read_at.is_none_or(|at| at.elapsed() >= HEARTBEAT)
+    }
+
     /// Whether the lock file of pool GPU `gpu` at `slot` is left to this participant.
     pub fn allows(&self, gpu: usize, slot: u32) -> bool {
         !self.blocked.get(slot as usize * self.width + gpu).is_some_and(|&b| b)
@@ -308,6 +321,7 @@ pub fn ahead(
             }
         },
     };
+    out.read_at = Some(Instant::now());
     let mut earlier = earlier_records(dir, mine);
     if earlier.is_empty() {
         return out;

@@ -234,23 +234,25 @@ impl<'a> Waiting<'a> {
                         }
                         continue;
                     }
-                    // A look that passed over a waiter that did not run
-                    // (a stale beat), older than the block's locks (this
-                    // process stopped or frozen between the two while that
-                    // waiter thawed): the records are read again with the
-                    // locks held, and a block that an earlier waiter that
-                    // counts now wants is left to it. The scan is made once
-                    // more by that reading (another block may be free and
-                    // wanted by nobody); a block left again is as if none
-                    // was free: this one sleeps until a release or its next
-                    // beat (looks again and again would take blocks from
-                    // such waiters in a loop where the host is too loaded
-                    // for beats to stay fresh, and hold up every other
-                    // one). Where the look passed over none, the scan
-                    // already left each one counting its lock files; where
-                    // the block's descriptors leave none to read a record
-                    // with, the look stands.
-                    let now = ahead.passed_stale.then(|| self.look(table, false));
+                    // A look that may be older than the block's locks (it
+                    // passed over a waiter that did not run, a stale beat;
+                    // it is a beat old; or it read no `gpuqueue/`, and so no
+                    // clock): this process may have been stopped or frozen
+                    // between the two while such a waiter thawed, or an
+                    // earlier one made its record. The records are read
+                    // again with the locks held, and a block that an
+                    // earlier waiter that counts now wants is left to it.
+                    // The scan is made once more by that reading (another
+                    // block may be free and wanted by nobody); a block left
+                    // again is as if none was free: this one sleeps until a
+                    // release or its next beat (looks again and again would
+                    // take blocks from such waiters in a loop where the
+                    // host is too loaded for beats to stay fresh, and hold
+                    // up every other one). Else the scan already left each
+                    // one counting its lock files; where the block's
+                    // descriptors leave none to read a record with, the
+                    // look stands.
+                    let now = ahead.may_be_older_than_its_take().then(|| self.look(table, false));
                     let (start, slot) = (grant.start, grant.slot);
                     let wanted = now.as_ref().is_some_and(|now| {
                         !now.starved && !(start..start + grant.fds.len()).all(|g| now.allows(g, slot))

@@ -257,6 +257,12 @@ pub fn on(c: &mut Cmd, gpus: u32, slots: u32) -> &mut Cmd {
     c.env("TF_GPU_COUNT", gpus.to_string()).env("TF_TESTS_PER_GPU", slots.to_string())
 }
 
+/// Whether strace can trace here (else a one-line skip; a failure under CI).
+pub fn strace_runs(what: &str) -> bool {
+    let probe = std::process::Command::new("strace").args(["-qq", "-o", "/dev/null", "true"]).status();
+    test_support::prerequisite(matches!(probe, Ok(s) if s.success()), "strace(1) able to trace here", what)
+}
+
 /// Whether this runs as root (else a one-line skip; a failure under CI).
 pub fn root(what: &str) -> bool {
     test_support::prerequisite(test_support::is_root(), "root", what)
