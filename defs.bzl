@@ -391,7 +391,7 @@ def _check_tag_word(owner, what, value):
     bare = value[1:] if value.startswith("-") else value
     if not bare or bare.startswith("-"):
         fail("{}: bad {} {}".format(owner, what, repr(value)))
-    for bad in [",", "=", " ", "\t", "\n", "\r", "#", "*", "?", "["]:
+    for bad in [",", "=", " ", "\t", "\n", "\r", "#", "*", "?", "[", "'", "\"", "\\", "$"]:
         if bad in value:
             fail("{}: {} {} must not contain {}".format(owner, what, repr(value), repr(bad)))
     return value

@@ -90,7 +90,7 @@ pub fn parse<'t>(args: &[OsString], table: &'t Table) -> Result<Request<'t>, Err
             match value.to_str().and_then(|name| by_name.get(name)) {
                 Some(config) => configs.push(*config),
                 None => {
-                    let name = value.to_string_lossy().into_owned();
+                    let name = value.as_bytes().to_vec();
                     first_rejected.get_or_insert_with(|| Error::UnknownConfig { name, known: table.known_configs() });
                 }
             }
@@ -101,7 +101,7 @@ pub fn parse<'t>(args: &[OsString], table: &'t Table) -> Result<Request<'t>, Err
         } else if let Some(value) = option_value(EXPLAIN, arg, &mut rest)? {
             explain = Some(parse_target_tags(value)?);
         } else {
-            let arg = arg.to_string_lossy().into_owned();
+            let arg = arg.as_bytes().to_vec();
             first_rejected.get_or_insert(Error::UnexpectedArgument { arg, known: table.known_configs() });
         }
     }
@@ -186,7 +186,7 @@ fn parse_format(value: &OsStr) -> Result<Format, Error> {
         b"list" => Ok(Format::List),
         b"flags" => Ok(Format::Flags),
         b"bazelrc" => Ok(Format::Bazelrc),
-        _ => Err(Error::UnknownFormat { value: value.to_string_lossy().into_owned() }),
+        _ => Err(Error::UnknownFormat { value: value.as_bytes().to_vec() }),
     }
 }
 
@@ -195,7 +195,7 @@ fn parse_format(value: &OsStr) -> Result<Format, Error> {
 /// filter entry, not a target's tag) is a mistake. A repeated tag is kept
 /// once.
 fn parse_target_tags(value: &OsStr) -> Result<Vec<String>, Error> {
-    let bad = |problem: String| Error::BadExplainTag { value: value.to_string_lossy().into_owned(), problem };
+    let bad = |problem: String| Error::BadExplainTag { value: value.as_bytes().to_vec(), problem };
     let Some(text) = value.to_str() else {
         return Err(bad("not valid UTF-8".to_string()));
     };
@@ -208,8 +208,10 @@ fn parse_target_tags(value: &OsStr) -> Result<Vec<String>, Error> {
             return Err(bad("empty tag".to_string()));
         }
         if tag.starts_with('-') {
-            let message =
-                format!("tag {} starts with '-' (give the target's own tags, not filter entries)", Quoted(tag));
+            let message = format!(
+                "tag {} starts with '-' (give the target's own tags, not filter entries)",
+                Quoted(tag.as_bytes())
+            );
             return Err(bad(message));
         }
         if !tags.iter().any(|seen| seen == tag) {
@@ -321,7 +323,7 @@ mod tests {
             "--explain: bad value 'a,-b': tag '-b' starts with '-' (give the target's own tags, not filter entries)"
         );
         let non_utf8 = parse_target_tags(OsStr::from_bytes(b"a\xff")).unwrap_err();
-        assert_eq!(non_utf8.to_string(), "--explain: bad value 'a\u{fffd}': not valid UTF-8");
+        assert_eq!(non_utf8.to_string(), "--explain: bad value 'a\\xff': not valid UTF-8");
     }
 
     #[test]
@@ -376,7 +378,7 @@ mod tests {
         let args = [OsStr::from_bytes(b"--config=\xff").into(), OsString::from("--strict")];
         assert_eq!(
             parse(&args).unwrap_err().to_string(),
-            "--config: unknown config '\u{fffd}' under --strict (known configs: ci_single_gpu, ci_multi_gpu, ci_rocm_cpu, asan, tsan)"
+            "--config: unknown config '\\xff' under --strict (known configs: ci_single_gpu, ci_multi_gpu, ci_rocm_cpu, asan, tsan)"
         );
         let args = [OsStr::from_bytes(b"--format=\xff").into()];
         assert!(matches!(parse(&args), Err(Error::UnknownFormat { .. })));

@@ -11,19 +11,19 @@ pub enum Error {
     /// followed by an option.
     MissingValue { flag: &'static str },
     /// `--format=` with a value other than list, flags or bazelrc.
-    UnknownFormat { value: String },
+    UnknownFormat { value: Vec<u8> },
     /// `--explain=` with a tag that is empty, starts with `-` or is not
     /// UTF-8; `problem` says which.
-    BadExplainTag { value: String, problem: String },
+    BadExplainTag { value: Vec<u8>, problem: String },
     /// `--preset=` names no compiled-in table; `known` lists the presets.
     UnknownPreset { name: String, known: String },
     /// `--explain` together with `--format`, which it would silently ignore.
     ExplainWithFormat,
     /// Under `--strict`: `--config=` names a config the table does not
     /// have; `known` lists the table's configs.
-    UnknownConfig { name: String, known: String },
+    UnknownConfig { name: Vec<u8>, known: String },
     /// Under `--strict`: an argument that is not an option of tag_filters.
-    UnexpectedArgument { arg: String, known: String },
+    UnexpectedArgument { arg: Vec<u8>, known: String },
     /// The table file cannot be read.
     TableUnreadable { file: PathBuf, error: io::Error },
     /// A line of the table file is not a definition (1-based `line`).
@@ -63,7 +63,7 @@ impl fmt::Display for Error {
                 write!(f, "--explain: bad value {}: {problem}", Quoted(value))
             }
             Error::UnknownPreset { name, known } => {
-                write!(f, "--preset: unknown preset {} (known presets: {known})", Quoted(name))
+                write!(f, "--preset: unknown preset {} (known presets: {known})", Quoted(name.as_bytes()))
             }
             Error::ExplainWithFormat => {
                 f.write_str("--explain: cannot be combined with --format (it prints a verdict)")
@@ -88,12 +88,15 @@ impl fmt::Display for Error {
     }
 }
 
-/// A value from the command line in single quotes, kept on one line.
-pub struct Quoted<'a>(pub &'a str);
+/// A value from the command line or the table in single quotes, its bytes
+/// as they are (`\xNN` for what is not UTF-8 and for control characters,
+/// so that it stays on one line), cut after 1 KiB so that what is wrong
+/// with it still ends the line ([`wrapper_common::diag::Excerpt`]).
+pub struct Quoted<'a>(pub &'a [u8]);
 
 impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "'{}'", OneLine(self.0))
+        write!(f, "'{}'", wrapper_common::diag::Excerpt(self.0))
     }
 }
 
@@ -126,7 +129,7 @@ struct Shown<'a>(&'a std::path::Path);
 impl fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use std::os::unix::ffi::OsStrExt;
-        write!(f, "{}", wrapper_common::diag::Bytes(self.0.as_os_str().as_bytes()))
+        write!(f, "{}", wrapper_common::diag::Excerpt(self.0.as_os_str().as_bytes()))
     }
 }
 
@@ -137,11 +140,11 @@ mod tests {
     #[test]
     fn messages_stay_on_one_line() {
         let e = Error::UnknownFormat { value: "a\nb\tc'".into() };
-        assert_eq!(e.to_string(), "--format: unknown value 'a\\nb\\tc'' (expected list, flags or bazelrc)");
+        assert_eq!(e.to_string(), "--format: unknown value 'a\\x0ab\\x09c'' (expected list, flags or bazelrc)");
         let bom = Error::TableLine {
             file: "t.conf".into(),
             line: 1,
-            problem: format!("bad name {}", Quoted("\u{feff}base")),
+            problem: format!("bad name {}", Quoted("\u{feff}base".as_bytes())),
         };
         assert_eq!(bom.to_string(), "t.conf:1: bad name '\\u{feff}base'");
         use std::os::unix::ffi::OsStrExt;

@@ -8,6 +8,7 @@ use crate::cli::Format;
 use crate::error::{OneLine, Quoted};
 use crate::filter::{TagFilter, Verdict};
 use crate::tables::{DEFAULT_PRESET, Origin, PRESETS, Table};
+use wrapper_common::diag::Bytes;
 
 /// The filter in `format`. `--format=bazelrc` does not depend on the given
 /// configs: see [`bazelrc`].
@@ -38,10 +39,10 @@ fn bazelrc(table: &Table) -> String {
 pub fn verdict(verdict: &Verdict<'_, '_>, target_tags: &[String]) -> String {
     match verdict {
         Verdict::Excluded { tag } => {
-            format!("not selected: tag {} is excluded (-{})\n", Quoted(tag), OneLine(tag))
+            format!("not selected: tag {} is excluded (-{})\n", Quoted(tag.as_bytes()), Bytes(tag.as_bytes()))
         }
         Verdict::Included { tag } => {
-            format!("selected: tag {} is in the included tags\n", Quoted(tag))
+            format!("selected: tag {} is in the included tags\n", Quoted(tag.as_bytes()))
         }
         Verdict::NothingIncluded => {
             "selected: none of its tags is excluded and the filter has no included tags\n".to_string()
@@ -202,6 +203,6 @@ mod tests {
     fn a_target_tag_with_a_newline_stays_on_one_line() {
         let tags = vec!["a\nb".to_string()];
         let text = verdict(&Verdict::Excluded { tag: &tags[0] }, &tags);
-        assert_eq!(text, "not selected: tag 'a\\nb' is excluded (-a\\nb)\n");
+        assert_eq!(text, "not selected: tag 'a\\x0ab' is excluded (-a\\x0ab)\n");
     }
 }

@@ -316,7 +316,7 @@ impl Table {
                 continue;
             }
             let Some((name, value)) = text.split_once('=') else {
-                return Err(bad(format!("expected NAME = TAG,TAG,... but found {}", Quoted(text))));
+                return Err(bad(format!("expected NAME = TAG,TAG,... but found {}", Quoted(text.as_bytes()))));
             };
             let (name, replaces) = match name.trim_end().strip_suffix(':') {
                 Some(name) => (name.trim(), true),
@@ -324,7 +324,7 @@ impl Table {
             };
             check_name(name).map_err(&bad)?;
             if replaces && (name == BASE || name == PRESET) {
-                return Err(bad(format!("{} takes '=', not ':='", Quoted(name))));
+                return Err(bad(format!("{} takes '=', not ':='", Quoted(name.as_bytes()))));
             }
             if preset.is_some() || (name == PRESET && (base.is_some() || !configs.is_empty())) {
                 return Err(bad("a 'preset' line must be the only definition in the file".to_string()));
@@ -332,7 +332,7 @@ impl Table {
             if name == PRESET {
                 let value = value.trim();
                 let found = Preset::find(value).ok_or_else(|| {
-                    bad(format!("unknown preset {} (known presets: {})", Quoted(value), Preset::known()))
+                    bad(format!("unknown preset {} (known presets: {})", Quoted(value.as_bytes()), Preset::known()))
                 })?;
                 preset = Some(found);
                 continue;
@@ -345,7 +345,7 @@ impl Table {
                 base = Some(tags);
             } else {
                 if !names.insert(name) {
-                    return Err(bad(format!("config {} is defined twice", Quoted(name))));
+                    return Err(bad(format!("config {} is defined twice", Quoted(name.as_bytes()))));
                 }
                 configs.push(Config { name: name.to_string(), tags, replaces });
             }
@@ -367,7 +367,7 @@ fn check_name(name: &str) -> Result<(), String> {
     if name.starts_with('-') || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
         return Err(format!(
             "bad name {} (a config name is letters, digits, '_', '-' and '.', not starting with '-')",
-            Quoted(name)
+            Quoted(name.as_bytes())
         ));
     }
     Ok(())
@@ -386,21 +386,28 @@ fn parse_tags(value: &str) -> Result<Vec<String>, String> {
         let tag = tag.trim();
         let bare = tag.strip_prefix('-').unwrap_or(tag);
         if bare.is_empty() {
-            return Err(format!("empty tag in {}", Quoted(value)));
+            return Err(format!("empty tag in {}", Quoted(value.as_bytes())));
         }
         // `$(tag_filters --format=flags)`, unquoted, splits its output on
-        // whitespace and globs `*`, `?` and `[`: no tag holds one.
-        let bad = |c: char| c.is_whitespace() || c.is_control() || matches!(c, '=' | '*' | '?' | '[');
+        // whitespace and globs `*`, `?` and `[`; Bazel reads a `.bazelrc`
+        // line (`--format=bazelrc`) as ending at `#`, takes quotes and `\`
+        // away and expands `${...}`: no tag holds one.
+        let bad = |c: char| {
+            c.is_whitespace() || c.is_control() || matches!(c, '=' | '*' | '?' | '[' | '#' | '\'' | '"' | '\\' | '$')
+        };
         if bare.starts_with('-') || tag.chars().any(bad) {
-            return Err(format!("bad tag {} (no whitespace, '=', '*', '?' or '[' in a tag)", Quoted(tag)));
+            return Err(format!("bad tag {} ({BAD_TAG})", Quoted(tag.as_bytes())));
         }
         if !seen.insert(tag) {
-            return Err(format!("tag {} is listed twice", Quoted(tag)));
+            return Err(format!("tag {} is listed twice", Quoted(tag.as_bytes())));
         }
         tags.push(tag.to_string());
     }
     Ok(tags)
 }
+
+/// What a tag may not hold, as a bad one is told.
+const BAD_TAG: &str = "no whitespace, '=', '*', '?', '[', '#', '$', '\\' or quote in a tag";
 
 #[cfg(test)]
 mod tests {
@@ -507,9 +514,18 @@ mgpu := \nnarrow:=b,-c
             ("base = a\nnonsense\n", "t.conf:2: expected NAME = TAG,TAG,... but found 'nonsense'"),
             ("base = a,,b\n", "t.conf:1: empty tag in 'a,,b'"),
             ("base = a,-\n", "t.conf:1: empty tag in 'a,-'"),
-            ("base = a,--b\n", "t.conf:1: bad tag '--b' (no whitespace, '=', '*', '?' or '[' in a tag)"),
-            ("base = a b\n", "t.conf:1: bad tag 'a b' (no whitespace, '=', '*', '?' or '[' in a tag)"),
-            ("base = a,g[pu]\n", "t.conf:1: bad tag 'g[pu]' (no whitespace, '=', '*', '?' or '[' in a tag)"),
+            (
+                "base = a,--b\n",
+                "t.conf:1: bad tag '--b' (no whitespace, '=', '*', '?', '[', '#', '$', '\\' or quote in a tag)",
+            ),
+            (
+                "base = a b\n",
+                "t.conf:1: bad tag 'a b' (no whitespace, '=', '*', '?', '[', '#', '$', '\\' or quote in a tag)",
+            ),
+            (
+                "base = a,g[pu]\n",
+                "t.conf:1: bad tag 'g[pu]' (no whitespace, '=', '*', '?', '[', '#', '$', '\\' or quote in a tag)",
+            ),
             ("base = a,a\n", "t.conf:1: tag 'a' is listed twice"),
             ("base = a\nbase = b\n", "t.conf:2: a second 'base' line"),
             ("base = a\nx = b\n\nx = c\n", "t.conf:4: config 'x' is defined twice"),
@@ -522,6 +538,12 @@ mgpu := \nnarrow:=b,-c
         ];
         for (text, message) in cases {
             assert_eq!(parse(text).unwrap_err(), message, "{text:?}");
+        }
+        // What Bazel's rc parser would read otherwise (`--format=bazelrc`):
+        // a `#` ends the line, quotes and `\` go, `${...}` is expanded.
+        for tag in ["keep#me", "a\"b", "it's", "${HOME}", "d\\e", "$x"] {
+            let err = parse(&format!("base = -no_gpu\nx = {tag},-c\n")).unwrap_err();
+            assert!(err.starts_with("t.conf:2: bad tag ") && err.ends_with(&format!("({BAD_TAG})")), "{tag}: {err}");
         }
         let err = Table::parse(b"base = a\nx = \xff\n", Path::new("t.conf")).unwrap_err();
         assert_eq!(err.to_string(), "t.conf:2: not valid UTF-8");

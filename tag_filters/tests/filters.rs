@@ -242,7 +242,7 @@ fn an_option_without_its_value_is_an_error() {
 fn an_error_message_stays_on_one_line() {
     assert_usage_error(
         &["--format=li\nst"],
-        "tag_filters: --format: unknown value 'li\\nst' (expected list, flags or bazelrc)",
+        "tag_filters: --format: unknown value 'li\\x0ast' (expected list, flags or bazelrc)",
     );
 }
 
@@ -277,7 +277,7 @@ fn help_after_the_end_of_options_is_a_target_pattern() {
 }
 
 #[test]
-fn non_utf8_arguments_do_not_panic() {
+fn non_utf8_arguments_do_not_panic_and_are_shown_as_their_bytes() {
     let out = Cmd::new(bin())
         .arg(OsStr::from_bytes(b"\xff\xfe"))
         .arg("--config=asan")
@@ -288,14 +288,32 @@ fn non_utf8_arguments_do_not_panic() {
     let out = Cmd::new(bin()).arg("--strict").arg(OsStr::from_bytes(b"--config=as\xffan")).run();
     out.assert_code(2)
         .assert_stdout_eq("")
-        .assert_one_error_line(&format!("tag_filters: --config: unknown config 'as\u{fffd}an' under --strict {KNOWN}"));
+        .assert_one_error_line(&format!("tag_filters: --config: unknown config 'as\\xffan' under --strict {KNOWN}"));
 
     let out = Cmd::new(bin()).arg("--strict").arg(OsStr::from_bytes(b"\xff")).run();
-    out.assert_code(2).assert_one_error_line(&format!("tag_filters: --strict: unexpected argument '\u{fffd}' {KNOWN}"));
+    out.assert_code(2).assert_one_error_line(&format!("tag_filters: --strict: unexpected argument '\\xff' {KNOWN}"));
 
     let out = Cmd::new(bin()).arg(OsStr::from_bytes(b"--format=\xff")).run();
     out.assert_code(2)
-        .assert_one_error_line("tag_filters: --format: unknown value '\u{fffd}' (expected list, flags or bazelrc)");
+        .assert_one_error_line("tag_filters: --format: unknown value '\\xff' (expected list, flags or bazelrc)");
+}
+
+/// A value too long for one line is cut after 1 KiB: what is wrong with it
+/// still ends the line.
+#[test]
+fn a_long_value_leaves_room_for_what_is_wrong_with_it() {
+    let long = "x".repeat(100_000);
+    let out = run(&["--strict", &format!("--config={long}")]);
+    out.assert_code(2);
+    assert!(out.stderr.trim_end().ends_with(&format!("...' under --strict {KNOWN}")), "{}", out.explain());
+    assert!(out.stderr.len() < 2000, "{}", out.explain());
+    let table = format!("base = a\nx = {long},{long}\n");
+    let dir = TempDir::new("tf-long-tag");
+    let file = dir.join("long.conf");
+    test_support::write_file(&file, &table);
+    let out = run(&[&format!("--table={}", file.display())]);
+    out.assert_code(2);
+    assert!(out.stderr.trim_end().ends_with("...' is listed twice"), "{}", out.explain());
 }
 
 /// Runs `tag_filters ARGS` with its stdout on a pipe whose reader has

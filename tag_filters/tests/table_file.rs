@@ -90,7 +90,10 @@ fn a_bad_table_is_one_line_naming_file_and_line() {
     let cases = [
         ("base = a\nci_x a,b\n", ":2: expected NAME = TAG,TAG,... but found 'ci_x a,b'"),
         ("# c\n\nbase = a,,b\n", ":3: empty tag in 'a,,b'"),
-        ("base = a\nx = -b*\n", ":2: bad tag '-b*' (no whitespace, '=', '*', '?' or '[' in a tag)"),
+        (
+            "base = a\nx = -b*\n",
+            ":2: bad tag '-b*' (no whitespace, '=', '*', '?', '[', '#', '$', '\\' or quote in a tag)",
+        ),
         ("base = a\nx = b\nx = c\n", ":3: config 'x' is defined twice"),
         ("x = b\n", ": no 'base = TAG,TAG,...' line"),
     ];

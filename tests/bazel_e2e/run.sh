@@ -352,6 +352,14 @@ for bad in colon_in_config_name:weird: slash_in_config_name:ci/x leading_dash_in
 done
 ok "a config name tag_filters would not read as written fails the analysis"
 
+for bad in 'hash_in_tag:"#"' 'dollar_in_tag:"$"'; do
+  target="${bad%%:*}" char="${bad#*:}"
+  run_bazel "bad_${target}" 1 build "//bad_config:${target}"
+  grep -qF "must not contain ${char}" "${out}/logs/bad_${target}.log" ||
+    die "//bad_config:${target} failed for another reason (log: ${out}/logs/bad_${target}.log)"
+done
+ok "a tag a .bazelrc line would read otherwise fails the analysis"
+
 # --- 4. tag_filters through bazel run --------------------------------------
 
 say "4. bazel run //:tag_filters"
