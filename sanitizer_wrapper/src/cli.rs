@@ -45,8 +45,8 @@ runfiles: the directory $RUNFILES_DIR, else $TEST_SRCDIR, else
   $RUNFILES_MANIFEST_FILE, else <dir>/MANIFEST, else
   <argv[0]>.runfiles_manifest.
 exit: the test's own status; 2 bad option, bad configuration, a configured
-  file not found or a suppression list that is not a regular file; 126 TEST
-  not executable; 127 TEST not found.
+  file not found, or a suppression list (symbolizer) that is not a regular
+  file this user may read (run); 126 TEST not executable; 127 TEST not found.
 ";
 
 /// Option values as given, borrowed from argv or from a configuration file.

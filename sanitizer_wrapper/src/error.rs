@@ -3,7 +3,7 @@
 //!
 //! | code | meaning |
 //! |------|---------|
-//! | 2    | bad input: an unknown option, a missing value or test command, a bad configuration file (also one that is a symbolic link to nothing, or no regular file), a configured file (suppression list, symbolizer, chained wrapper) that does not resolve, a suppression list that is not a regular file, a working directory that cannot be named |
+//! | 2    | bad input: an unknown option, a missing value or test command, a bad configuration file (also one that is a symbolic link to nothing, or no regular file), a configured file (suppression list, symbolizer, chained wrapper) that does not resolve or cannot be reached, a suppression list or symbolizer that is not a regular file this user may read (a list) or run (the symbolizer), a working directory that cannot be named |
 //! | 126  | the test (or the chained wrapper) exists but cannot be executed |
 //! | 127  | the test (or the chained wrapper) does not exist |
 //!
@@ -54,6 +54,10 @@ pub enum Error {
     /// is the value as given; `resolved` the path it resolved to, when that
     /// is another.
     NotAFile { option: Opt, path: Shown, resolved: Option<Shown>, kind: FileKind },
+    /// A suppression list this user may not read, or a symbolizer it may
+    /// not run (`access`): the runtime would fail on it, or symbolize
+    /// nothing, after the test has started.
+    Refused { option: Opt, path: Shown, resolved: Option<Shown>, errno: rustix::io::Errno },
     /// A resolved path that a sanitizer option cannot carry: it needs quoting
     /// (it holds a space, `,` or `:`) and holds both quote characters.
     Unquotable { option: Opt, path: Shown },
@@ -125,8 +129,9 @@ impl fmt::Display for FileKind {
 /// Where a configured runfiles path was looked for, for the message.
 #[derive(Debug)]
 pub enum Looked {
-    /// The path is absolute and does not exist.
-    Absolute,
+    /// The path is absolute and does not exist (`None`), or cannot be
+    /// reached (a directory on the way this user may not enter).
+    Absolute(Option<rustix::io::Errno>),
     /// `dir_path` is `<runfiles dir>/<path>`; either may be missing;
     /// `unreadable`: why the manifest could not be read, where it could not.
     Runfiles { dir_path: Option<Shown>, manifest: Option<Shown>, unreadable: Option<rustix::io::Errno> },
@@ -188,7 +193,10 @@ impl fmt::Display for Error {
             Error::Unresolved { option, path, looked } => {
                 let option = option.name();
                 match looked {
-                    Looked::Absolute => write!(f, "{option}: {} does not exist", show(path)),
+                    Looked::Absolute(None) => write!(f, "{option}: {} does not exist", show(path)),
+                    Looked::Absolute(Some(errno)) => {
+                        write!(f, "{option}: cannot reach {}: {}", show(path), Os(*errno))
+                    }
                     Looked::Runfiles { dir_path, manifest, unreadable } => {
                         write!(f, "{option}: cannot find runfile {} (", show(path))?;
                         match (dir_path, manifest) {
@@ -216,6 +224,20 @@ impl fmt::Display for Error {
             }
             Error::NotAFile { option, path, resolved: Some(resolved), kind } => {
                 write!(f, "{}: runfile {} is {}, {kind}, not a regular file", option.name(), show(path), show(resolved))
+            }
+            Error::Refused { option, path, resolved, errno } => {
+                let can = if *option == Opt::Symbolizer { "run" } else { "read" };
+                match resolved {
+                    None => write!(f, "{}: {} cannot be {can} by this user: {}", option.name(), show(path), Os(*errno)),
+                    Some(resolved) => write!(
+                        f,
+                        "{}: runfile {} is {}, which cannot be {can} by this user: {}",
+                        option.name(),
+                        show(path),
+                        show(resolved),
+                        Os(*errno)
+                    ),
+                }
             }
             Error::Unquotable { option, path } => write!(
                 f,

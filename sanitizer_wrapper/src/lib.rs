@@ -97,18 +97,20 @@ fn run_with_options(
 }
 
 /// Resolves every configured file, in a fixed order, so that the first one
-/// missing (or, for a suppression list, not a regular file) is the one
-/// reported.
+/// missing (or, for a suppression list or the symbolizer, not a regular
+/// file this user may read or run) is the one reported.
 fn resolve_files(runfiles: &Runfiles, options: &Options<'_>) -> Result<Files, Error> {
-    let resolve = |opt: Opt| options.get(opt).map(|value| locate::resolve(runfiles, opt, value)).transpose();
+    use rustix::fs::Access;
+    let usable = |opt: Opt, access: Access| {
+        options.get(opt).map(|value| locate::resolve_usable_file(runfiles, opt, value, access)).transpose()
+    };
     let mut files = Files::default();
     for sanitizer in Sanitizer::ALL {
-        let opt = sanitizer.suppressions();
-        files.suppressions[sanitizer as usize] =
-            options.get(opt).map(|value| locate::resolve_regular_file(runfiles, opt, value)).transpose()?;
+        files.suppressions[sanitizer as usize] = usable(sanitizer.suppressions(), Access::READ_OK)?;
     }
-    files.symbolizer = resolve(Opt::Symbolizer)?;
-    files.run_under = resolve(Opt::RunUnder)?;
+    files.symbolizer = usable(Opt::Symbolizer, Access::EXEC_OK)?;
+    files.run_under =
+        options.get(Opt::RunUnder).map(|value| locate::resolve(runfiles, Opt::RunUnder, value)).transpose()?;
     Ok(files)
 }
 

@@ -86,9 +86,13 @@ pub fn resolve(runfiles: &Runfiles, option: Opt, value: &[u8]) -> Result<CString
     // Only the first 4000 bytes of an impossible value are worth quoting.
     let unresolved = |looked| Error::Unresolved { option, path: value[..value.len().min(4000)].into(), looked };
     if value.first() == Some(&b'/') {
-        return match StackPath::from_bytes(value) {
-            Ok(path) if exists(&path) => Ok(path.as_cstr().to_owned()),
-            _ => Err(unresolved(Looked::Absolute)),
+        let path = StackPath::from_bytes(value).map_err(|_| unresolved(Looked::Absolute(None)))?;
+        // A path in a directory this user may not enter is said as such,
+        // not as missing.
+        return match rustix::fs::access(path.as_cstr(), rustix::fs::Access::EXISTS) {
+            Ok(()) => Ok(path.as_cstr().to_owned()),
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => Err(unresolved(Looked::Absolute(None))),
+            Err(e) => Err(unresolved(Looked::Absolute(Some(e)))),
         };
     }
     let shown = |p: &StackPath| -> Shown { p.as_bytes().into() };
@@ -123,16 +127,28 @@ pub fn resolve(runfiles: &Runfiles, option: Opt, value: &[u8]) -> Result<CString
 }
 
 /// [`resolve`] for a file that the sanitizer runtime reads (a suppression
-/// list): it must also be a regular file, or a path that leads to one. A
-/// directory, FIFO or device would otherwise reach the runtime, which fails
-/// on it (or blocks reading a FIFO) only after the test has started.
-pub fn resolve_regular_file(runfiles: &Runfiles, option: Opt, value: &[u8]) -> Result<CString, Error> {
+/// list) or runs (the symbolizer): it must also be a regular file, or a
+/// path that leads to one, that this user may read or run (`access`). A
+/// directory, FIFO or device, or a file the test may not read or run,
+/// would otherwise reach the runtime, which fails on it (or blocks reading
+/// a FIFO, or symbolizes nothing) only after the test has started.
+pub fn resolve_usable_file(
+    runfiles: &Runfiles,
+    option: Opt,
+    value: &[u8],
+    access: rustix::fs::Access,
+) -> Result<CString, Error> {
     let path = resolve(runfiles, option, value)?;
     let st = rustix::fs::stat(path.as_c_str())
-        .map_err(|errno| Error::System { what: "cannot stat a configured suppression list", errno })?;
-    let Some(kind) = FileKind::of(st.st_mode) else { return Ok(path) };
+        .map_err(|errno| Error::System { what: "cannot stat a configured file", errno })?;
     // Only the first 4000 bytes of an impossible value are worth quoting.
     let path_shown: Shown = value[..value.len().min(4000)].into();
-    let resolved = (path.as_bytes() != value).then(|| path.as_bytes().into());
-    Err(Error::NotAFile { option, path: path_shown, resolved, kind })
+    let resolved = || (path.as_bytes() != value).then(|| path.as_bytes().into());
+    if let Some(kind) = FileKind::of(st.st_mode) {
+        return Err(Error::NotAFile { option, path: path_shown, resolved: resolved(), kind });
+    }
+    match rustix::fs::access(path.as_c_str(), access) {
+        Ok(()) => Ok(path),
+        Err(errno) => Err(Error::Refused { option, path: path_shown, resolved: resolved(), errno }),
+    }
 }

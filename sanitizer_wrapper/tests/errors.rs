@@ -286,3 +286,84 @@ fn help_and_version_where_stdout_cannot_take_them() {
         );
     }
 }
+
+/// A symbolizer that is no regular file, or that nobody may run, is one
+/// line and exit 2 before the test starts: the runtime would symbolize
+/// nothing, and the CI run be wasted, as with a missing one.
+#[test]
+fn a_symbolizer_that_cannot_run_is_said() {
+    let mut tree = Tree::new("sw-err-symbolizer");
+    let not_run = tree.add("ws/llvm-symbolizer", "#!/bin/sh\n");
+    let dir = tree.dir.join("bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = std::fs::canonicalize(&not_run).unwrap();
+    let cases = [
+        (
+            format!("--symbolizer={}", dir.display()),
+            format!("--symbolizer: {} is a directory, not a regular file", dir.display()),
+        ),
+        (
+            "--symbolizer=ws/llvm-symbolizer".to_string(),
+            format!(
+                "--symbolizer: runfile ws/llvm-symbolizer is {}, which cannot be run by this user: Permission denied (os error 13)",
+                not_run.display()
+            ),
+        ),
+        (
+            format!("--symbolizer={}", target.display()),
+            format!("--symbolizer: {} cannot be run by this user: Permission denied (os error 13)", target.display()),
+        ),
+    ];
+    for (arg, message) in cases {
+        let out = tree.cmd().arg(&arg).arg(TEST).run();
+        out.assert_code(2).assert_one_error_line(&format!("sanitizer_wrapper: {message}"));
+        assert_test_not_run(&out);
+    }
+}
+
+/// A suppression list another user may not read, or one in a directory it
+/// may not enter, is said as such before the test starts (the runtime
+/// would fail on it in every test), the latter not as missing.
+#[test]
+fn a_suppression_list_this_user_may_not_read_or_reach_is_said() {
+    if !test_support::prerequisite(test_support::is_root(), "root", "a suppression list another user may not read") {
+        return;
+    }
+    let tree = Tree::new("sw-err-unreadable");
+    // The tree and the directories above it open to the other user, and the
+    // wrapper it runs.
+    let mut p = tree.dir.path().to_path_buf();
+    while p.as_os_str() != "/" {
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode | 0o755)).unwrap();
+        p.pop();
+    }
+    let private = tree.dir.join("private");
+    std::fs::create_dir_all(&private).unwrap();
+    write_file(private.join("lsan.txt"), "leak:x\n");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let closed = tree.dir.join("asan.txt");
+    write_file(&closed, "interceptor_via_fun:x\n");
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let cases = [
+        (
+            format!("--asan-suppressions={}", closed.display()),
+            format!(
+                "--asan-suppressions: {} cannot be read by this user: Permission denied (os error 13)",
+                closed.display()
+            ),
+        ),
+        (
+            format!("--lsan-suppressions={}/lsan.txt", private.display()),
+            format!(
+                "--lsan-suppressions: cannot reach {}/lsan.txt: Permission denied (os error 13)",
+                private.display()
+            ),
+        ),
+    ];
+    for (arg, message) in cases {
+        let out = tree.cmd().as_user(65534, 65534).arg(&arg).arg(TEST).run();
+        out.assert_code(2).assert_one_error_line(&format!("sanitizer_wrapper: {message}"));
+        assert_test_not_run(&out);
+    }
+}
