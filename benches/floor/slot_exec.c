@@ -22,8 +22,9 @@
  *   `gpuqueue/`: absent here, so none is drained and nobody waits);
  * - `gpulock0_0` opened (created when missing), checked to be a regular
  *   file (fstat), flock'ed, then checked to still be the file at its path
- *   (fstatat against that fstat), and its times set (futimens: cleaners
- *   see it in use);
+ *   (fstatat against that fstat), `gpuqueue/` looked for again with the
+ *   lock held (the first look read no clock, so it may be older than the
+ *   lock), and its times set (futimens: cleaners see it in use);
  * - one name per physical GPU: no jobs with physical lock names share the
  *   directory (access of `gpulock.physical`);
  * - the annotation `parallel_gpu_execute.part` written into
@@ -177,6 +178,9 @@ int main(int argc, char **argv) {
     if (fstatat(dir, "gpulock0_0", &named, AT_SYMLINK_NOFOLLOW) != 0 || held.st_dev != named.st_dev ||
         held.st_ino != named.st_ino)
         return 1;
+    /* the queue read again with the lock held: the look read no clock, so
+       it may be older than the lock (docs/design.md, step 1) */
+    if (openat(dir, "gpuqueue", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) >= 0) return 4;
     futimens(lock, NULL);
     if (faccessat(dir, "gpulock.physical", F_OK, 0) == 0) return 2;
 
