@@ -33,9 +33,10 @@ pub const STALE: u8 = 2;
 /// this many ticks (it takes `STALE + 1` to tell that an earlier one
 /// stopped, or that a dead one's record is kept locked by another user).
 pub const SERVED_WITHIN: u8 = STALE + 1;
-/// Most steps a participant takes in a row without going back to sleep
-/// (arriving, then making its record). One that loops without sleeping
-/// (gives a lock back and takes it again, say) exceeds it.
+/// Most steps a participant takes in a row without going back to sleep (a
+/// look, its take, a block left to an earlier waiter and the take once
+/// more, its record made, a look and a take again). One that loops without
+/// sleeping (gives a lock back and takes it again, say) exceeds it.
 pub const MAX_STEPS: u8 = 16;
 /// The holder of a lock file that is a test outside the model.
 pub const OUTSIDE: u8 = u8::MAX;

@@ -276,10 +276,12 @@ fn a_dead_record_locked_by_another_user() {
 }
 
 /// Larger runs: four participants with several kinds of fault at once, in
-/// each layout (minutes; `cargo test --release --manifest-path
-/// wait_model/Cargo.toml -- --ignored`).
+/// each layout (`cargo test --release --manifest-path
+/// wait_model/Cargo.toml -- --ignored`; with each look and take steps of
+/// their own, more than 17 GB of memory and more than six minutes for the
+/// first: docs/design.md, "The model check").
 #[test]
-#[ignore = "minutes: the larger scenarios"]
+#[ignore = "tens of GB: the larger scenarios"]
 fn larger_scenarios() {
     let slots = [ask(XLA, BOTH, 2, 2), ask(XLA, BOTH, 1, 2), ask(XLA, BOTH, 1, 2), ask(XLA, BOTH, 2, 2)];
     let held = outside(&[(XLA, 0, 0), (XLA, 1, 1)]);
