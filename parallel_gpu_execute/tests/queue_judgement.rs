@@ -311,6 +311,43 @@ fn an_arrival_held_between_its_look_and_its_take_leaves_the_block_to_a_waiter_th
     assert!(start("waiter") < start("held"), "the held test took GPU 1 from the waiter\n{what}");
 }
 
+/// An arrival held just after it took GPU 1 (strace holds the return of
+/// its check that the lock file is still the one at its path, 0.6 s, as a
+/// preempted or frozen process would be held) while a later test, finding both GPUs busy, joins
+/// the queue. Its look found no queue, so it reads the queue again with the
+/// lock held, but counts only the waiters that began to wait before its
+/// take (the change time that `futimens` set): it keeps GPU 1 and runs,
+/// `--wait=0` and all. A build that counted every record left GPU 1 to the
+/// later test and failed for want of a free GPU.
+#[test]
+fn an_arrival_held_after_its_take_keeps_the_block_from_a_waiter_that_came_later() {
+    if !strace_runs("an arrival held after its take") {
+        return;
+    }
+    let f = Fixture::new("judgement-held-after");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let ran = f.dir.join("ran");
+    std::fs::create_dir_all(&ran).unwrap();
+    let gpu0 = hold_lock(f.lock("0", 0));
+    let lock = f.lock("1", 0);
+    let inject = "inject=newfstatat:delay_exit=600000:when=1";
+    let mut held = f.cmd_under("strace", ["-f", "-qq", "-o", "/dev/null", "-P", lock.to_str().unwrap(), "-e", inject]);
+    on(&mut held, 2, 1).env("RECORD_FILE", ran.join("held")).args(["--wait=0", "./pkg/gpu_test"]);
+    let held = held.timeout(Duration::from_secs(60)).spawn();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut later = f.cmd();
+    on(&mut later, 2, 1).env("RECORD_FILE", ran.join("later")).args(["--wait=30", "./pkg/gpu_test"]);
+    let later = later.timeout(Duration::from_secs(60)).spawn();
+    let held = held.wait();
+    drop(gpu0);
+    let later = later.wait();
+    let what = format!("{}\n{}", held.explain(), later.explain());
+    held.assert_success();
+    later.assert_success();
+    let start = |name: &str| Record::read(&ran.join(name)).get("start").and_then(|s| s.parse::<u64>().ok());
+    assert!(start("held") < start("later"), "the later test took GPU 1 from the held one\n{what}");
+}
+
 /// An arrival with `--wait=0` whose look passed over a stopped waiter
 /// (stale) takes GPU 0, the one GPU that waiter can take (GPU 1's lock
 /// file is root's, mode 0600), and while it holds the lock (strace holds

@@ -53,6 +53,11 @@ pub struct Look {
     /// was left to an earlier waiter: a block left again is as if none was
     /// free.
     pub second: bool,
+    /// For one without a record, once it took a block: the next ticket
+    /// then. Its reading with the locks held counts only the waiters that
+    /// began to wait before (one that joined as it held the block came
+    /// later).
+    pub taken: u8,
 }
 
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -198,7 +203,8 @@ fn look(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, mine: Option<u8
 /// none, sleeps as the look said (one without a record makes it first).
 fn take(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, look: Look) {
     if sys.try_take(requests, me, look.allowed) {
-        sys.local[me].look = Some(look);
+        let taken = if sys.local[me].stage == Stage::Arriving { sys.next_ticket } else { 0 };
+        sys.local[me].look = Some(Look { taken, ..look });
         return;
     }
     sys.local[me].look = None;
@@ -232,8 +238,9 @@ fn nothing_free(sys: &mut Sys<Tickets>, me: usize, sleep: Sleep) {
 /// block that an earlier waiter that counts now wants is left to it (its
 /// look may be older than the locks: it was frozen between the two while
 /// that waiter thawed, or made its record), to take the step once more by
-/// that reading; a block left a second time is as if none was free.
-/// Whether it keeps the block.
+/// that reading; a block left a second time is as if none was free. One
+/// without a record counts only the waiters that began to wait before its
+/// take. Whether it keeps the block.
 fn keeps(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, files: u16, look: Look) -> bool {
     let again = match requests[me].reread {
         Reread::StaleEmptyOrOld => look.stale || look.old,
@@ -242,8 +249,9 @@ fn keeps(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, files: u16, lo
     if !again {
         return true;
     }
-    let mine = (sys.local[me].stage != Stage::Arriving).then(|| sys.shared.records[me].ticket);
-    let now = counted(sys, requests, me, mine);
+    let arriving = sys.local[me].stage == Stage::Arriving;
+    let mine = if arriving { look.taken } else { sys.shared.records[me].ticket };
+    let now = counted(sys, requests, me, Some(mine));
     if now.wanted & files == 0 {
         return true;
     }
@@ -253,7 +261,10 @@ fn keeps(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, files: u16, lo
         sys.local[me].look = None;
         nothing_free(sys, me, Sleep::Releases);
     } else {
-        keep_look(sys, requests, me, now, true);
+        // Its next take by every record earlier than its place (all of
+        // them, without one): those left out judged only the block it held.
+        let again = if arriving { counted(sys, requests, me, None) } else { now };
+        keep_look(sys, requests, me, again, true);
     }
     false
 }
@@ -267,7 +278,7 @@ fn keep_look(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, c: Counted
         (0, None, Some(j)) => Sleep::RecordOf(j as u8),
         _ => Sleep::Releases,
     };
-    sys.local[me].look = Some(Look { allowed, sleep, stale: c.stale, old: c.empty, second });
+    sys.local[me].look = Some(Look { allowed, sleep, stale: c.stale, old: c.empty, second, taken: 0 });
     sys.who[me].awake = true;
 }
 

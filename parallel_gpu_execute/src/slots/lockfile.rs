@@ -484,11 +484,12 @@ pub fn unusable(error: &Error, then: &str, warning: bool) -> String {
 
 /// Sets a held lock file's times to now, so that cleaners that remove old
 /// files from `/tmp` (systemd-tmpfiles, tmpreaper, `find -mtime`) see it
-/// in use, as the classic script's truncation at every take did. Needs
-/// write access or ownership; where neither is had, the times stay.
-pub fn keep_young(fd: &OwnedFd) {
+/// in use, as the classic script's truncation at every take did, and its
+/// change time says when it was taken. Needs write access or ownership;
+/// where neither is had, the times stay (`false`).
+pub fn keep_young(fd: &OwnedFd) -> bool {
     let now = rustix::fs::Timespec { tv_sec: 0, tv_nsec: rustix::fs::UTIME_NOW };
-    let _ = rustix::fs::futimens(fd, &rustix::fs::Timestamps { last_access: now, last_modification: now });
+    rustix::fs::futimens(fd, &rustix::fs::Timestamps { last_access: now, last_modification: now }).is_ok()
 }
 
 /// Tries an exclusive lock without blocking: `Ok(true)` when taken.

@@ -13,7 +13,7 @@ use crate::prelude::*;
 use crate::slots::lockfile::{DIR_FLAGS, FileId, make_shared_dir, repair_shared_mode};
 use crate::slots::record::{
     HEADER, HEARTBEAT, MAX_RECORD, QUEUE_DIR, RECORD_FLAGS, RecordName, Want, beat_bytes, beat_of, fresh, now_ns,
-    other_name, ticket_of, with_name,
+    other_name, record_name, ticket_of, with_name,
 };
 use crate::slots::request::Pool;
 use crate::sys::clock::{Instant, SystemTime, UNIX_EPOCH, host_since_boot as since_boot};
@@ -284,8 +284,10 @@ fn not_a_record(e: Errno, has_record: bool) -> bool {
     gone || e == Errno::MFILE && !has_record
 }
 
-/// Reads the records of `gpuqueue/` earlier than `mine` (every one, for a
-/// participant without a record), latest first, and counts those that are
+/// Reads the records of `gpuqueue/` earlier than `mine` (for a participant
+/// without a record, every one, or with `taken` those that began to wait
+/// before it took the lock file `taken` names: [`taken_at`]), latest
+/// first, and counts those that are
 /// locked, fresh and want some of the lock files of `prefix` and `pool`
 /// that `takes` says the participant can take (by index, `slot * pool +
 /// gpu`, over its slots; asked only where there are records). Records
@@ -297,6 +299,7 @@ fn not_a_record(e: Errno, has_record: bool) -> bool {
 pub fn ahead(
     lock_dir: &OwnedFd,
     mine: Option<&Place>,
+    taken: Option<(&OwnedFd, bool)>,
     pool: &Pool,
     prefix: &[u8],
     takes: &dyn Fn() -> Vec<bool>,
@@ -322,7 +325,14 @@ pub fn ahead(
         },
     };
     out.read_at = Some(Instant::now());
-    let mut earlier = earlier_records(dir, mine);
+    let bound = match (mine, taken) {
+        (Some(m), _) => Some(m.name.clone()),
+        (None, Some((fd, dated))) => Some(record_name(taken_at(fd, dated), 0)),
+        (None, None) => None,
+    };
+    // `<ticket>.0` sorts after every name with an earlier ticket, before
+    // every one with this or a later one (no process has PID 0).
+    let mut earlier = earlier_records(dir, bound.as_ref().map(RecordName::as_bytes));
     if earlier.is_empty() {
         return out;
     }
@@ -397,18 +407,18 @@ pub fn ahead(
     out
 }
 
-/// The names of the records of `gpuqueue/` (`dir`) earlier than `mine`'s
-/// (every one, without a record), after removing the temporary records
+/// The names of the records of `gpuqueue/` (`dir`) that sort before `bound`
+/// (every one, without a bound), after removing the temporary records
 /// left by waiters killed while they made one. Out of line: its directory
 /// buffer would otherwise sit in the frame of every look, where `gpuqueue/`
 /// does not exist too, and cost the free-slot path a page of stack.
 #[inline(never)]
-fn earlier_records(dir: &OwnedFd, mine: Option<&Place>) -> Vec<RecordName> {
+fn earlier_records(dir: &OwnedFd, bound: Option<&[u8]>) -> Vec<RecordName> {
     let mut earlier: Vec<RecordName> = Vec::new();
     let mut leftovers: Vec<TemporaryName> = Vec::new();
     let _ = for_each_entry(dir, |name, _| {
         let name = name.to_bytes();
-        if ticket_of(name).is_some() && mine.is_none_or(|m| name < m.name.as_bytes()) {
+        if ticket_of(name).is_some() && bound.is_none_or(|b| name < b) {
             earlier.extend(RecordName::from_bytes(name));
         } else if name.starts_with(b".") && name.ends_with(b".new") && name.len() > 5 {
             leftovers.extend(TemporaryName::from_bytes(name));
@@ -419,6 +429,20 @@ fn earlier_records(dir: &OwnedFd, mine: Option<&Place>) -> Vec<RecordName> {
         remove_if_unlocked(dir, name.as_cstr());
     }
     earlier
+}
+
+/// When the lock file open at `fd` was taken, as a ticket says a time
+/// (`CLOCK_BOOTTIME` ns): the change time its take set (`dated`), else now.
+#[cold]
+fn taken_at(fd: &OwnedFd, dated: bool) -> u64 {
+    let now = now_ns();
+    let Some(st) = dated.then(|| rustix::fs::fstat(fd).ok()).flatten() else { return now };
+    // The nanoseconds are unsigned in the kernel's `stat`, signed in libc's.
+    #[allow(clippy::unnecessary_cast)]
+    let changed = (st.st_ctime as u64).wrapping_mul(1_000_000_000).wrapping_add(st.st_ctime_nsec as u64);
+    let real = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let real = real.as_secs().wrapping_mul(1_000_000_000).wrapping_add(u64::from(real.subsec_nanos()));
+    now.saturating_sub(real.saturating_sub(changed))
 }
 
 /// Removes the temporary record `name` when nobody holds its lock: its

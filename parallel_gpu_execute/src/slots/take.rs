@@ -30,12 +30,9 @@ use wrapper_common::diag;
 
 /// Takes a block of `ask.needed` GPUs from `pool` in the lock directory
 /// `dir`. `test` describes the test for messages. The held lock files'
-/// times are set to the grant ([`keep_young`]).
+/// times are set to the take ([`keep_young`]).
 pub fn acquire(dir: &CStr, pool: &Pool, ask: &Ask<'_>, test: &dyn Fn() -> String) -> Result<Grant, Error> {
     let grant = take_block(dir, pool, ask, test)?;
-    for fd in &grant.fds {
-        keep_young(fd);
-    }
     if let Some((gpu, uid)) = grant.exposed {
         crate::slots::exposure::say_lock_file_exposed(
             dir,
@@ -216,6 +213,11 @@ impl<'a> Waiting<'a> {
             let mut left = false;
             match table.scan(needed, &ahead) {
                 Ok(Some(mut grant)) => {
+                    // Its times set now: the change time of its first lock
+                    // file says when it was taken, where it could be set.
+                    // Every lock file's, not only up to one it cannot set.
+                    #[allow(clippy::unnecessary_fold)]
+                    let dated = grant.fds.iter().fold(true, |dated, fd| keep_young(fd) && dated);
                     // After a wait the drains are read with the block's
                     // locks held: a drain read before the scan could be
                     // older than the release that freed the block.
@@ -251,8 +253,13 @@ impl<'a> Waiting<'a> {
                     // up every other one). Else the scan already left each
                     // one counting its lock files; where the block's
                     // descriptors leave none to read a record with, the
-                    // look stands.
-                    let now = ahead.may_be_older_than_its_take().then(|| self.look(table, false));
+                    // look stands. Without a place of its own, this one
+                    // counts only the waiters that began to wait before
+                    // its take (dated by the change time that `keep_young`
+                    // just set): one that joined as this one held the block
+                    // came later.
+                    let taken = self.place.is_none().then_some((&grant.fds[0], dated));
+                    let now = ahead.may_be_older_than_its_take().then(|| self.look_before(table, false, taken));
                     let (start, slot) = (grant.start, grant.slot);
                     let wanted = now.as_ref().is_some_and(|now| {
                         !now.starved && !(start..start + grant.fds.len()).all(|g| now.allows(g, slot))
@@ -271,8 +278,11 @@ impl<'a> Waiting<'a> {
                     if let Some(w) = &mut watch {
                         w.discard();
                     }
+                    // The next scan by the records as read with the locks
+                    // held; without a place, by all of them (those after
+                    // the take left out judged only the block it held).
                     if !second {
-                        read_again = now;
+                        read_again = if self.place.is_none() { Some(self.look(table, false)) } else { now };
                         continue;
                     }
                     left = true;
@@ -355,8 +365,15 @@ impl<'a> Waiting<'a> {
     /// What the records ahead of it come to, every one of them with
     /// `full` (else down to the first that wants all it can take).
     fn look(&self, table: &Slots<'_>, full: bool) -> Ahead {
+        self.look_before(table, full, None)
+    }
+
+    /// [`Self::look`] at the records of waiters that began to wait before
+    /// the lock file `taken` was taken (`queue::ahead`).
+    fn look_before(&self, table: &Slots<'_>, full: bool, taken: Option<(&OwnedFd, bool)>) -> Ahead {
         let takes = || table.takeable(self.ask.needed);
-        queue::ahead(table.dir_fd(), self.place.as_ref(), table.pool(), self.ask.profile.lock_prefix(), &takes, full)
+        let (pool, prefix) = (table.pool(), self.ask.profile.lock_prefix());
+        queue::ahead(table.dir_fd(), self.place.as_ref(), taken, pool, prefix, &takes, full)
     }
 
     /// What its record says: the lock files of the blocks it can take
