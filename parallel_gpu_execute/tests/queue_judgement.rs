@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{Fixture, NOBODY, Record, on, root, strace_runs};
+use common::{Fixture, NOBODY, Record, held_by_strace, on, root, started, strace_runs};
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 use test_support::{Cmd, Freezer, hold_lock, wait_until};
@@ -251,10 +251,9 @@ fn a_take_older_than_its_look_leaves_the_block_to_a_waiter_that_runs_again() {
     std::thread::sleep(Duration::from_millis(1500));
     // Its second `flock` (the first is a look at the first waiter's record)
     // is the one on gpulock0_0: held 2 s.
-    let inject = "inject=flock:delay_enter=2000000:when=2";
-    let mut later = f.cmd_under("strace", ["-f", "-qq", "-o", "/dev/null", "-e", inject]);
+    let mut later = held_by_strace(&f, "flock:delay_enter=2000000:when=2", None);
     on(&mut later, 2, 1).env("RECORD_FILE", ran.join("later")).args(["--wait=30", "./pkg/gpu_test"]);
-    let later = later.timeout(Duration::from_secs(60)).spawn();
+    let later = later.spawn();
     std::thread::sleep(Duration::from_millis(300));
     freezer.thaw();
     std::thread::sleep(Duration::from_millis(300));
@@ -265,7 +264,7 @@ fn a_take_older_than_its_look_leaves_the_block_to_a_waiter_that_runs_again() {
     let what = format!("{}\n{}", first.explain(), later.explain());
     first.assert_success();
     later.assert_success();
-    let start = |name: &str| Record::read(&ran.join(name)).get("start").and_then(|s| s.parse::<u64>().ok());
+    let start = |name: &str| started(&ran.join(name));
     assert!(start("first") < start("later"), "the later test ran first\n{what}");
     // Its waiting line counts the block it left as free, not as busy.
     let line = later.stderr.lines().find(|l| l.contains("waiting for 1 GPU(s) for ")).unwrap_or_default();
@@ -293,10 +292,9 @@ fn an_arrival_held_between_its_look_and_its_take_leaves_the_block_to_a_waiter_th
     std::fs::create_dir_all(&ran).unwrap();
     let gpu0 = hold_lock(f.lock("0", 0));
     // Its first `flock` is on the busy gpulock0_0, the second on gpulock1_0.
-    let inject = "inject=flock:delay_enter=2000000:when=2";
-    let mut held = f.cmd_under("strace", ["-f", "-qq", "-o", "/dev/null", "-e", inject]);
+    let mut held = held_by_strace(&f, "flock:delay_enter=2000000:when=2", None);
     on(&mut held, 2, 1).env("RECORD_FILE", ran.join("held")).args(["--wait=30", "./pkg/gpu_test"]);
-    let held = held.timeout(Duration::from_secs(60)).spawn();
+    let held = held.spawn();
     std::thread::sleep(Duration::from_millis(300));
     let mut waiter = f.cmd();
     on(&mut waiter, 2, 1).env("RECORD_FILE", ran.join("waiter")).env("SLEEP", "0.3");
@@ -307,7 +305,7 @@ fn an_arrival_held_between_its_look_and_its_take_leaves_the_block_to_a_waiter_th
     let what = format!("{}\n{}", waiter.explain(), held.explain());
     waiter.assert_success();
     held.assert_success();
-    let start = |name: &str| Record::read(&ran.join(name)).get("start").and_then(|s| s.parse::<u64>().ok());
+    let start = |name: &str| started(&ran.join(name));
     assert!(start("waiter") < start("held"), "the held test took GPU 1 from the waiter\n{what}");
 }
 
@@ -329,11 +327,9 @@ fn an_arrival_held_after_its_take_keeps_the_block_from_a_waiter_that_came_later(
     let ran = f.dir.join("ran");
     std::fs::create_dir_all(&ran).unwrap();
     let gpu0 = hold_lock(f.lock("0", 0));
-    let lock = f.lock("1", 0);
-    let inject = "inject=newfstatat:delay_exit=600000:when=1";
-    let mut held = f.cmd_under("strace", ["-f", "-qq", "-o", "/dev/null", "-P", lock.to_str().unwrap(), "-e", inject]);
+    let mut held = held_by_strace(&f, "newfstatat:delay_exit=600000:when=1", Some(&f.lock("1", 0)));
     on(&mut held, 2, 1).env("RECORD_FILE", ran.join("held")).args(["--wait=0", "./pkg/gpu_test"]);
-    let held = held.timeout(Duration::from_secs(60)).spawn();
+    let held = held.spawn();
     std::thread::sleep(Duration::from_millis(200));
     let mut later = f.cmd();
     on(&mut later, 2, 1).env("RECORD_FILE", ran.join("later")).args(["--wait=30", "./pkg/gpu_test"]);
@@ -344,7 +340,7 @@ fn an_arrival_held_after_its_take_keeps_the_block_from_a_waiter_that_came_later(
     let what = format!("{}\n{}", held.explain(), later.explain());
     held.assert_success();
     later.assert_success();
-    let start = |name: &str| Record::read(&ran.join(name)).get("start").and_then(|s| s.parse::<u64>().ok());
+    let start = |name: &str| started(&ran.join(name));
     assert!(start("held") < start("later"), "the later test took GPU 1 from the held one\n{what}");
 }
 
@@ -373,8 +369,7 @@ fn a_block_left_to_an_earlier_waiter_leaves_the_others_to_take() {
     drop(gpu0);
     // Its second `flock` (the first is a look at the waiter's record) is
     // the one on gpulock0_0: returns 1.5 s late, the lock taken.
-    let inject = "inject=flock:delay_exit=1500000:when=2";
-    let mut arrival = f.cmd_under("strace", ["-f", "-qq", "-o", "/dev/null", "-e", inject]);
+    let mut arrival = held_by_strace(&f, "flock:delay_exit=1500000:when=2", None);
     on(&mut arrival, 2, 1).args(["--wait=0", "./pkg/gpu_test"]);
     let arrival = arrival.timeout(Duration::from_secs(30)).spawn();
     std::thread::sleep(Duration::from_millis(600));

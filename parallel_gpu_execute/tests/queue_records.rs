@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{Fixture, NOBODY, Record, on, root, strace_runs};
+use common::{Fixture, NOBODY, Record, held_by_strace, on, root, started, strace_runs};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -189,7 +189,7 @@ fn a_reader_that_meets_a_record_made_again_reads_the_new_one() {
     on(&mut early, 3, 1).args(["./pkg/gpu_test", "--num_processes=2"]);
     let early = queued(&f, &mut early);
     let before = records(&f);
-    let mut reader = held_in(&f, "flock", 1_000_000);
+    let mut reader = held_by_strace(&f, "flock:delay_enter=1000000", None);
     on(&mut reader, 3, 1).args(["--wait=0", "./pkg/gpu_test"]);
     let reading = reader.spawn();
     std::thread::sleep(Duration::from_millis(300));
@@ -275,22 +275,6 @@ fn the_last_waiter_killed_leaves_no_queue_directory() {
     assert!(!queue.exists(), "gpuqueue/ left: {:?}\n{}", std::fs::read_dir(&queue).map(|d| d.count()), out.explain());
 }
 
-/// The wrapper under strace, which holds each of its calls of `call` for
-/// `us` microseconds, as `Fixture::cmd` runs it.
-fn held_in(f: &Fixture, call: &str, us: u32) -> Cmd {
-    let inject = format!("inject={call}:delay_enter={us}");
-    let mut c = f.cmd_under("strace", ["-f", "-qq", "-o", "/dev/null", "-e", &inject]);
-    c.timeout(Duration::from_secs(60));
-    c
-}
-
-/// When the test that `RECORD_FILE` `path` recorded started (ns).
-fn started(path: &std::path::Path) -> u64 {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let r = test_support::parse_record(&text);
-    r.iter().find(|(k, _)| k == "start").and_then(|(_, v)| v.parse().ok()).unwrap_or(u64::MAX)
-}
-
 /// The lock file a test holds is moved away and made again. When that test
 /// ends, the waiter takes the old file, finds that it is no longer the one
 /// at its path, lets it go and takes the new one, keeping its place. It
@@ -307,7 +291,7 @@ fn a_waiter_that_took_a_replaced_lock_file_keeps_its_place() {
     let ran = f.dir.join("ran");
     std::fs::create_dir_all(&ran).unwrap();
     let held = hold_lock(f.lock("0", 0));
-    let mut early = held_in(&f, "getrandom", 400_000);
+    let mut early = held_by_strace(&f, "getrandom:delay_enter=400000", None);
     on(&mut early, 1, 1).env("SLEEP", "0.5").env("RECORD_FILE", ran.join("early")).arg("./pkg/gpu_test");
     let early = early.spawn();
     assert!(f.queued(1), "the waiter never queued");
@@ -337,7 +321,7 @@ fn a_look_never_removes_the_record_a_waiter_is_making() {
     let f = Fixture::new("records-making");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let held = hold_lock(f.lock("0", 0));
-    let mut waiter = held_in(&f, "flock", 400_000);
+    let mut waiter = held_by_strace(&f, "flock:delay_enter=400000", None);
     on(&mut waiter, 1, 1).args(["--wait=30", "./pkg/gpu_test"]);
     let waiter = waiter.spawn();
     let mut looks = 0;

@@ -263,6 +263,30 @@ pub fn strace_runs(what: &str) -> bool {
     test_support::prerequisite(matches!(probe, Ok(s) if s.success()), "strace(1) able to trace here", what)
 }
 
+/// The wrapper under strace, as `Fixture::cmd` runs it, with the system
+/// calls that `inject` names held (`strace -e inject=...`, e.g.
+/// `flock:delay_enter=2000000:when=2`), only those on `path` where given
+/// (`-P`); 60 s at most.
+pub fn held_by_strace(f: &Fixture, inject: &str, path: Option<&Path>) -> Cmd {
+    let inject = format!("inject={inject}");
+    let mut args = vec!["-f", "-qq", "-o", "/dev/null", "-e", &inject];
+    let path = path.map(|p| p.to_str().expect("a UTF-8 path"));
+    if let Some(path) = path {
+        args.extend(["-P", path]);
+    }
+    let mut c = f.cmd_under("strace", args);
+    c.timeout(std::time::Duration::from_secs(60));
+    c
+}
+
+/// When the test that `RECORD_FILE` `path` recorded started (ns); `u64::MAX`
+/// where it recorded none, so that a test that never ran is never first.
+pub fn started(path: &Path) -> u64 {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let r = parse_record(&text);
+    r.iter().find(|(k, _)| k == "start").and_then(|(_, v)| v.parse().ok()).unwrap_or(u64::MAX)
+}
+
 /// Whether this runs as root (else a one-line skip; a failure under CI).
 pub fn root(what: &str) -> bool {
     test_support::prerequisite(test_support::is_root(), "root", what)
