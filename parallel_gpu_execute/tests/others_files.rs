@@ -405,8 +405,8 @@ fn a_queue_directory_swapped_for_a_link_is_said_by_the_waiters_it_hides() {
     );
 }
 
-/// The owner of `gpuqueue/` (any user who made it first) removes a
-/// waiter's record and puts a file of its own at its name, which the
+/// The owner of `gpuqueue/` (any user who made it first) puts a file of
+/// its own at a waiter's record name in place of the record, which the
 /// waiter may not replace in the sticky directory. The waiter makes its
 /// record again under another name with its ticket, and keeps its place:
 /// a later test is not served first, and it waits with a place.
@@ -437,8 +437,14 @@ fn a_file_put_at_a_waiters_record_name_does_not_take_its_place() {
         .map(|e| e.unwrap().file_name())
         .find(|n| !n.to_string_lossy().starts_with('.'));
     let record = queue.join(name.expect("no record"));
+    // One rename, so that the waiter's next beat cannot make its record
+    // again at that name between a removal and a create (the create then
+    // fails: `fs.protected_regular` keeps the owner of a sticky directory
+    // from opening another user's file there with O_CREAT).
     let mut c = Cmd::new("sh");
-    c.args(["-c", "rm -f \"$0\" && : > \"$0\""]).arg(&record).as_user(common::NOBODY, common::NOBODY);
+    c.args(["-c", "p=\"${0%/*}/.planted\" && : > \"$p\" && mv -f \"$p\" \"$0\""])
+        .arg(&record)
+        .as_user(common::NOBODY, common::NOBODY);
     c.run().assert_success();
     // Its next beats make it again, under another name.
     assert!(
