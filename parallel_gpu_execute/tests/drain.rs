@@ -182,12 +182,12 @@ fn an_undrain_wakes_a_waiter_without_the_queue() {
     let waiter = c.spawn();
     assert!(test_support::begins_to_wait(waiter.pid()), "it never began to wait\n{}", c.describe());
     std::thread::sleep(Duration::from_millis(100));
-    let undrained = Instant::now();
+    let undrained = std::time::SystemTime::now();
     on(&f, 3).arg("--undrain=1").run().assert_success();
     let out = waiter.wait();
     assert_eq!(given(&out), "1", "{}", out.explain());
     out.assert_stderr_contains("waiting without a place in the queue");
-    let took = undrained.elapsed();
+    let took = common::Record::of(&out).started_after(undrained);
     assert!(took < Duration::from_millis(1000), "took {took:?} to see GPU 1 back\n{}", out.explain());
     assert!(f.lock_dir.join("gpudrain/2").exists(), "GPU 2 stays drained");
 }
@@ -363,7 +363,7 @@ fn drains_and_undrains_wake_a_waiter_whose_record_follows_them() {
     let waiter = f.spawn_queued(&c);
     let pid = waiter.pid();
     assert!(test_support::begins_to_wait(pid), "it never began to wait\n{}", c.describe());
-    let mut slowest = Duration::ZERO;
+    let mut took_ms = Vec::new();
     for round in 0..5 {
         for (action, wants) in [("--undrain=0", true), ("--drain=0", false)] {
             let mut c = on(&f, 4);
@@ -371,14 +371,15 @@ fn drains_and_undrains_wake_a_waiter_whose_record_follows_them() {
             if !wants {
                 c.arg("--reason=reseated");
             }
-            let started = Instant::now();
             c.run().assert_success();
+            // From the drain written (its run ended), not from its start.
+            let started = Instant::now();
             let followed = test_support::wait_until(Duration::from_secs(2), || {
                 files_of(&f, pid).split(' ').any(|file| file == "gpulock0_0") == wants
             });
             let took = started.elapsed();
             assert!(followed, "round {round}: {action} never reached the record: {:?}", files_of(&f, pid));
-            slowest = slowest.max(took);
+            took_ms.push(took.as_millis());
         }
     }
     on(&f, 4).arg("--undrain=0").run().assert_success();
@@ -388,9 +389,11 @@ fn drains_and_undrains_wake_a_waiter_whose_record_follows_them() {
     waiter.wait();
     assert!(back, "the undrain never reached the record: {:?}", files_of(&f, pid));
     later.assert_code(1);
-    // Each followed within a beat's fraction (at its next beat: up to 250
-    // ms, over 150 ms in nine of ten runs of five rounds).
-    assert!(slowest < Duration::from_millis(150), "a record followed a drain after {slowest:?}");
+    // Followed within a beat's fraction, most of the time even on a loaded
+    // machine: at its next beat instead (uniform over 250 ms), seven of ten
+    // under 60 ms would happen once in some 800 runs.
+    let quick = took_ms.iter().filter(|&&ms| ms < 60).count();
+    assert!(quick >= 7, "records followed drains after {took_ms:?} ms: {quick} of 10 under 60 ms");
 }
 
 /// Every kind of id a pool can hold (an index, a UUID, a CUDA MIG path,

@@ -10,7 +10,7 @@ mod common;
 use common::{Fixture, on, root, shared_fixture};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use test_support::{Cmd, Output, Running, compile_c, hold_lock, wait_until, write_file};
 
 /// Holds a lease (`r`: a read lease, `w`: a write lease) on each file named
@@ -198,9 +198,9 @@ fn a_leased_file_named_like_a_record_holds_nobody_up() {
         .open(&fakes[0])
         .map_err(|e| e.raw_os_error());
     drop(held);
-    let released = Instant::now();
+    let released = std::time::SystemTime::now();
     let out = waiter.wait();
-    let took = released.elapsed();
+    let took = common::Record::of(&out).started_after(released);
     out.assert_success();
     assert_eq!(opened.err(), Some(Some(libc::EAGAIN)), "the lease did not keep the file from being opened");
     assert!(
@@ -211,11 +211,11 @@ fn a_leased_file_named_like_a_record_holds_nobody_up() {
 
     let mut c = f.cmd();
     on(&mut c, 1, 1).args(["--wait=3", "./pkg/gpu_test"]);
-    let started = Instant::now();
+    let started = std::time::SystemTime::now();
     let out = c.run();
-    let took = started.elapsed();
     end(holder);
     out.assert_success();
+    let took = common::Record::of(&out).started_after(started);
     assert!(took < Duration::from_secs(1), "a free slot took {took:?}\n{}", out.explain());
     assert!(!out.stderr.contains("waiting for"), "it waited on a free slot\n{}", out.explain());
 }
@@ -299,9 +299,9 @@ fn waits_calmly_through(label: &str, source: &str, target: impl Fn(&Fixture) -> 
     let spent = test_support::cpu_time(waiter.pid()) - spent;
     let storming = !storm.has_exited();
     drop(held);
-    let released = Instant::now();
+    let released = std::time::SystemTime::now();
     let out = waiter.wait();
-    let took = released.elapsed();
+    let took = common::Record::of(&out).started_after(released);
     let said = end(storm);
     out.assert_success();
     assert!(storming, "the other user's process ended early\n{said}");

@@ -157,8 +157,9 @@ fn hard_links_to_a_record_elsewhere_change_nothing() {
     on(&mut first, 2, 1).env("SLEEP", "0.3").args(["./pkg/gpu_test", "--num_processes=2"]);
     let first = queued(&f, &mut first);
     let stop_linking = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let made = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let linker = {
-        let (queue, elsewhere, stop) = (queue.clone(), elsewhere.clone(), stop_linking.clone());
+        let (queue, elsewhere, stop, made) = (queue.clone(), elsewhere.clone(), stop_linking.clone(), made.clone());
         std::thread::spawn(move || {
             let mut n = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -166,6 +167,7 @@ fn hard_links_to_a_record_elsewhere_change_nothing() {
                     n += 1;
                     let _ = std::fs::hard_link(e.path(), elsewhere.join(n.to_string()));
                 }
+                made.store(n, std::sync::atomic::Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(5));
             }
             n
@@ -178,6 +180,8 @@ fn hard_links_to_a_record_elsewhere_change_nothing() {
     let [gpu0, gpu1] = held;
     drop(gpu0);
     std::thread::sleep(Duration::from_millis(1000));
+    // Links enough made meanwhile, however slow the linker was scheduled.
+    test_support::wait_until(Duration::from_secs(10), || made.load(std::sync::atomic::Ordering::Relaxed) > 100);
     let second_ran = ran.exists();
     drop(gpu1);
     stop_linking.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -262,7 +266,8 @@ fn other_programs_files_do_not_wake_waiters_and_polling_is_bounded() {
     let before = test_support::voluntary_switches(poller.pid());
     std::thread::sleep(Duration::from_secs(2));
     let woke = test_support::voluntary_switches(poller.pid()) - before;
-    assert!(woke <= 24, "a polling waiter woke {woke} times in 2 s");
+    // About 20 at one a tenth of a second; 40 polling every 50 ms.
+    assert!(woke <= 30, "a polling waiter woke {woke} times in 2 s");
     drop(holders);
     drop(held);
     poller.wait().assert_success();

@@ -363,8 +363,14 @@ fn a_lock_file_made_after_the_watch_began_is_watched() {
     on(&mut c, 2, 1).args(["./pkg/gpu_test", "--num_processes=2"]);
     let waiter = queued(&f, &mut c);
     let first = std::fs::metadata(f.lock("0", 0)).unwrap().ino();
-    let watching = wait_until(Duration::from_secs(5), || watched_inodes(waiter.pid()).contains(&first));
-    assert!(watching, "the busy lock file is not watched: {:?}", watched_inodes(waiter.pid()));
+    // The lock directory too (its watch comes after the lock files'): a
+    // file made before it would not be seen.
+    let dir = std::fs::metadata(&f.lock_dir).unwrap().ino();
+    let watching = wait_until(Duration::from_secs(5), || {
+        let now = watched_inodes(waiter.pid());
+        now.contains(&first) && now.contains(&dir)
+    });
+    assert!(watching, "the busy lock file or the directory is not watched: {:?}", watched_inodes(waiter.pid()));
     assert!(!f.lock("1", 0).exists(), "the second lock file was made by the waiter");
     let second = hold_lock(f.lock("1", 0));
     let ino = std::fs::metadata(f.lock("1", 0)).unwrap().ino();

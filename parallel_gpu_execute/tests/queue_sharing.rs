@@ -195,10 +195,11 @@ fn disjoint_pools_on_one_lock_directory_never_wait_on_each_other() {
     a.args(["./pkg/gpu_test", "--num_processes=2"]);
     let mut a = queued(&f, &mut a);
     // B's GPUs are free: no wait at all.
-    let started = Instant::now();
+    let started = std::time::SystemTime::now();
     let out = f.run_test(|c| pool(c, "2,3"), &[]);
     out.assert_success().assert_at_most_one_stderr_line();
-    assert!(started.elapsed() < Duration::from_secs(1), "took {:?}\n{}", started.elapsed(), out.explain());
+    let took = common::Record::of(&out).started_after(started);
+    assert!(took < Duration::from_secs(1), "took {took:?}\n{}", out.explain());
     // B's GPUs busy: it waits, first in its own line.
     let (b2, b3) = (hold_lock(f.lock("2", 0)), hold_lock(f.lock("3", 0)));
     let mut b = f.cmd();
@@ -293,7 +294,9 @@ fn the_wait_limit_holds_on_a_host_with_many_descriptors() {
     let out = w.wait();
     let took = started.elapsed();
     out.assert_code(1).assert_stderr_contains("within the wait limit of 1.000s");
-    assert!(took < Duration::from_millis(1600), "--wait=1 took {took:?}\n{}", out.explain());
+    // Its start and end on a loaded machine included; a wait that read
+    // every descriptor took 2.3-3 s.
+    assert!(took < Duration::from_millis(2200), "--wait=1 took {took:?}\n{}", out.explain());
     assert!(cpu < Duration::from_millis(300), "it used {cpu:?} of CPU\n{}", out.explain());
     for (hog, _) in hogs {
         hog.signal_group(libc::SIGKILL);

@@ -71,12 +71,6 @@ fn freezer(label: &str, checks: &str) -> Option<Freezer> {
     }
 }
 
-/// `/proc`'s state letter of `pid`.
-fn state_of(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(") ")?.1.chars().next()
-}
-
 /// Issue 46, point 1: the first waiter frozen by the cgroup freezer, which
 /// `/proc` shows sleeping, holds the free slot from no one for longer than
 /// its beat takes to go stale; thawed, it runs when a slot frees again.
@@ -89,7 +83,7 @@ fn a_first_waiter_frozen_by_the_cgroup_freezer_holds_no_one_up() {
     cgroup.add(first.pid());
     cgroup.freeze();
     let second = queued(&f, &waiter(&f, 1, &records, "second", &[]));
-    assert_eq!(state_of(first.pid()), Some('S'), "a frozen process shows as sleeping");
+    assert_eq!(test_support::process_state(first.pid()), Some('S'), "a frozen process shows as sleeping");
     let freed = Instant::now();
     drop(held);
     served_within(second, STALL_BOUND, freed);
@@ -180,7 +174,17 @@ fn a_multi_gpu_waiter_keeps_its_place_after_a_stop_episode() {
         .collect();
     std::thread::sleep(Duration::from_millis(1500));
     multi.signal(libc::SIGCONT);
-    std::thread::sleep(Duration::from_millis(500));
+    // Running again: its beat is fresh (it beats as it resumes).
+    let mine = f.lock_dir.join("gpuqueue").read_dir().unwrap().flatten().map(|e| e.path());
+    let mine: Vec<PathBuf> = mine.filter(|p| p.to_string_lossy().ends_with(&format!(".{}", multi.pid()))).collect();
+    let fresh = || {
+        mine.iter().filter_map(|p| std::fs::read(p).ok()).any(|r| {
+            r.get(16..24)
+                .is_some_and(|b| boot_ns().saturating_sub(u64::from_le_bytes(b.try_into().unwrap())) < 500_000_000)
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), fresh), "the 2-GPU waiter never beat again");
+    std::thread::sleep(Duration::from_millis(300));
     drop(gpu0);
     std::thread::sleep(Duration::from_millis(800));
     for i in 0..4 {
@@ -333,7 +337,7 @@ fn another_process_sigalrm_does_to_a_waiter_what_it_does_without_the_wait() {
         assert_eq!(unsafe { libc::kill(r.pid(), libc::SIGALRM) }, 0);
         std::thread::sleep(Duration::from_millis(500));
     };
-    let alive = |r: &Running| state_of(r.pid()).is_some_and(|s| s != 'Z');
+    let alive = |r: &Running| test_support::process_state(r.pid()).is_some_and(|s| s != 'Z');
     let r = queued(&f, &waiter(&f, 1, &records, "ended", &[]));
     alarm(&r);
     let out = r.wait();

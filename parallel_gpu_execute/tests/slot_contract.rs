@@ -116,8 +116,10 @@ fn a_stopped_head_of_the_queue_keeps_no_one_from_a_free_slot() {
     std::thread::sleep(Duration::from_millis(300));
     first.signal(libc::SIGSTOP);
     let second = spawn("second", "1");
+    assert!(f.queued(2), "the second waiter never queued");
     std::thread::sleep(Duration::from_millis(400));
     let third = spawn("third", "0");
+    assert!(f.queued(3), "the third waiter never queued");
     std::thread::sleep(Duration::from_millis(400));
     let freed = Instant::now();
     drop(holder);
@@ -207,7 +209,9 @@ fn waits_without_the_queue(f: &Fixture, locks: &Path, why: &str, errno: i32) {
         .env("TF_TESTS_PER_GPU", "1")
         .arg("./pkg/gpu_test");
     let waiter = c.spawn();
-    std::thread::sleep(Duration::from_millis(500));
+    // Its wait begun (a record tried, the warning said), else it would
+    // take the slot freed without a word.
+    assert!(test_support::begins_to_wait(waiter.pid()), "it never began to wait\n{}", c.describe());
     drop(holder);
     let out = waiter.wait();
     let r = Record::of(&out);

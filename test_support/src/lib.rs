@@ -331,6 +331,13 @@ pub fn begins_to_wait(pid: i32) -> bool {
     wait_until(Duration::from_secs(10), || watching(pid))
 }
 
+/// `/proc`'s state letter of `pid` (`T` stopped, `S` sleeping: a frozen
+/// process reads `S` or `D`); `None` where it is gone.
+pub fn process_state(pid: i32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].split_whitespace().next()?.chars().next()
+}
+
 /// CPU time (user + system) a live process has used, from /proc.
 pub fn cpu_time(pid: i32) -> Duration {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");

@@ -154,6 +154,16 @@ impl Record {
         (0..n).map(|i| self.get(&format!("arg{i}")).unwrap().to_string()).collect()
     }
 
+    /// How long after `at` the test started (its `start`, the wall clock
+    /// in ns as its first act): a wait's end, measured without the test's
+    /// own run and exit, which a loaded machine can stretch.
+    #[track_caller]
+    pub fn started_after(&self, at: std::time::SystemTime) -> std::time::Duration {
+        let start: u64 = self.get("start").and_then(|s| s.parse().ok()).expect("the record has no start");
+        let at = at.duration_since(std::time::UNIX_EPOCH).unwrap();
+        std::time::Duration::from_nanos(start).saturating_sub(at)
+    }
+
     /// The record the test wrote into `file` (`RECORD_FILE`).
     pub fn read(file: &std::path::Path) -> Record {
         Record(parse_record(&test_support::read_to_string(file)))
