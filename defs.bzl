@@ -394,7 +394,26 @@ def _check_tag_word(owner, what, value):
     for bad in [",", "=", " ", "\t", "\n", "\r", "#", "*", "?", "[", "'", "\"", "\\", "$"]:
         if bad in value:
             fail("{}: {} {} must not contain {}".format(owner, what, repr(value), repr(bad)))
+    for bad in _TAG_CONTROL_OR_SPACE:
+        if bad in value:
+            fail("{}: {} {} must not contain whitespace or a control character".format(owner, what, repr(value)))
     return value
+
+# What the table file refuses in a tag beyond the characters above: every
+# control character and every Unicode whitespace (Rust's is_control and
+# is_whitespace). Bazel holds a BUILD file's UTF-8 one byte per character,
+# so the non-ASCII ones are their UTF-8 bytes: U+0080-U+00A0 (C1 controls,
+# NEL, no-break space), U+1680, U+2000-U+200A, U+2028, U+2029, U+202F,
+# U+205F and U+3000.
+_TAG_CONTROL_OR_SPACE = (
+    ["\001", "\002", "\003", "\004", "\005", "\006", "\007", "\010", "\013", "\014", "\016", "\017"] +
+    ["\020", "\021", "\022", "\023", "\024", "\025", "\026", "\027", "\030", "\031", "\032", "\033"] +
+    ["\034", "\035", "\036", "\037", "\177"] +
+    ["\302" + c for c in "\200\201\202\203\204\205\206\207\210\211\212\213\214\215\216\217".elems()] +
+    ["\302" + c for c in "\220\221\222\223\224\225\226\227\230\231\232\233\234\235\236\237\240".elems()] +
+    ["\341\232\200", "\342\201\237", "\343\200\200"] +
+    ["\342\200" + c for c in "\200\201\202\203\204\205\206\207\210\211\212\250\251\257".elems()]
+)
 
 def _tag_filters_impl(ctx):
     executable = _link_binary(ctx)
