@@ -349,6 +349,67 @@ fn an_arrival_held_after_its_take_keeps_the_block_from_a_waiter_that_came_later(
     assert!(start("held") < start("later"), "the later test took GPU 1 from the held one\n{what}");
 }
 
+/// An arrival that leaves the block it took to an earlier waiter, then
+/// takes once more, counts the waiters that joined while it held the
+/// first one. The arrival (GPUs 0 and 1) passes over a stopped waiter for
+/// GPU 0 (stale), takes GPU 0, and is held just after its take (strace, 4
+/// s, as a freezer would hold it) while that waiter runs again and a
+/// 2-GPU waiter of another pool (GPUs 1 and 2; GPU 2 busy) joins and
+/// settles. Read again with the lock held, by the waiters that began
+/// before its take, the queue leaves GPU 0 to the earlier one; the take
+/// once more must read every record again and leave GPU 1 to the 2-GPU
+/// waiter, which joined before that take. A build that took once more by
+/// the same bounded reading took GPU 1 and ran first (the model found it:
+/// `two_pools_with_a_frozen_participant`).
+#[test]
+fn a_take_once_more_after_a_block_left_counts_the_waiters_that_joined_meanwhile() {
+    if !strace_runs("an arrival held after its take, taking once more") {
+        return;
+    }
+    let f = Fixture::new("judgement-once-more");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let ran = f.dir.join("ran");
+    std::fs::create_dir_all(&ran).unwrap();
+    let pool = |c: &mut Cmd, visible: &str, name: &str| {
+        on(c, 3, 1).env("PARALLEL_GPU_EXECUTE_VENDOR", "rocm").env("ROCR_VISIBLE_DEVICES", visible);
+        c.env("RECORD_FILE", ran.join(name)).timeout(Duration::from_secs(60));
+    };
+    let (gpu0, gpu2) = (hold_lock(f.lock("0", 0)), hold_lock(f.lock("2", 0)));
+    let mut early = f.cmd();
+    pool(&mut early, "0", "early");
+    let early = f.spawn_queued(early.env("SLEEP", "3").args(["--wait=60", "./pkg/gpu_test"]));
+    early.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(gpu0);
+    let mut arrival = held_by_strace(&f, "newfstatat:delay_exit=4000000:when=1", Some(&f.lock("0", 0)));
+    pool(&mut arrival, "0,1", "arrival");
+    let arrival = arrival.args(["--wait=30", "./pkg/gpu_test"]).spawn();
+    let took = wait_until(Duration::from_secs(10), || !test_support::lock_is_free(f.lock("0", 0)));
+    assert!(took, "the arrival never took GPU 0");
+    let mut multi = f.cmd();
+    pool(&mut multi, "1,2", "multi");
+    let multi = f.spawn_queued(multi.args(["--wait=60", "./pkg/gpu_test", "--num_processes=2"]));
+    early.signal(libc::SIGCONT);
+    // The arrival still held on GPU 0 as both wait (a waiter's record goes
+    // as it is served; the test's own record is written as it ends).
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(f.waiters().contains(&early.pid()), "the arrival's hold ended too soon: {:?}", f.waiters());
+    let early_ran = wait_until(Duration::from_secs(10), || !f.waiters().contains(&early.pid()));
+    std::thread::sleep(Duration::from_millis(500));
+    drop(gpu2);
+    let (early, arrival, multi) = (early.wait(), arrival.wait(), multi.wait());
+    let what = format!("{}\n{}\n{}", early.explain(), arrival.explain(), multi.explain());
+    assert!(early_ran, "the earlier waiter never got GPU 0\n{what}");
+    for out in [&early, &arrival, &multi] {
+        out.assert_success();
+    }
+    let start = |name: &str| started(&ran.join(name));
+    let ran_as = |name: &str| format!("{name}: start {} on {:?}", start(name), Record::read(&ran.join(name)).locks());
+    let what = format!("{what}\n{}\n{}\n{}", ran_as("early"), ran_as("arrival"), ran_as("multi"));
+    assert!(start("multi") < start("arrival"), "the arrival took GPU 1 from the 2-GPU waiter\n{what}");
+    assert!(start("early") < start("arrival"), "the arrival kept GPU 0 from the earlier waiter\n{what}");
+}
+
 /// An arrival with `--wait=0` whose look passed over a stopped waiter
 /// (stale) takes GPU 0, the one GPU that waiter can take (GPU 1's lock
 /// file is root's, mode 0600), and while it holds the lock (strace holds
