@@ -384,16 +384,16 @@ fn a_take_once_more_after_a_block_left_counts_the_waiters_that_joined_meanwhile(
     let mut arrival = held_by_strace(&f, "newfstatat:delay_exit=4000000:when=1", Some(&f.lock("0", 0)));
     pool(&mut arrival, "0,1", "arrival");
     let arrival = arrival.args(["--wait=30", "./pkg/gpu_test"]).spawn();
-    let took = wait_until(Duration::from_secs(10), || !test_support::lock_is_free(f.lock("0", 0)));
-    assert!(took, "the arrival never took GPU 0");
+    // Held in the check that follows its take: GPU 0 locked, its take
+    // dated (the times set right after the `flock`).
+    let held = wait_until(Duration::from_secs(10), || common::traced_child_in(&arrival, libc::SYS_newfstatat));
+    assert!(held && !test_support::lock_is_free(f.lock("0", 0)), "the arrival was never held with GPU 0");
     let mut multi = f.cmd();
     pool(&mut multi, "1,2", "multi");
     let multi = f.spawn_queued(multi.args(["--wait=60", "./pkg/gpu_test", "--num_processes=2"]));
     early.signal(libc::SIGCONT);
-    // The arrival still held on GPU 0 as both wait (a waiter's record goes
-    // as it is served; the test's own record is written as it ends).
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(f.waiters().contains(&early.pid()), "the arrival's hold ended too soon: {:?}", f.waiters());
+    // Served once the arrival leaves GPU 0 (a waiter's record goes as it
+    // is served; the test's own record is written as it ends).
     let early_ran = wait_until(Duration::from_secs(10), || !f.waiters().contains(&early.pid()));
     std::thread::sleep(Duration::from_millis(500));
     drop(gpu2);

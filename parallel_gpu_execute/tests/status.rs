@@ -265,8 +265,7 @@ fn stopped_waiters_are_shown_stopped_and_without_a_beat() {
     }
     let mut out = status(&f, 1, 1, "text");
     let both_ok = |out: &test_support::Output| {
-        let rows: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with("queued ")).collect();
-        rows.len() == 2 && rows.iter().all(|r| r.contains(" ok "))
+        out.stdout.lines().filter(|l| l.starts_with("queued ") && l.contains(" ok ")).count() == 2
     };
     let deadline = Instant::now() + Duration::from_secs(5);
     while !both_ok(&out) && Instant::now() < deadline {

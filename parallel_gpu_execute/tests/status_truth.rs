@@ -84,12 +84,7 @@ fn status_held_up(f: &Fixture, delay: Duration, user: Option<u32>) -> test_suppo
     }
     let r = c.spawn();
     // Until `--status`, strace's child, sits in that `flock`.
-    let in_flock = || {
-        let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", r.pid())).unwrap_or_default();
-        let Some(pid) = children.split_whitespace().next() else { return false };
-        let call = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
-        call.split(' ').next() == Some(&libc::SYS_flock.to_string())
-    };
+    let in_flock = || common::traced_child_in(&r, libc::SYS_flock);
     wait_until(Duration::from_secs(10), in_flock);
     assert!(in_flock(), "--status never reached its first flock");
     r

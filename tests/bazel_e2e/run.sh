@@ -360,7 +360,7 @@ for bad in 'hash_in_tag:"#"' 'dollar_in_tag:"$"'; do
 done
 ok "a tag a .bazelrc line would read otherwise fails the analysis"
 
-for target in vtab_in_tag nbsp_in_tag; do
+for target in vtab_in_tag nul_in_tag nbsp_in_tag; do
   run_bazel "bad_${target}" 1 build "//bad_config:${target}"
   grep -qF "must not contain whitespace or a control character" "${out}/logs/bad_${target}.log" ||
     die "//bad_config:${target} failed for another reason (log: ${out}/logs/bad_${target}.log)"
