@@ -330,12 +330,9 @@ fn an_arrival_held_after_its_take_keeps_the_block_from_a_waiter_that_came_later(
     let mut held = held_by_strace(&f, "newfstatat:delay_exit=600000:when=1", Some(&f.lock("1", 0)));
     on(&mut held, 2, 1).env("RECORD_FILE", ran.join("held")).args(["--wait=0", "./pkg/gpu_test"]);
     let held = held.spawn();
-    // Taken, and held in the check that follows (strace's start can take
-    // longer than its delay on a loaded machine: then it stays a wait).
-    assert!(
-        wait_until(Duration::from_secs(10), || !test_support::lock_is_free(f.lock("1", 0))),
-        "the held arrival never took GPU 1"
-    );
+    // Taken and dated, and held in the check that follows.
+    let taken = wait_until(Duration::from_secs(10), || common::traced_child_in(&held, libc::SYS_newfstatat));
+    assert!(taken && !test_support::lock_is_free(f.lock("1", 0)), "the held arrival never took GPU 1");
     let mut later = f.cmd();
     on(&mut later, 2, 1).env("RECORD_FILE", ran.join("later")).args(["--wait=30", "./pkg/gpu_test"]);
     let later = later.timeout(Duration::from_secs(60)).spawn();
