@@ -243,7 +243,7 @@ fn nothing_free(sys: &mut Sys<Tickets>, me: usize, sleep: Sleep) {
 /// take. Whether it keeps the block.
 fn keeps(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, files: u16, look: Look) -> bool {
     let again = match requests[me].reread {
-        Reread::StaleEmptyOrOld => look.stale || look.old,
+        Reread::StaleEmptyOrOld | Reread::StaleOrOld => look.stale || look.old,
         Reread::Stale => look.stale,
     };
     if !again {
@@ -278,7 +278,10 @@ fn keep_look(sys: &mut Sys<Tickets>, requests: &[Request], me: usize, c: Counted
         (0, None, Some(j)) => Sleep::RecordOf(j as u8),
         _ => Sleep::Releases,
     };
-    sys.local[me].look = Some(Look { allowed, sleep, stale: c.stale, old: c.empty, second, taken: 0 });
+    // A look that found no record counts as old but where the directory
+    // is dated empty (`Reread::StaleOrOld`): then only a tick makes it old.
+    let old = c.empty && requests[me].reread != Reread::StaleOrOld;
+    sys.local[me].look = Some(Look { allowed, sleep, stale: c.stale, old, second, taken: 0 });
     sys.who[me].awake = true;
 }
 

@@ -79,6 +79,12 @@ pub enum Reread {
     /// Only where its look passed over a stale record (the code before the
     /// model split each look from its take).
     Stale,
+    /// Where its look passed over a stale record or is older than a beat,
+    /// and not where it found no record a beat ago or less: the code reads
+    /// again where its look found no `gpuqueue/` (it read no clock), and
+    /// dates a look that found the directory empty. This is the rule for an
+    /// empty directory in every case, the least it may read again.
+    StaleOrOld,
 }
 
 /// What a record names.

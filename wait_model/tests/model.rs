@@ -245,6 +245,26 @@ fn a_take_older_than_its_look_read_again_only_after_a_stale_record_overtakes() {
     );
 }
 
+/// A look that found `gpuqueue/` there but empty is dated, as the code
+/// dates it, and read again only once a beat has passed (one that found no
+/// directory is read again at once: more readings, which only leave blocks
+/// to earlier waiters that count). Order and liveness hold for the least
+/// reading again, with a test frozen between its look and its take, and
+/// with two pools.
+#[test]
+fn a_look_at_an_empty_queue_read_again_only_a_beat_later_keeps_order() {
+    let old_look = [ask(XLA, BOTH, 1, 1), ask(XLA, BOTH, 2, 1)].map(|r| r.rereading(Reread::StaleOrOld));
+    holds(Scenario::<Tickets>::new("old look, empty dated", &old_look, outside(&[(XLA, 0, 0)]), budget(1, 0, 0, 0, 0)));
+    let pools = [ask(XLA, GPU0, 1, 1), ask(XLA, BOTH, 2, 1), ask(XLA, GPU1, 1, 1), ask(XLA, BOTH, 1, 1)];
+    let pools = pools.map(|r| r.rereading(Reread::StaleOrOld));
+    holds(Scenario::<Tickets>::new(
+        "two pools, frozen, empty dated",
+        &pools,
+        outside(&[(XLA, 0, 0)]),
+        budget(1, 0, 0, 0, 0),
+    ));
+}
+
 #[test]
 fn wait_limits_with_a_frozen_and_a_killed_participant() {
     let requests =
