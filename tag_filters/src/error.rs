@@ -100,27 +100,6 @@ impl fmt::Display for Quoted<'_> {
     }
 }
 
-/// A value from the command line with control characters escaped, so that
-/// a newline in an argument cannot split a message in two, and format
-/// characters too (a byte-order mark, a right-to-left override), so that
-/// what is shown is what is there.
-pub struct OneLine<'a>(pub &'a str);
-
-impl fmt::Display for OneLine<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for c in self.0.chars() {
-            if c.is_control() {
-                write!(f, "{}", c.escape_default())?;
-            } else if wrapper_common::diag::is_format(c) {
-                write!(f, "\\u{{{:04x}}}", c as u32)?;
-            } else {
-                write!(f, "{c}")?;
-            }
-        }
-        Ok(())
-    }
-}
-
 /// A file's path, its bytes as they are: one that is not UTF-8 is shown
 /// with `\xNN` escapes, not `\u{fffd}`, and control and format characters
 /// escaped too.

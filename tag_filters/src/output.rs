@@ -3,9 +3,10 @@
 //! each ending in a newline, so that `main` writes them in one go.
 
 use std::fmt::Write as _;
+use std::os::unix::ffi::OsStrExt;
 
 use crate::cli::Format;
-use crate::error::{OneLine, Quoted};
+use crate::error::Quoted;
 use crate::filter::{TagFilter, Verdict};
 use crate::tables::{DEFAULT_PRESET, Origin, PRESETS, Table};
 use wrapper_common::diag::Bytes;
@@ -54,7 +55,7 @@ pub fn verdict(verdict: &Verdict<'_, '_>, target_tags: &[String]) -> String {
             let mut tags = String::new();
             for (i, tag) in target_tags.iter().enumerate() {
                 let separator = if i == 0 { "" } else { ", " };
-                let _ = write!(tags, "{separator}{}", OneLine(tag));
+                let _ = write!(tags, "{separator}{}", Bytes(tag.as_bytes()));
             }
             format!("not selected: none of its tags ({tags}) is among the included tags ({})\n", included.join(", "))
         }
@@ -127,10 +128,10 @@ pub fn help(table: &Table) -> String {
             let _ = writeln!(text, "\nTable: preset {name} (compiled in)");
         }
         Origin::Preset { name, file: Some(file) } => {
-            let _ = writeln!(text, "\nTable: preset {name} (named in {})", OneLine(&file.to_string_lossy()));
+            let _ = writeln!(text, "\nTable: preset {name} (named in {})", Bytes(file.as_os_str().as_bytes()));
         }
         Origin::File(file) => {
-            let _ = writeln!(text, "\nTable: {}", OneLine(&file.to_string_lossy()));
+            let _ = writeln!(text, "\nTable: {}", Bytes(file.as_os_str().as_bytes()));
         }
     }
     text.push_str("\nBase list:\n");
@@ -204,5 +205,8 @@ mod tests {
         let tags = vec!["a\nb".to_string()];
         let text = verdict(&Verdict::Excluded { tag: &tags[0] }, &tags);
         assert_eq!(text, "not selected: tag 'a\\x0ab' is excluded (-a\\x0ab)\n");
+        // Its tags listed when none is included: escaped the same way.
+        let text = verdict(&Verdict::MissingIncluded { included: vec!["gpu"] }, &tags);
+        assert_eq!(text, "not selected: none of its tags (a\\x0ab) is among the included tags (gpu)\n");
     }
 }
