@@ -11,7 +11,7 @@ use common::{Fixture, Record};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use test_support::{Cmd, Output, hold_lock, wait_until, write_file};
+use test_support::{Cmd, Output, children, hold_lock, wait_until, write_file};
 
 /// The `gpu_id`s the fake topology gives its two GPUs (nodes 1 and 2).
 const GPU_IDS: [u64; 2] = [41946, 52913];
@@ -121,12 +121,6 @@ fn status_lists_the_processes_kfd_shows_on_each_gpu_and_its_health() {
         "{}",
         out.explain()
     );
-}
-
-/// The children of `pid` (`/proc/<pid>/task/<pid>/children`).
-fn children(pid: u32) -> Vec<u32> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-    text.split_whitespace().map(|p| p.parse().unwrap()).collect()
 }
 
 fn holds_lock(pid: u32, lock: &Path) -> bool {

@@ -95,13 +95,7 @@ fn a_classic_script_holder_is_its_shell_not_the_exited_flock_child() {
     assert_ne!(taker, i64::from(shell.pid()));
     assert!(wait_until(Duration::from_secs(5), || !Path::new(&format!("/proc/{taker}")).exists()));
     // Its `sleep 30` started (the shell forks it after the flock child exits).
-    let pid = shell.pid();
-    let sleeping = wait_until(Duration::from_secs(5), || {
-        let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-        children
-            .split_whitespace()
-            .any(|c| std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n == "sleep\n"))
-    });
+    let sleeping = wait_until(Duration::from_secs(5), || shell.has_child_named("sleep"));
     assert!(sleeping, "the script never started its sleep");
 
     let out = status(&f, 2, 1, "json");

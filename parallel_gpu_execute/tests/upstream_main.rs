@@ -184,15 +184,6 @@ fn against_xla_main_7fbacdd7_a_single_gpu_test_gets_the_same_lock_and_variables(
     assert_eq!((ours.code(), theirs.code()), (1, 1), "ours:\n{}\nupstream:\n{}", ours.explain(), theirs.explain());
 }
 
-/// Whether the model script `pid` runs the recording test (a child whose
-/// name is `gpu_test`: it holds a slot).
-fn runs_its_test(pid: i32) -> bool {
-    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-    children
-        .split_whitespace()
-        .any(|c| std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n == "gpu_test\n"))
-}
-
 /// XLA main's script and ours on one host, one lock directory, run at once
 /// in a mix: no lock file is ever held by two tests at a time, and each
 /// test's `HIP_VISIBLE_DEVICES` is the GPU its lock file names, so no GPU
@@ -219,7 +210,8 @@ fn against_xla_main_7fbacdd7_both_on_one_host_never_book_a_slot_twice() {
             // taken a slot and runs its test, or has given up, before the
             // next of ours comes, so that both run whatever the machine's
             // load (the test's record is written only as it ends).
-            test_support::wait_until(Duration::from_secs(10), || runs_its_test(r.pid()) || r.has_exited());
+            // Its child `gpu_test` is the recording test: it holds a slot.
+            test_support::wait_until(Duration::from_secs(10), || r.has_child_named("gpu_test") || r.has_exited());
         }
         running.push((k, record, r));
         std::thread::sleep(Duration::from_millis(30));

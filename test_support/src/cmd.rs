@@ -364,6 +364,18 @@ impl Running {
         self.child.id() as i32
     }
 
+    /// The PIDs of its children ([`children`]).
+    pub fn children(&self) -> Vec<u32> {
+        children(self.child.id())
+    }
+
+    /// Whether a child of it has the command name `name` (`/proc/<pid>/comm`:
+    /// a program's file name once it has exec'd it).
+    pub fn has_child_named(&self, name: &str) -> bool {
+        let comm = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        self.children().into_iter().any(|pid| comm(pid).strip_suffix('\n') == Some(name))
+    }
+
     /// Sends a signal to the process.
     pub fn signal(&self, sig: i32) {
         // SAFETY: kill(2) with a pid of our own child and a valid signal number.
@@ -420,6 +432,13 @@ impl Running {
         }
         Output { status, stdout, stderr, elapsed, timed_out, description }
     }
+}
+
+/// The children of `pid` (`/proc/<pid>/task/<pid>/children`; none where
+/// it is gone).
+pub fn children(pid: u32) -> Vec<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    text.split_whitespace().filter_map(|p| p.parse().ok()).collect()
 }
 
 fn shell_quote(s: &OsStr) -> String {

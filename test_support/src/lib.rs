@@ -24,7 +24,7 @@ pub use bins::{TEST_BINS_ENV, bin_from_env, bin_under_test, workspace_bin};
 pub mod prerequisite;
 pub mod proc_locks;
 pub mod record;
-pub use cmd::{Cmd, Output, Running};
+pub use cmd::{Cmd, Output, Running, children};
 pub use freezer::Freezer;
 pub use hardware::Sysroot;
 pub use prerequisite::{find_program, have_program, in_ci, prerequisite, python_with};

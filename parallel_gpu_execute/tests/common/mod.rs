@@ -293,8 +293,7 @@ pub fn held_by_strace(f: &Fixture, inject: &str, path: Option<&Path>) -> Cmd {
 /// system call numbered `nr` (`/proc/<pid>/syscall`), as it does while
 /// strace holds it there.
 pub fn traced_child_in(strace: &test_support::Running, nr: i64) -> bool {
-    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", strace.pid())).unwrap_or_default();
-    let Some(pid) = children.split_whitespace().next() else { return false };
+    let Some(&pid) = strace.children().first() else { return false };
     let call = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
     call.split(' ').next() == Some(nr.to_string().as_str())
 }
