@@ -132,6 +132,9 @@ pub enum Error {
         /// The test and its arguments, as the "Running test" line shows them.
         test: String,
         profile: Profile,
+        /// The earlier waiters in the queue that come first for lock
+        /// files it could take (0: none, or it did not look).
+        earlier: usize,
     },
     // The paths below are on the heap: an error travels up through the
     // `Result` slot of every caller, and a 4 KiB `StackPath` there would put
@@ -308,29 +311,37 @@ impl fmt::Display for Error {
                     None => write!(f, " (all GPUs of this host)"),
                 }
             }
-            // JAX's script's wording.
-            Error::NoFreeSlot { needed: 1, wait_ms: 0, test, profile: Profile::Jax } => write!(
-                f,
-                "Cannot find a free accelerator to run the test {} on, exiting with failure...",
-                Excerpt(test.as_bytes())
-            ),
-            Error::NoFreeSlot { needed, wait_ms: 0, test, profile: Profile::Jax } => write!(
-                f,
-                "Cannot find {needed} free accelerators to run the test {} on, exiting with failure...",
-                Excerpt(test.as_bytes())
-            ),
-            Error::NoFreeSlot { needed, wait_ms: 0, test, .. } => write!(
-                f,
-                "cannot find {needed} free GPU(s) to run the test {} on, and waiting is off (wait=0)",
-                Excerpt(test.as_bytes())
-            ),
-            Error::NoFreeSlot { needed, wait_ms, test, .. } => write!(
-                f,
-                "cannot find {needed} free GPU(s) to run the test {} on within the wait limit of {}.{:03}s",
-                Excerpt(test.as_bytes()),
-                wait_ms / 1000,
-                wait_ms % 1000
-            ),
+            Error::NoFreeSlot { needed, wait_ms, test, profile, earlier } => {
+                let test = Excerpt(test.as_bytes());
+                match (needed, wait_ms, profile) {
+                    // JAX's script's wording.
+                    (1, 0, Profile::Jax) => {
+                        write!(f, "Cannot find a free accelerator to run the test {test} on, exiting with failure...")
+                    }
+                    (_, 0, Profile::Jax) => write!(
+                        f,
+                        "Cannot find {needed} free accelerators to run the test {test} on, exiting with failure..."
+                    ),
+                    (_, 0, _) => write!(
+                        f,
+                        "cannot find {needed} free GPU(s) to run the test {test} on, and waiting is off (wait=0)"
+                    ),
+                    _ => write!(
+                        f,
+                        "cannot find {needed} free GPU(s) to run the test {test} on within the wait limit of {}.{:03}s",
+                        wait_ms / 1000,
+                        wait_ms % 1000
+                    ),
+                }?;
+                // GPUs may be free, yet left to the waiters that came first.
+                match earlier {
+                    0 => Ok(()),
+                    n => write!(
+                        f,
+                        ": {n} earlier waiter(s) in the queue come first for GPUs this test could take (--status shows them)"
+                    ),
+                }
+            }
             Error::LockDir { dir, action, errno, hint } => {
                 write!(f, "lock directory {}: cannot {action}: {}{hint}", Excerpt(dir), Os(*errno))
             }

@@ -2,9 +2,9 @@
 //! user's locks on the directory and the queue mean nothing; requests that
 //! cannot compete (another profile's lock files, a disjoint pool) never
 //! wait on each other, and a pool that overlaps waits only for what it
-//! shares; the wait limit holds on a host with many descriptors; and a
-//! hundred waiters each wake a few times a second (issue 46's points 3, 4,
-//! 5, 7 and 8).
+//! shares, and one that gives up says who came first; the wait limit
+//! holds on a host with many descriptors; and a hundred waiters each wake
+//! a few times a second (issue 46's points 3, 4, 5, 7 and 8).
 
 mod common;
 
@@ -243,6 +243,43 @@ fn overlapping_pools_wait_only_for_the_gpus_they_share() {
     assert_eq!(r.locks(), ["gpulock2_0"], "{}", out.explain());
     drop(g0);
     early.wait().assert_success();
+}
+
+/// A free GPU left to an earlier waiter is not "no free GPU" alone: where
+/// the wrapper gives up (`--wait=0`, or its limit) while its scan left lock
+/// files to earlier waiters, its one line says how many come first. GPU 1
+/// is free here, and a 2-GPU waiter that came first wants it.
+#[test]
+fn giving_up_says_the_earlier_waiters_that_come_first() {
+    let f = Fixture::new("share-no-slot-earlier");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let g0 = hold_lock(f.lock("0", 0));
+    let tail = ": 1 earlier waiter(s) in the queue come first for GPUs this test could take (--status shows them)";
+    let early = {
+        let mut c = f.cmd();
+        on(&mut c, 2).args(["./pkg/gpu_test", "--num_processes=2"]);
+        queued(&f, &mut c)
+    };
+    for (wait, said) in [("0", "and waiting is off (wait=0)"), ("0.3", "within the wait limit of 0.300s")] {
+        let mut c = f.cmd();
+        let out = on(&mut c, 2).arg(format!("--wait={wait}")).arg("./pkg/gpu_test").run();
+        out.assert_code(1);
+        let last = out.stderr.lines().last().unwrap_or_default();
+        assert!(
+            last.ends_with(&format!("{said}{tail}")),
+            "wait {wait}: the last line does not end with {said}{tail}\n{}",
+            out.explain()
+        );
+        assert!(test_support::lock_is_free(f.lock("1", 0)), "GPU 1 was not free\n{}", out.explain());
+    }
+    drop(g0);
+    early.wait().assert_success();
+    // Both GPUs busy and nobody queued: the line says nothing more.
+    let _held = [hold_lock(f.lock("0", 0)), hold_lock(f.lock("1", 0))];
+    let mut c = f.cmd();
+    let out = on(&mut c, 2).args(["--wait=0", "./pkg/gpu_test"]).run();
+    out.assert_code(1).assert_one_error_line("free GPU(s) to run the test ");
+    assert!(out.stderr.trim_end().ends_with("(wait=0)"), "{}", out.explain());
 }
 
 /// Issue 46, point 7: on a host with hundreds of thousands of open

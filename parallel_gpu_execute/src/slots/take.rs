@@ -159,12 +159,17 @@ impl<'a> Waiting<'a> {
         }
     }
 
-    fn no_slot(&self) -> Error {
+    /// No block for it, and no more waiting. Where its scan left lock
+    /// files to earlier waiters (`queued`: GPUs may be free, yet theirs),
+    /// the line says how many come first.
+    #[cold]
+    fn no_slot(&self, table: &Slots<'_>, queued: bool) -> Error {
         Error::NoFreeSlot {
             needed: self.ask.needed as u64,
             wait_ms: self.ask.wait.map_or(0, |w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
             test: (self.test)(),
             profile: self.ask.profile,
+            earlier: if queued { self.look(table, true).count } else { 0 },
         }
     }
 
@@ -298,7 +303,7 @@ impl<'a> Waiting<'a> {
             // The lock files passed over are said before it fails or waits.
             table.say_unusable(None);
             if last_look || self.ask.wait == Some(Duration::ZERO) {
-                return Err(self.no_slot());
+                return Err(self.no_slot(table, left || !ahead.blocked.is_empty()));
             }
             if self.name.is_none() {
                 // No block for it: it waits from now, and looks again once
