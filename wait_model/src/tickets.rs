@@ -301,7 +301,10 @@ impl Protocol for Tickets {
         sys.who[me].awake = false;
         if let Phase::Granted(grant) = sys.who[me].phase {
             let look = sys.local[me].look.take();
-            if look.is_some_and(|l| !keeps(sys, requests, me, grant.files, l)) {
+            // The locks checked first, as the code does: a lock file
+            // replaced under its holder gives the block back, and the
+            // next take follows a look of its own.
+            if sys.locks_current(me) && look.is_some_and(|l| !keeps(sys, requests, me, grant.files, l)) {
                 return;
             }
             if sys.validate(me) {

@@ -456,15 +456,21 @@ impl<P: Protocol> Sys<P> {
         None
     }
 
+    /// Whether a `Granted` participant's locks are on the files at their
+    /// paths (none replaced since it took them).
+    pub fn locks_current(&self, me: usize) -> bool {
+        let Phase::Granted(grant) = self.who[me].phase else { return false };
+        (0..FILES)
+            .filter(|f| grant.files & (1 << f) != 0)
+            .all(|f| u16::from(self.files[f].generation & 1) == (grant.generations >> f) & 1)
+    }
+
     /// For a `Granted` participant: its locks are on the files at their
     /// paths, so its test runs (true); or one was replaced meanwhile, and it
     /// gives them all back and goes on looking (false).
     pub fn validate(&mut self, me: usize) -> bool {
         let Phase::Granted(grant) = self.who[me].phase else { return false };
-        let current = (0..FILES)
-            .filter(|f| grant.files & (1 << f) != 0)
-            .all(|f| u16::from(self.files[f].generation & 1) == (grant.generations >> f) & 1);
-        if current {
+        if self.locks_current(me) {
             // Where that waiter still waits, settled (not served, nor
             // frozen or meddled with, meanwhile).
             if let Some(e) = grant.overtakes.filter(|&e| self.who[usize::from(e)].steady()) {
