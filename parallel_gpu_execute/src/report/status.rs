@@ -107,9 +107,10 @@ use crate::report::status_format::{self, MAX_LISTED, QueueRecord, Report, Slot, 
 use crate::report::{gpus, openmetrics};
 use crate::settings::Settings;
 use crate::slots::exposure::Exposed;
-use crate::slots::holders::{LockFile, PidView, lease_lets_in, lockers, mount_device, openers, pid_view};
+use crate::slots::holders::{LockFile, PidView, lease_lets_in, mount_device, openers, pid_view};
+use crate::slots::lockers::{Readings, lockers, read_again};
 use crate::slots::lockfile::{lock_file_name, split_lock_file_name};
-use crate::slots::proclocks::{ProcessInfo, process, read_locks};
+use crate::slots::proclocks::{ProcessInfo, process};
 use crate::slots::record::{QUEUE_DIR, STALE_AFTER};
 use crate::slots::request::{Pool, Preset};
 use crate::sys::clock::{SystemTime, UNIX_EPOCH, host_since_boot};
@@ -348,32 +349,25 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     let mut files: Vec<LockFile> =
         found.iter().map(|f| LockFile::new(f.name.as_bytes(), &f.st, device, false)).collect();
     files.extend(queued.iter().map(|r| LockFile::new(r.name.as_bytes(), &r.st, device, true)));
-    // /proc/locks before and after the scan of the processes: a lock listed
-    // in both is held, whoever holds it, and one gone from the second was
-    // let go in between (`lockers`).
+    // /proc/locks before and after the scan of the processes, and again
+    // until it can be believed (`slots::lockers`).
     // Unreadable (`/proc` mounted with `subset=pid`): what the kernel
     // says of the locks is not known, and a slot no visible process holds
     // is of unknown state, never free.
-    let table = read_locks();
+    let table = Readings::first();
     report.locks_readable = table.is_some();
-    let locks = table.unwrap_or_default();
-    lease_lets_in(&mut files, &locks, &dir_fd);
+    let mut readings = table.unwrap_or_default();
+    let locks = readings.reads.first().map_or(&[][..], |r| r.as_slice());
+    lease_lets_in(&mut files, locks, &dir_fd);
     let open = openers(&files);
-    let mut again = read_locks().unwrap_or_default();
-    // A process that exits closes its descriptors a moment before the
-    // kernel lets its locks go: read then, its lock has no holder to be
-    // found. Where a lock is unaccounted for, /proc/locks is read once more
-    // a millisecond later; a lock still listed then is held, unseen.
     // Without the lock table, a visible waiter proves an unseen holder,
     // as from another PID namespace.
     let partial = !report.host_namespace || !report.locks_readable;
-    if files.iter().zip(&open).any(|(file, open)| lockers(file, open, &locks, &again, partial).hidden_holders > 0) {
-        crate::sys::clock::sleep(Duration::from_millis(1));
-        again = read_locks().unwrap_or_default();
-    }
+    read_again(&mut readings, &files, &open, partial);
+    let reads = readings.reads.as_slice();
     let mut extra = Vec::new();
     for ((f, file), open) in found.iter().zip(&files).zip(&open) {
-        let l = lockers(file, open, &locks, &again, partial);
+        let l = lockers(file, open, reads, partial);
         let mut holders: Vec<ProcessInfo> = l.holders.iter().map(|&pid| process(pid)).collect();
         // Gone from /proc since the scan: it has exited, and holds nothing
         // any more (a lock the kernel lists that no process found accounts
@@ -440,7 +434,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     let (boot, wall) = (host_since_boot(), SystemTime::now());
     let mut queue_waiters = Vec::new();
     for (r, (file, open)) in queued.iter().zip(files.iter().zip(&open).skip(found.len())) {
-        let l = lockers(file, open, &locks, &again, partial);
+        let l = lockers(file, open, reads, partial);
         // Its lock held by no process, seen or unseen: its waiter may have
         // left (served, or died) since its record was read, or made it again.
         if !l.held() {

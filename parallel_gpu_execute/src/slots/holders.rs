@@ -64,7 +64,7 @@ pub struct LockFile<'a> {
 
 impl LockFile<'_> {
     /// Whether `l` locks this file, held or waited for (no read lease being broken).
-    fn locked_by(&self, l: &LockEntry) -> bool {
+    pub(crate) fn locked_by(&self, l: &LockEntry) -> bool {
         l.flock && !(l.breaking && self.lets_in)
     }
 }
@@ -105,29 +105,6 @@ pub struct Opener {
     pub twin: bool,
 }
 
-/// Who holds a file's lock and who waits for it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Lockers {
-    /// The processes that hold it: the one that took it first when it still
-    /// does, then the others, as found.
-    pub holders: Vec<i64>,
-    /// The first of `holders` is the process that took the lock.
-    pub taker_holds: bool,
-    /// Holders that cannot be seen (another user's processes when not
-    /// root, another PID namespace): one for each lock that no visible
-    /// holder accounts for.
-    pub hidden_holders: usize,
-    /// The processes blocked on it; 0 for one that cannot be seen.
-    pub waiters: Vec<i64>,
-}
-
-impl Lockers {
-    /// Whether anything shows that the lock is held.
-    pub fn held(&self) -> bool {
-        !self.holders.is_empty() || self.hidden_holders > 0
-    }
-}
-
 /// Whether this process sees every process and may read every one's
 /// descriptors: root in the host's PID namespace. Even then a holder may
 /// be out of sight (no `CAP_SYS_PTRACE` to read another user's
@@ -135,65 +112,6 @@ impl Lockers {
 /// from `/proc/locks`, not from this.
 pub fn sees_everyone() -> bool {
     rustix::process::geteuid().is_root() && host_pid_namespace()
-}
-
-/// What `/proc/locks` (read before and again after the processes were
-/// scanned: `before`, `after`, each sorted by file as `read_locks` gives
-/// them) and the processes that have `file` open say about it.
-///
-/// A lock that both reads list and no visible holder accounts for is held
-/// by a hidden holder: the kernel says it is held, whoever holds it (a
-/// process this one may not look into, one in another PID namespace, a
-/// descriptor in flight between two processes). One listed before the scan
-/// and gone after it was let go meanwhile, and is not counted. `partial`:
-/// this `/proc/locks` leaves out locks taken outside this PID namespace
-/// (`!host_pid_namespace()`), so a visible waiter proves a hidden holder.
-pub fn lockers(
-    file: &LockFile,
-    openers: &[Opener],
-    before: &[LockEntry],
-    after: &[LockEntry],
-    partial: bool,
-) -> Lockers {
-    // A lock taken, held or waited for through a twin, and not the file.
-    let through = |l: &LockEntry, twin: bool| {
-        openers.iter().any(|o| o.twin == twin && (o.taker == Some(l.pid) || o.pid == l.pid))
-    };
-    let on_file = |locks: &[LockEntry]| -> Vec<LockEntry> {
-        let on = crate::slots::proclocks::on_file(locks, file.key);
-        let on = on.iter().filter(|l| file.locked_by(l));
-        on.filter(|l| through(l, false) || !through(l, true)).cloned().collect()
-    };
-    let openers: Vec<Opener> = openers.iter().filter(|o| !o.twin).copied().collect();
-    let openers = openers.as_slice();
-    let (then, now) = (on_file(before), on_file(after));
-    let mut holders: Vec<i64> = Vec::new();
-    let mut taker_holds = false;
-    for o in openers.iter().filter(|o| o.holds) {
-        if o.taker == Some(o.pid) && !taker_holds {
-            taker_holds = true;
-            holders.insert(0, o.pid);
-        } else {
-            holders.push(o.pid);
-        }
-    }
-    let still = |l: &LockEntry| now.iter().any(|n| !n.blocked && n.pid == l.pid);
-    let mut hidden_holders = then
-        .iter()
-        .filter(|l| !l.blocked && still(l) && !openers.iter().any(|o| o.holds && o.taker == Some(l.pid)))
-        .count();
-    if partial && then.iter().all(|l| l.blocked) && holders.is_empty() && openers.iter().any(|o| o.blocked) {
-        // Someone waits, so someone holds it, unseen (from another PID
-        // namespace, /proc/locks leaves out the locks taken outside).
-        hidden_holders = 1;
-    }
-    let mut waiters: Vec<i64> = then.iter().filter(|l| l.blocked).map(|l| l.pid.max(0)).collect();
-    for o in openers.iter().filter(|o| o.blocked) {
-        if !waiters.contains(&o.pid) {
-            waiters.push(o.pid);
-        }
-    }
-    Lockers { holders, taker_holds, hidden_holders, waiters }
 }
 
 fn pid_of(name: &[u8]) -> Option<i64> {
@@ -461,96 +379,6 @@ pub fn openers(files: &[LockFile]) -> Vec<Vec<Opener>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entry(pid: i64, blocked: bool) -> LockEntry {
-        LockEntry { blocked, flock: true, breaking: false, pid, major: 0, minor: 40, inode: 258 }
-    }
-
-    const FILE: LockFile =
-        LockFile { name: b"gpulock0_0", dev: 42, ino: 258, key: (0, 40, 258), queue: false, lets_in: false };
-
-    fn opener(pid: i64, holds: bool, taker: Option<i64>, blocked: bool) -> Opener {
-        Opener { pid, holds, taker, blocked, twin: false }
-    }
-
-    /// `lockers` with the same `/proc/locks` before and after the scan.
-    fn lockers_of(openers: &[Opener], locks: &[LockEntry], partial: bool) -> Lockers {
-        lockers(&FILE, openers, locks, locks, partial)
-    }
-
-    #[test]
-    fn a_twins_locks_are_not_the_files() {
-        let twin = |pid: i64, holds: bool, taker: Option<i64>, blocked: bool| Opener {
-            twin: true,
-            ..opener(pid, holds, taker, blocked)
-        };
-        // A classic script holds the twin (its flock child, 100, exited), and
-        // 70 waits for it: nobody holds or waits for the file.
-        let openers = [twin(90, true, Some(100), false), twin(70, false, None, true)];
-        let l = lockers_of(&openers, &[entry(100, false), entry(70, true)], false);
-        assert_eq!(l, Lockers::default());
-        // Its own holder beside a twin's: that one alone; and a lock no
-        // process accounts for stays held, unseen.
-        let openers = [twin(90, true, Some(90), false), opener(80, true, Some(80), false)];
-        let l = lockers_of(&openers, &[entry(90, false), entry(80, false), entry(60, false)], false);
-        assert_eq!((l.holders, l.hidden_holders), (vec![80], 1));
-    }
-
-    #[test]
-    fn a_dead_taker_is_not_named_and_the_processes_that_hold_the_lock_are() {
-        // The classic script: the flock child (100) has exited, the shell
-        // (90) holds the lock, its `sleep` (95) shares it.
-        let openers = [opener(95, true, Some(100), false), opener(90, true, Some(100), false)];
-        let l = lockers_of(&openers, &[entry(100, false)], false);
-        assert_eq!(l, Lockers { holders: vec![95, 90], taker_holds: false, hidden_holders: 0, waiters: vec![] });
-        // The taker still holding it comes first.
-        let openers = [opener(95, true, Some(90), false), opener(90, true, Some(90), false)];
-        let l = lockers_of(&openers, &[entry(90, false)], false);
-        assert_eq!((l.holders, l.taker_holds), (vec![90, 95], true));
-    }
-
-    #[test]
-    fn what_cannot_be_seen_is_hidden_never_dropped() {
-        // Listed before and after, but nobody visible holds it (another
-        // user's process without CAP_SYS_PTRACE, a descriptor in flight
-        // over a unix socket): held, whoever sees it, root included.
-        for partial in [false, true] {
-            let l = lockers_of(&[], &[entry(77, false), entry(78, true), entry(0, true)], partial);
-            assert_eq!(l, Lockers { holders: vec![], taker_holds: false, hidden_holders: 1, waiters: vec![78, 0] });
-            assert!(l.held());
-        }
-        // Not listed (its taker is outside this PID namespace), but a
-        // visible process sleeps in flock on it.
-        let l = lockers_of(&[opener(5, false, None, true), opener(6, false, None, false)], &[], true);
-        assert_eq!(l, Lockers { holders: vec![], taker_holds: false, hidden_holders: 1, waiters: vec![5] });
-        // In the host's PID namespace /proc/locks lists every lock: a
-        // waiter there whose holder is not listed saw it let go.
-        let l = lockers_of(&[opener(5, false, None, true)], &[], false);
-        assert_eq!((l.hidden_holders, l.waiters), (0, vec![5]));
-        // Open, neither held nor waited for: free.
-        let l = lockers_of(&[opener(6, false, None, false)], &[], true);
-        assert!(!l.held() && l.waiters.is_empty());
-        // Two shared locks listed, one taken by a visible holder: the
-        // other's holder is hidden.
-        let l = lockers_of(&[opener(90, true, Some(90), false)], &[entry(90, false), entry(77, false)], false);
-        assert_eq!((l.holders, l.hidden_holders), (vec![90], 1));
-        // Entries of other files do not count.
-        let other = LockEntry { inode: 259, ..entry(7, false) };
-        assert!(!lockers_of(&[], &[other], false).held());
-    }
-
-    #[test]
-    fn a_lock_let_go_during_the_scan_is_free() {
-        // Listed before the scan, gone after it: let go in between.
-        let l = lockers(&FILE, &[], &[entry(77, false)], &[], false);
-        assert!(!l.held(), "{l:?}");
-        // Taken again by another process meanwhile: its holder is unseen.
-        let l = lockers(&FILE, &[], &[entry(77, false)], &[entry(78, false)], false);
-        assert!(!l.held(), "the lock listed before is gone: {l:?}");
-        // What it does see, it names.
-        let l = lockers_of(&[opener(90, true, Some(90), false)], &[entry(90, false)], false);
-        assert_eq!((l.holders, l.hidden_holders), (vec![90], 0));
-    }
 
     #[test]
     fn flock_system_calls() {

@@ -7,7 +7,8 @@
 //! (`telemetry`), and who holds a
 //! lock according to the kernel (`proclocks`: `/proc/locks` and what
 //! `/proc` tells of a process; `holders`: the processes that have a lock
-//! file open and hold or wait for its lock).
+//! file open and hold or wait for its lock; `lockers`: both together, with
+//! `/proc/locks` read until it can be believed).
 //!
 //! Below the settings, above the hardware: it is given a pool of GPU ids
 //! and a lock directory, and knows nothing of how the GPUs were counted.
@@ -16,6 +17,7 @@ pub mod drain;
 pub mod drain_record;
 pub mod exposure;
 pub mod holders;
+pub mod lockers;
 pub mod lockfile;
 pub mod locks;
 pub mod naming;

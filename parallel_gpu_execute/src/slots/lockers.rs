@@ -1,0 +1,332 @@
+//! Who holds a lock file and who waits for it, from the processes that
+//! have it open (`holders::openers`) and from `/proc/locks`, read as
+//! often as it takes to be believed.
+//!
+//! `/proc/locks` is not a snapshot. The kernel fills a `read` with at most
+//! a page of it (some 60 lines) under its lock, and starts the next `read`
+//! at the same line *number* in the table as it is then: a lock let go
+//! meanwhile anywhere before that line makes the next `read` skip a line,
+//! and one taken there shows a line twice. On a host with more than a
+//! page of locks whose table changes (any process that takes and lets go
+//! locks), a held lock can be missing from a reading, and a single holder
+//! listed twice. So `--status` reads it before the processes are scanned,
+//! again after, and again a millisecond apart while any of these holds
+//! ([`read_again`]):
+//!
+//! - a lock no visible process accounts for was missing from a reading
+//!   since it was last listed, fewer than [`GONE_AFTER`] times in a row:
+//!   it was let go, or a reading skipped it;
+//! - such a lock was listed by the reading after the scan: a process that
+//!   exits closes its descriptors a moment before the kernel lets its
+//!   locks go, and its lock, listed then, has no holder to be found;
+//! - the table spanned more than one `read` and changed between the last
+//!   two readings: up to [`CHANGING_READS`] readings, so that a lock
+//!   skipped by one is listed by another.
+//!
+//! A lock listed by any reading and not missing from the [`GONE_AFTER`]
+//! readings after it is held; after [`MAX_READS`] readings, one still in
+//! doubt is held too: a held slot is never shown free for a reading that
+//! skipped its line. Each holder is counted once, however many times the
+//! readings list it.
+
+use crate::prelude::*;
+use crate::slots::holders::{LockFile, Opener};
+use crate::slots::proclocks::{LockEntry, on_file, read_locks_whole};
+use core::time::Duration;
+
+/// Readings in a row that must leave out a lock, since it was last listed,
+/// for it to be let go.
+pub const GONE_AFTER: usize = 3;
+/// Readings while the table spans more than one `read` and changes.
+const CHANGING_READS: usize = 6;
+/// Readings at most.
+const MAX_READS: usize = 8;
+
+/// What the readings of `/proc/locks` were: each sorted by file, as
+/// `read_locks` gives it.
+#[derive(Debug, Default)]
+pub struct Readings {
+    pub reads: Vec<Vec<LockEntry>>,
+    /// Whether a reading spanned more than one `read`, and so may have
+    /// skipped a line.
+    torn: bool,
+}
+
+impl Readings {
+    /// The first reading; `None` when `/proc/locks` cannot be read (then
+    /// nothing is known of the locks, which is not "none is held").
+    pub fn first() -> Option<Readings> {
+        let (locks, whole) = read_locks_whole()?;
+        Some(Readings { reads: vec![locks], torn: !whole })
+    }
+
+    /// One reading more (an unreadable one lists nothing).
+    fn read(&mut self) {
+        let (locks, whole) = read_locks_whole().unwrap_or_default();
+        self.torn |= !whole;
+        self.reads.push(locks);
+    }
+}
+
+/// Reads `/proc/locks` again after the scan of the processes (`open`, for
+/// each of `files`), and then a millisecond apart until what it says of
+/// every file is settled (the module's rules).
+pub fn read_again(readings: &mut Readings, files: &[LockFile], open: &[Vec<Opener>], partial: bool) {
+    readings.read();
+    loop {
+        let n = readings.reads.len();
+        if n >= MAX_READS {
+            return;
+        }
+        let reads = &readings.reads;
+        let changing = readings.torn && (2..CHANGING_READS).contains(&n) && reads[n - 1] != reads[n - 2];
+        let after_scan = n == 2;
+        let unsettled = files.iter().zip(open).any(|(file, open)| {
+            let l = lockers(file, open, reads, partial);
+            l.in_doubt || (after_scan && l.hidden_holders > 0)
+        });
+        if !changing && !unsettled {
+            return;
+        }
+        crate::sys::clock::sleep(Duration::from_millis(1));
+        readings.read();
+    }
+}
+
+/// Who holds a file's lock and who waits for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lockers {
+    /// The processes that hold it: the one that took it first when it still
+    /// does, then the others, as found.
+    pub holders: Vec<i64>,
+    /// The first of `holders` is the process that took the lock.
+    pub taker_holds: bool,
+    /// Holders that cannot be seen (another user's processes when not
+    /// root, another PID namespace): one for each process whose lock no
+    /// visible holder accounts for.
+    pub hidden_holders: usize,
+    /// The processes blocked on it; 0 for one that cannot be seen.
+    pub waiters: Vec<i64>,
+    /// A hidden holder's lock was left out by the readings since it was
+    /// last listed, fewer than [`GONE_AFTER`] of them: let go, or skipped
+    /// by a reading. It counts as held.
+    pub in_doubt: bool,
+}
+
+impl Lockers {
+    /// Whether anything shows that the lock is held.
+    pub fn held(&self) -> bool {
+        !self.holders.is_empty() || self.hidden_holders > 0
+    }
+}
+
+/// What the readings of `/proc/locks` (`reads`, in order: before the scan
+/// of the processes, after it, and any since; each sorted by file as
+/// `read_locks` gives them) and the processes that have `file` open say
+/// about it.
+///
+/// A lock that no visible holder accounts for is held by a hidden holder:
+/// the kernel says it is held, whoever holds it (a process this one may
+/// not look into, one in another PID namespace, a descriptor in flight
+/// between two processes), unless the last [`GONE_AFTER`] readings leave
+/// it out: then it was let go (the module's rules). `partial`: this
+/// `/proc/locks` leaves out locks taken outside this PID namespace
+/// (`!host_pid_namespace()`), so a visible waiter proves a hidden holder.
+pub fn lockers(file: &LockFile, openers: &[Opener], reads: &[Vec<LockEntry>], partial: bool) -> Lockers {
+    // A lock taken, held or waited for through a twin, and not the file.
+    let through = |l: &LockEntry, twin: bool| {
+        openers.iter().any(|o| o.twin == twin && (o.taker == Some(l.pid) || o.pid == l.pid))
+    };
+    let on_file = |locks: &[LockEntry]| -> Vec<LockEntry> {
+        let on = on_file(locks, file.key);
+        let on = on.iter().filter(|l| file.locked_by(l));
+        on.filter(|l| through(l, false) || !through(l, true)).cloned().collect()
+    };
+    let openers: Vec<Opener> = openers.iter().filter(|o| !o.twin).copied().collect();
+    let openers = openers.as_slice();
+    let reads: Vec<Vec<LockEntry>> = reads.iter().map(|r| on_file(r)).collect();
+    let mut holders: Vec<i64> = Vec::new();
+    let mut taker_holds = false;
+    for o in openers.iter().filter(|o| o.holds) {
+        if o.taker == Some(o.pid) && !taker_holds {
+            taker_holds = true;
+            holders.insert(0, o.pid);
+        } else {
+            holders.push(o.pid);
+        }
+    }
+    // The takers of the locks no visible holder accounts for, each once,
+    // with the readings that have left it out since it was last listed.
+    let listed = |read: &[LockEntry], pid: i64| read.iter().any(|l| !l.blocked && l.pid == pid);
+    let mut unaccounted: Vec<(i64, usize)> = Vec::new();
+    for l in reads.iter().flatten().filter(|l| !l.blocked) {
+        if openers.iter().any(|o| o.holds && o.taker == Some(l.pid)) || unaccounted.iter().any(|u| u.0 == l.pid) {
+            continue;
+        }
+        let missing = reads.iter().rev().take_while(|r| !listed(r, l.pid)).count();
+        unaccounted.push((l.pid, missing));
+    }
+    let kept = unaccounted.iter().filter(|u| u.1 < GONE_AFTER);
+    let mut hidden_holders = kept.clone().count();
+    let in_doubt = kept.clone().any(|u| u.1 > 0);
+    if partial && hidden_holders == 0 && holders.is_empty() && openers.iter().any(|o| o.blocked) {
+        // Someone waits, so someone holds it, unseen (from another PID
+        // namespace, /proc/locks leaves out the locks taken outside).
+        hidden_holders = 1;
+    }
+    // The waiters any reading lists, each once (those unseen, 0, as many as
+    // one reading lists at most), then the visible ones found blocked.
+    let mut waiters: Vec<i64> = Vec::new();
+    for l in reads.iter().flatten().filter(|l| l.blocked && l.pid > 0) {
+        if !waiters.contains(&l.pid) {
+            waiters.push(l.pid);
+        }
+    }
+    let unseen = reads.iter().map(|r| r.iter().filter(|l| l.blocked && l.pid <= 0).count()).max().unwrap_or(0);
+    waiters.extend(core::iter::repeat_n(0, unseen));
+    for o in openers.iter().filter(|o| o.blocked) {
+        if !waiters.contains(&o.pid) {
+            waiters.push(o.pid);
+        }
+    }
+    Lockers { holders, taker_holds, hidden_holders, waiters, in_doubt }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(pid: i64, blocked: bool) -> LockEntry {
+        LockEntry { blocked, flock: true, breaking: false, pid, major: 0, minor: 40, inode: 258 }
+    }
+
+    const FILE: LockFile =
+        LockFile { name: b"gpulock0_0", dev: 42, ino: 258, key: (0, 40, 258), queue: false, lets_in: false };
+
+    fn opener(pid: i64, holds: bool, taker: Option<i64>, blocked: bool) -> Opener {
+        Opener { pid, holds, taker, blocked, twin: false }
+    }
+
+    /// `lockers` with the same `/proc/locks` before and after the scan.
+    fn lockers_of(openers: &[Opener], locks: &[LockEntry], partial: bool) -> Lockers {
+        lockers(&FILE, openers, &[locks.to_vec(), locks.to_vec()], partial)
+    }
+
+    #[test]
+    fn a_twins_locks_are_not_the_files() {
+        let twin = |pid: i64, holds: bool, taker: Option<i64>, blocked: bool| Opener {
+            twin: true,
+            ..opener(pid, holds, taker, blocked)
+        };
+        // A classic script holds the twin (its flock child, 100, exited), and
+        // 70 waits for it: nobody holds or waits for the file.
+        let openers = [twin(90, true, Some(100), false), twin(70, false, None, true)];
+        let l = lockers_of(&openers, &[entry(100, false), entry(70, true)], false);
+        assert_eq!(l, Lockers::default());
+        // Its own holder beside a twin's: that one alone; and a lock no
+        // process accounts for stays held, unseen.
+        let openers = [twin(90, true, Some(90), false), opener(80, true, Some(80), false)];
+        let l = lockers_of(&openers, &[entry(90, false), entry(80, false), entry(60, false)], false);
+        assert_eq!((l.holders, l.hidden_holders), (vec![80], 1));
+    }
+
+    #[test]
+    fn a_dead_taker_is_not_named_and_the_processes_that_hold_the_lock_are() {
+        // The classic script: the flock child (100) has exited, the shell
+        // (90) holds the lock, its `sleep` (95) shares it.
+        let openers = [opener(95, true, Some(100), false), opener(90, true, Some(100), false)];
+        let l = lockers_of(&openers, &[entry(100, false)], false);
+        assert_eq!(
+            l,
+            Lockers { holders: vec![95, 90], taker_holds: false, hidden_holders: 0, waiters: vec![], in_doubt: false }
+        );
+        // The taker still holding it comes first.
+        let openers = [opener(95, true, Some(90), false), opener(90, true, Some(90), false)];
+        let l = lockers_of(&openers, &[entry(90, false)], false);
+        assert_eq!((l.holders, l.taker_holds), (vec![90, 95], true));
+    }
+
+    #[test]
+    fn what_cannot_be_seen_is_hidden_never_dropped() {
+        // Listed before and after, but nobody visible holds it (another
+        // user's process without CAP_SYS_PTRACE, a descriptor in flight
+        // over a unix socket): held, whoever sees it, root included.
+        for partial in [false, true] {
+            let l = lockers_of(&[], &[entry(77, false), entry(78, true), entry(0, true)], partial);
+            assert_eq!(
+                l,
+                Lockers {
+                    holders: vec![],
+                    taker_holds: false,
+                    hidden_holders: 1,
+                    waiters: vec![78, 0],
+                    in_doubt: false
+                }
+            );
+            assert!(l.held());
+        }
+        // Not listed (its taker is outside this PID namespace), but a
+        // visible process sleeps in flock on it.
+        let l = lockers_of(&[opener(5, false, None, true), opener(6, false, None, false)], &[], true);
+        assert_eq!(
+            l,
+            Lockers { holders: vec![], taker_holds: false, hidden_holders: 1, waiters: vec![5], in_doubt: false }
+        );
+        // In the host's PID namespace /proc/locks lists every lock: a
+        // waiter there whose holder is not listed saw it let go.
+        let l = lockers_of(&[opener(5, false, None, true)], &[], false);
+        assert_eq!((l.hidden_holders, l.waiters), (0, vec![5]));
+        // Open, neither held nor waited for: free.
+        let l = lockers_of(&[opener(6, false, None, false)], &[], true);
+        assert!(!l.held() && l.waiters.is_empty());
+        // Two shared locks listed, one taken by a visible holder: the
+        // other's holder is hidden.
+        let l = lockers_of(&[opener(90, true, Some(90), false)], &[entry(90, false), entry(77, false)], false);
+        assert_eq!((l.holders, l.hidden_holders), (vec![90], 1));
+        // Entries of other files do not count.
+        let other = LockEntry { inode: 259, ..entry(7, false) };
+        assert!(!lockers_of(&[], &[other], false).held());
+    }
+
+    #[test]
+    fn a_lock_let_go_during_the_scan_is_free_once_three_readings_leave_it_out() {
+        let (with, without) = (vec![entry(77, false)], Vec::new());
+        // Listed before the scan, gone after it: let go in between, or
+        // skipped by that reading. In doubt, and held, until three
+        // readings in a row leave it out.
+        for missing in 1..GONE_AFTER {
+            let reads: Vec<_> = core::iter::once(with.clone()).chain(vec![without.clone(); missing]).collect();
+            let l = lockers(&FILE, &[], &reads, false);
+            assert!(l.held() && l.in_doubt, "{missing} reading(s) without it: {l:?}");
+        }
+        let l = lockers(&FILE, &[], &[with.clone(), without.clone(), without.clone(), without.clone()], false);
+        assert!(!l.held() && !l.in_doubt, "{l:?}");
+        // Skipped by one reading, listed by the next: held, no doubt.
+        let l = lockers(&FILE, &[], &[with.clone(), without.clone(), with.clone()], false);
+        assert!(l.held() && !l.in_doubt, "{l:?}");
+        // Taken again by another process meanwhile: the first is let go,
+        // the second holds it, unseen.
+        let reads = [with.clone(), vec![entry(78, false)], vec![entry(78, false)], vec![entry(78, false)]];
+        let l = lockers(&FILE, &[], &reads, false);
+        assert_eq!((l.hidden_holders, l.in_doubt), (1, false), "{l:?}");
+        // Skipped by the reading before the scan (a table that changed
+        // as it was read), listed after it: held.
+        let l = lockers(&FILE, &[], &[without.clone(), with.clone()], false);
+        assert_eq!(l.hidden_holders, 1, "{l:?}");
+        // What it does see, it names.
+        let l = lockers_of(&[opener(90, true, Some(90), false)], &[entry(90, false)], false);
+        assert_eq!((l.holders, l.hidden_holders), (vec![90], 0));
+    }
+
+    #[test]
+    fn a_holder_a_reading_lists_twice_is_one_holder() {
+        // A lock taken before the line being read shows a line twice.
+        let twice = vec![entry(77, false), entry(77, false), entry(78, true), entry(78, true)];
+        let l = lockers(&FILE, &[], &[twice.clone(), vec![entry(77, false), entry(78, true)]], false);
+        assert_eq!((l.hidden_holders, l.waiters.as_slice()), (1, &[78][..]), "{l:?}");
+        // Unseen waiters (0): as many as one reading lists.
+        let unseen = vec![entry(77, false), entry(0, true), entry(0, true)];
+        let l = lockers(&FILE, &[], &[unseen.clone(), vec![entry(77, false), entry(0, true)]], false);
+        assert_eq!(l.waiters, [0, 0], "{l:?}");
+    }
+}
