@@ -108,7 +108,7 @@ use crate::report::{gpus, openmetrics};
 use crate::settings::Settings;
 use crate::slots::exposure::Exposed;
 use crate::slots::holders::{LockFile, PidView, lease_lets_in, mount_device, openers, pid_view};
-use crate::slots::lockers::{Readings, lockers, read_again};
+use crate::slots::lockers::{Readings, lockers, read_after_the_scan};
 use crate::slots::lockfile::{lock_file_name, split_lock_file_name};
 use crate::slots::proclocks::{ProcessInfo, process};
 use crate::slots::record::{QUEUE_DIR, STALE_AFTER};
@@ -354,7 +354,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     // Unreadable (`/proc` mounted with `subset=pid`): what the kernel
     // says of the locks is not known, and a slot no visible process holds
     // is of unknown state, never free.
-    let table = Readings::first();
+    let table = Readings::before_the_scan();
     report.locks_readable = table.is_some();
     let mut readings = table.unwrap_or_default();
     let locks = readings.reads.first().map_or(&[][..], |r| r.as_slice());
@@ -363,11 +363,11 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     // Without the lock table, a visible waiter proves an unseen holder,
     // as from another PID namespace.
     let partial = !report.host_namespace || !report.locks_readable;
-    read_again(&mut readings, &files, &open, partial);
-    let reads = readings.reads.as_slice();
+    read_after_the_scan(&mut readings, &files, &open, partial);
+    let seen = readings.seen();
     let mut extra = Vec::new();
     for ((f, file), open) in found.iter().zip(&files).zip(&open) {
-        let l = lockers(file, open, reads, partial);
+        let l = lockers(file, open, seen, partial);
         let mut holders: Vec<ProcessInfo> = l.holders.iter().map(|&pid| process(pid)).collect();
         // Gone from /proc since the scan: it has exited, and holds nothing
         // any more (a lock the kernel lists that no process found accounts
@@ -434,7 +434,7 @@ fn survey(settings: &Settings, dir: &CStr) -> Result<Report, Error> {
     let (boot, wall) = (host_since_boot(), SystemTime::now());
     let mut queue_waiters = Vec::new();
     for (r, (file, open)) in queued.iter().zip(files.iter().zip(&open).skip(found.len())) {
-        let l = lockers(file, open, reads, partial);
+        let l = lockers(file, open, seen, partial);
         // Its lock held by no process, seen or unseen: its waiter may have
         // left (served, or died) since its record was read, or made it again.
         if !l.held() {

@@ -5,87 +5,120 @@
 //! `/proc/locks` is not a snapshot. The kernel fills a `read` with at most
 //! a page of it (some 60 lines) under its lock, and starts the next `read`
 //! at the same line *number* in the table as it is then: a lock let go
-//! meanwhile anywhere before that line makes the next `read` skip a line,
-//! and one taken there shows a line twice. On a host with more than a
-//! page of locks whose table changes (any process that takes and lets go
-//! locks), a held lock can be missing from a reading, and a single holder
-//! listed twice. So `--status` reads it before the processes are scanned,
-//! again after, and again a millisecond apart while any of these holds
-//! ([`read_again`]):
+//! meanwhile anywhere before that line makes the next `read` skip a line
+//! (or end the file early, where the table has shrunk below that number),
+//! and one taken there shows a line twice (hundreds of times, where locks
+//! are taken as fast as it is read). On a host with more than a page of
+//! locks whose table changes (any process that takes and lets go locks), a
+//! held lock can be missing from a reading, and one holder listed many
+//! times. Two readings in a row that agree line for line were made while
+//! nothing changed: each is the table as it was.
 //!
-//! - a lock no visible process accounts for was missing from a reading
-//!   since it was last listed, fewer than [`GONE_AFTER`] times in a row:
-//!   it was let go, or a reading skipped it;
-//! - such a lock was listed by the reading after the scan: a process that
-//!   exits closes its descriptors a moment before the kernel lets its
-//!   locks go, and its lock, listed then, has no holder to be found;
-//! - the table spanned more than one `read` and changed between the last
-//!   two readings: up to [`CHANGING_READS`] readings, so that a lock
-//!   skipped by one is listed by another.
+//! So `--status` reads it before the processes are scanned, until two
+//! readings in a row agree ([`Readings::before_the_scan`], at most
+//! [`BEFORE_READS`]), and after ([`read_after_the_scan`]), a millisecond
+//! apart, while either of these holds:
 //!
-//! A lock listed by any reading and not missing from the [`GONE_AFTER`]
-//! readings after it is held; after [`MAX_READS`] readings, one still in
-//! doubt is held too: a held slot is never shown free for a reading that
-//! skipped its line. Each holder is counted once, however many times the
-//! readings list it.
+//! - a lock listed before the scan that no visible process accounts for
+//!   is missing from the last readings after it, but fewer of them than
+//!   it takes to be let go: one where no two readings in a row disagreed,
+//!   else [`GONE_AFTER_CHANGING`] in a row;
+//! - such a lock was listed by the first reading after the scan: a process
+//!   that exits closes its descriptors a moment before the kernel lets its
+//!   locks go, and its lock, listed then, has no holder to be found.
+//!
+//! A lock listed before the scan and not let go by those rules is held
+//! (one taken after the scan is not counted: its taker, if visible, was
+//! not looked for); after [`MAX_READS`] readings, one still in doubt
+//! counts as held: a held slot is not shown free for readings that
+//! skipped its line, but where the table changes so fast that each of
+//! some thirty readings in a row skips it. Each holder is counted once,
+//! however many times the readings list it.
 
 use crate::prelude::*;
 use crate::slots::holders::{LockFile, Opener};
-use crate::slots::proclocks::{LockEntry, on_file, read_locks_whole};
+use crate::slots::proclocks::{LockEntry, on_file, read_locks};
 use core::time::Duration;
 
-/// Readings in a row that must leave out a lock, since it was last listed,
-/// for it to be let go.
-pub const GONE_AFTER: usize = 3;
-/// Readings while the table spans more than one `read` and changes.
-const CHANGING_READS: usize = 6;
+/// Readings after the scan, in a row, that must leave out a lock for it to
+/// be let go where two readings in a row disagreed.
+pub const GONE_AFTER_CHANGING: usize = 32;
+/// Readings before the scan at most.
+const BEFORE_READS: usize = 32;
 /// Readings at most.
-const MAX_READS: usize = 8;
+const MAX_READS: usize = 96;
 
 /// What the readings of `/proc/locks` were: each sorted by file, as
-/// `read_locks` gives it.
+/// `read_locks` gives it; the first `before` of them made before the scan
+/// of the processes.
 #[derive(Debug, Default)]
 pub struct Readings {
     pub reads: Vec<Vec<LockEntry>>,
-    /// Whether a reading spanned more than one `read`, and so may have
-    /// skipped a line.
-    torn: bool,
+    pub before: usize,
+    /// Whether two readings in a row disagreed: the table changed as it
+    /// was read, and a reading may have skipped a line.
+    changing: bool,
+}
+
+/// The readings as [`lockers`] judges a file by.
+#[derive(Debug, Clone, Copy)]
+pub struct Seen<'a> {
+    pub reads: &'a [Vec<LockEntry>],
+    /// How many of them were made before the scan of the processes.
+    pub before: usize,
+    /// Readings in a row, after the scan, that let a lock go.
+    pub gone_after: usize,
+}
+
+impl<'a> Seen<'a> {
+    /// One reading, with no scan after it: what it lists is held.
+    pub fn once(locks: &'a Vec<LockEntry>) -> Seen<'a> {
+        Seen { reads: core::slice::from_ref(locks), before: 1, gone_after: 1 }
+    }
 }
 
 impl Readings {
-    /// The first reading; `None` when `/proc/locks` cannot be read (then
-    /// nothing is known of the locks, which is not "none is held").
-    pub fn first() -> Option<Readings> {
-        let (locks, whole) = read_locks_whole()?;
-        Some(Readings { reads: vec![locks], torn: !whole })
+    /// The readings before the scan; `None` when `/proc/locks` cannot be
+    /// read (then nothing is known of the locks, which is not "none is
+    /// held").
+    pub fn before_the_scan() -> Option<Readings> {
+        let mut readings = Readings { reads: vec![read_locks()?], before: 1, changing: false };
+        loop {
+            readings.read();
+            let n = readings.reads.len();
+            if readings.reads[n - 1] == readings.reads[n - 2] || n >= BEFORE_READS {
+                break;
+            }
+        }
+        readings.before = readings.reads.len();
+        Some(readings)
     }
 
     /// One reading more (an unreadable one lists nothing).
     fn read(&mut self) {
-        let (locks, whole) = read_locks_whole().unwrap_or_default();
-        self.torn |= !whole;
+        let locks = read_locks().unwrap_or_default();
+        self.changing |= self.reads.last().is_some_and(|last| *last != locks);
         self.reads.push(locks);
+    }
+
+    pub fn seen(&self) -> Seen<'_> {
+        let gone_after = if self.changing { GONE_AFTER_CHANGING } else { 1 };
+        Seen { reads: &self.reads, before: self.before, gone_after }
     }
 }
 
 /// Reads `/proc/locks` again after the scan of the processes (`open`, for
 /// each of `files`), and then a millisecond apart until what it says of
 /// every file is settled (the module's rules).
-pub fn read_again(readings: &mut Readings, files: &[LockFile], open: &[Vec<Opener>], partial: bool) {
+pub fn read_after_the_scan(readings: &mut Readings, files: &[LockFile], open: &[Vec<Opener>], partial: bool) {
     readings.read();
-    loop {
-        let n = readings.reads.len();
-        if n >= MAX_READS {
-            return;
-        }
-        let reads = &readings.reads;
-        let changing = readings.torn && (2..CHANGING_READS).contains(&n) && reads[n - 1] != reads[n - 2];
-        let after_scan = n == 2;
+    while readings.reads.len() < MAX_READS {
+        let first = readings.reads.len() == readings.before + 1;
         let unsettled = files.iter().zip(open).any(|(file, open)| {
-            let l = lockers(file, open, reads, partial);
-            l.in_doubt || (after_scan && l.hidden_holders > 0)
+            let l = lockers(file, open, readings.seen(), partial);
+            l.in_doubt || (first && l.hidden_holders > 0)
         });
-        if !changing && !unsettled {
+        if !unsettled {
             return;
         }
         crate::sys::clock::sleep(Duration::from_millis(1));
@@ -107,9 +140,9 @@ pub struct Lockers {
     pub hidden_holders: usize,
     /// The processes blocked on it; 0 for one that cannot be seen.
     pub waiters: Vec<i64>,
-    /// A hidden holder's lock was left out by the readings since it was
-    /// last listed, fewer than [`GONE_AFTER`] of them: let go, or skipped
-    /// by a reading. It counts as held.
+    /// A hidden holder's lock was left out by the last readings after the
+    /// scan, fewer than let it go: let go, or skipped by a reading. It
+    /// counts as held.
     pub in_doubt: bool,
 }
 
@@ -120,19 +153,19 @@ impl Lockers {
     }
 }
 
-/// What the readings of `/proc/locks` (`reads`, in order: before the scan
-/// of the processes, after it, and any since; each sorted by file as
-/// `read_locks` gives them) and the processes that have `file` open say
-/// about it.
+/// What the readings of `/proc/locks` (`seen`) and the processes that
+/// have `file` open say about it.
 ///
-/// A lock that no visible holder accounts for is held by a hidden holder:
-/// the kernel says it is held, whoever holds it (a process this one may
-/// not look into, one in another PID namespace, a descriptor in flight
-/// between two processes), unless the last [`GONE_AFTER`] readings leave
-/// it out: then it was let go (the module's rules). `partial`: this
-/// `/proc/locks` leaves out locks taken outside this PID namespace
-/// (`!host_pid_namespace()`), so a visible waiter proves a hidden holder.
-pub fn lockers(file: &LockFile, openers: &[Opener], reads: &[Vec<LockEntry>], partial: bool) -> Lockers {
+/// A lock listed before the scan that no visible holder accounts for is
+/// held by a hidden holder: the kernel says it is held, whoever holds it
+/// (a process this one may not look into, one in another PID namespace, a
+/// descriptor in flight between two processes), unless the last
+/// `seen.gone_after` readings after the scan leave it out: then it was let
+/// go (the module's rules; with no reading after the scan, it is held).
+/// `partial`: this `/proc/locks` leaves out locks taken outside this PID
+/// namespace (`!host_pid_namespace()`), so a visible waiter proves a
+/// hidden holder.
+pub fn lockers(file: &LockFile, openers: &[Opener], seen: Seen<'_>, partial: bool) -> Lockers {
     // A lock taken, held or waited for through a twin, and not the file.
     let through = |l: &LockEntry, twin: bool| {
         openers.iter().any(|o| o.twin == twin && (o.taker == Some(l.pid) || o.pid == l.pid))
@@ -144,7 +177,7 @@ pub fn lockers(file: &LockFile, openers: &[Opener], reads: &[Vec<LockEntry>], pa
     };
     let openers: Vec<Opener> = openers.iter().filter(|o| !o.twin).copied().collect();
     let openers = openers.as_slice();
-    let reads: Vec<Vec<LockEntry>> = reads.iter().map(|r| on_file(r)).collect();
+    let reads: Vec<Vec<LockEntry>> = seen.reads.iter().map(|r| on_file(r)).collect();
     let mut holders: Vec<i64> = Vec::new();
     let mut taker_holds = false;
     for o in openers.iter().filter(|o| o.holds) {
@@ -158,15 +191,16 @@ pub fn lockers(file: &LockFile, openers: &[Opener], reads: &[Vec<LockEntry>], pa
     // The takers of the locks no visible holder accounts for, each once,
     // with the readings that have left it out since it was last listed.
     let listed = |read: &[LockEntry], pid: i64| read.iter().any(|l| !l.blocked && l.pid == pid);
+    let before = seen.before.min(reads.len());
     let mut unaccounted: Vec<(i64, usize)> = Vec::new();
-    for l in reads.iter().flatten().filter(|l| !l.blocked) {
+    for l in reads[..before].iter().flatten().filter(|l| !l.blocked) {
         if openers.iter().any(|o| o.holds && o.taker == Some(l.pid)) || unaccounted.iter().any(|u| u.0 == l.pid) {
             continue;
         }
-        let missing = reads.iter().rev().take_while(|r| !listed(r, l.pid)).count();
+        let missing = reads[before..].iter().rev().take_while(|r| !listed(r, l.pid)).count();
         unaccounted.push((l.pid, missing));
     }
-    let kept = unaccounted.iter().filter(|u| u.1 < GONE_AFTER);
+    let kept = unaccounted.iter().filter(|u| u.1 < seen.gone_after);
     let mut hidden_holders = kept.clone().count();
     let in_doubt = kept.clone().any(|u| u.1 > 0);
     if partial && hidden_holders == 0 && holders.is_empty() && openers.iter().any(|o| o.blocked) {
@@ -209,7 +243,8 @@ mod tests {
 
     /// `lockers` with the same `/proc/locks` before and after the scan.
     fn lockers_of(openers: &[Opener], locks: &[LockEntry], partial: bool) -> Lockers {
-        lockers(&FILE, openers, &[locks.to_vec(), locks.to_vec()], partial)
+        let reads = [locks.to_vec(), locks.to_vec()];
+        lockers(&FILE, openers, Seen { reads: &reads, before: 1, gone_after: 1 }, partial)
     }
 
     #[test]
@@ -288,31 +323,40 @@ mod tests {
         assert!(!lockers_of(&[], &[other], false).held());
     }
 
+    /// `lockers` of `FILE` with no opener, by `reads`, the first `before`
+    /// of them before the scan, let go after `gone_after` missing.
+    fn judged(reads: &[Vec<LockEntry>], before: usize, gone_after: usize) -> Lockers {
+        lockers(&FILE, &[], Seen { reads, before, gone_after }, false)
+    }
+
     #[test]
-    fn a_lock_let_go_during_the_scan_is_free_once_three_readings_leave_it_out() {
+    fn a_lock_let_go_during_the_scan_is_free_once_enough_readings_leave_it_out() {
         let (with, without) = (vec![entry(77, false)], Vec::new());
-        // Listed before the scan, gone after it: let go in between, or
-        // skipped by that reading. In doubt, and held, until three
-        // readings in a row leave it out.
-        for missing in 1..GONE_AFTER {
+        // Readings that were whole are snapshots: gone from one, let go.
+        let l = judged(&[with.clone(), without.clone()], 1, 1);
+        assert!(!l.held() && !l.in_doubt, "{l:?}");
+        // Torn ones: listed before the scan, gone after it: let go in
+        // between, or skipped by that reading. In doubt, and held, until
+        // enough readings in a row leave it out.
+        for missing in 1..3 {
             let reads: Vec<_> = core::iter::once(with.clone()).chain(vec![without.clone(); missing]).collect();
-            let l = lockers(&FILE, &[], &reads, false);
+            let l = judged(&reads, 1, 3);
             assert!(l.held() && l.in_doubt, "{missing} reading(s) without it: {l:?}");
         }
-        let l = lockers(&FILE, &[], &[with.clone(), without.clone(), without.clone(), without.clone()], false);
+        let l = judged(&[with.clone(), without.clone(), without.clone(), without.clone()], 1, 3);
         assert!(!l.held() && !l.in_doubt, "{l:?}");
         // Skipped by one reading, listed by the next: held, no doubt.
-        let l = lockers(&FILE, &[], &[with.clone(), without.clone(), with.clone()], false);
+        let l = judged(&[with.clone(), without.clone(), with.clone()], 1, 3);
         assert!(l.held() && !l.in_doubt, "{l:?}");
-        // Taken again by another process meanwhile: the first is let go,
-        // the second holds it, unseen.
-        let reads = [with.clone(), vec![entry(78, false)], vec![entry(78, false)], vec![entry(78, false)]];
-        let l = lockers(&FILE, &[], &reads, false);
+        // Taken again by another process after the scan: that process was
+        // not looked for, and the lock listed before is gone.
+        let l = judged(&[with.clone(), vec![entry(78, false)], vec![entry(78, false)], vec![entry(78, false)]], 1, 3);
+        assert!(!l.held() && !l.in_doubt, "{l:?}");
+        // Skipped by one reading before the scan, listed by another.
+        let l = judged(&[without.clone(), with.clone(), with.clone()], 2, 3);
         assert_eq!((l.hidden_holders, l.in_doubt), (1, false), "{l:?}");
-        // Skipped by the reading before the scan (a table that changed
-        // as it was read), listed after it: held.
-        let l = lockers(&FILE, &[], &[without.clone(), with.clone()], false);
-        assert_eq!(l.hidden_holders, 1, "{l:?}");
+        // With no reading after the scan (the waiting line's count): held.
+        assert!(lockers(&FILE, &[], Seen::once(&with), false).held());
         // What it does see, it names.
         let l = lockers_of(&[opener(90, true, Some(90), false)], &[entry(90, false)], false);
         assert_eq!((l.holders, l.hidden_holders), (vec![90], 0));
@@ -322,11 +366,11 @@ mod tests {
     fn a_holder_a_reading_lists_twice_is_one_holder() {
         // A lock taken before the line being read shows a line twice.
         let twice = vec![entry(77, false), entry(77, false), entry(78, true), entry(78, true)];
-        let l = lockers(&FILE, &[], &[twice.clone(), vec![entry(77, false), entry(78, true)]], false);
+        let l = judged(&[twice.clone(), vec![entry(77, false), entry(78, true)]], 1, 3);
         assert_eq!((l.hidden_holders, l.waiters.as_slice()), (1, &[78][..]), "{l:?}");
         // Unseen waiters (0): as many as one reading lists.
         let unseen = vec![entry(77, false), entry(0, true), entry(0, true)];
-        let l = lockers(&FILE, &[], &[unseen.clone(), vec![entry(77, false), entry(0, true)]], false);
+        let l = judged(&[unseen.clone(), vec![entry(77, false), entry(0, true)]], 1, 3);
         assert_eq!(l.waiters, [0, 0], "{l:?}");
     }
 }

@@ -68,17 +68,9 @@ pub fn parse_line(line: &str) -> Option<LockEntry> {
 /// systemd's `ProcSubset=pid` makes, none mounted, no descriptor left):
 /// then nothing is known of the locks, which is not "none is held".
 pub fn read_locks() -> Option<Vec<LockEntry>> {
-    read_locks_whole().map(|(locks, _)| locks)
-}
-
-/// [`read_locks`], and whether one `read` gave all of it: a table of more
-/// than a page may skip or repeat lines where it changes as it is read
-/// (`slots::lockers`).
-pub fn read_locks_whole() -> Option<(Vec<LockEntry>, bool)> {
-    let (text, reads) = crate::sys::dirs::read_file_reads(c"/proc/locks")?;
-    let mut locks: Vec<LockEntry> = String::from_utf8(text).ok()?.lines().filter_map(parse_line).collect();
+    let mut locks: Vec<LockEntry> = read_text(c"/proc/locks")?.lines().filter_map(parse_line).collect();
     crate::sys::sort::sort_by(&mut locks, &mut |a, b| a.key() < b.key());
-    Some((locks, reads <= 1))
+    Some(locks)
 }
 
 /// The locks of the file `key` among `locks`, sorted by file as

@@ -19,7 +19,7 @@
 
 use crate::prelude::*;
 use crate::slots::holders::{LockFile, PidView, key_of, mount_device, openers, pid_view};
-use crate::slots::lockers::lockers;
+use crate::slots::lockers::{Seen, lockers};
 use crate::slots::lockfile::{LockName, lock_file_name};
 use crate::slots::proclocks::{LockEntry, read_locks};
 use crate::slots::request::Pool;
@@ -91,11 +91,7 @@ fn busy_slots(dir_fd: &OwnedFd, pool: &Pool, slots: u32, prefix: &[u8], deadline
         let files: Vec<LockFile> =
             unsure.iter().map(|(name, st)| LockFile::new(name.as_bytes(), st, device, false)).collect();
         let found = openers(&files);
-        busy += files
-            .iter()
-            .zip(&found)
-            .filter(|(file, o)| lockers(file, o, core::slice::from_ref(&locks), true).held())
-            .count();
+        busy += files.iter().zip(&found).filter(|(file, o)| lockers(file, o, Seen::once(&locks), true).held()).count();
     }
     match (readable, view) {
         (false, _) => Busy::AtLeast(busy),

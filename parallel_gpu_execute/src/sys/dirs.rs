@@ -29,24 +29,13 @@ pub fn open_dir_at(dir: impl AsFd, name: &CStr) -> Result<OwnedFd, Errno> {
 /// on the heap; `None` when it cannot be opened or read. For `--status`
 /// only, which allocates anyway.
 pub fn read_file(path: &CStr) -> Option<alloc::vec::Vec<u8>> {
-    read_file_reads(path).map(|(data, _)| data)
-}
-
-/// [`read_file`], and how many `read`s gave data: a `/proc` file that the
-/// kernel makes a page at a time (a `seq_file`) is one snapshot only where
-/// one `read` gave all of it.
-pub fn read_file_reads(path: &CStr) -> Option<(alloc::vec::Vec<u8>, usize)> {
     let fd = wrapper_common::lines::open_for_reading(path).ok()?;
     let mut data = alloc::vec::Vec::new();
     let mut chunk = [0u8; 4096];
-    let mut reads = 0;
     loop {
         match rustix::io::read(&fd, &mut chunk) {
-            Ok(0) => return Some((data, reads)),
-            Ok(n) => {
-                data.extend_from_slice(&chunk[..n]);
-                reads += 1;
-            }
+            Ok(0) => return Some(data),
+            Ok(n) => data.extend_from_slice(&chunk[..n]),
             Err(Errno::INTR) => {}
             Err(_) => return None,
         }
