@@ -309,6 +309,48 @@ fn an_arrival_held_between_its_look_and_its_take_leaves_the_block_to_a_waiter_th
     assert!(start("waiter") < start("held"), "the held test took GPU 1 from the waiter\n{what}");
 }
 
+/// The same on a lock directory whose file system keeps whole seconds
+/// (ext4 made with 128-byte inodes, as ext3 and FAT do): the arrival's take
+/// is dated by its lock file's change time, there cut to the second. The
+/// 2-GPU waiter joins 0.3 s before the take, in the same second: a build
+/// that took the stamp for the take counted it as later, kept GPU 1 and
+/// ran first (as on a file server whose clock is behind).
+#[test]
+fn an_arrival_held_before_its_take_where_times_are_whole_seconds_leaves_the_block_to_a_waiter_that_came_meanwhile() {
+    let what = "an arrival held before its take on ext4 with whole-second times";
+    if !strace_runs(what) || !test_support::prerequisite(test_support::is_root(), "root", what) {
+        return;
+    }
+    let mut f = Fixture::new("judgement-whole-seconds");
+    let at = f.dir.join("ext4");
+    let _mounted = test_support::mounts::Mounted::ext4_image(&f.dir.join("image"), "8M", &["-I", "128"], &at);
+    f.lock_dir = at.join("locks");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let ran = f.dir.join("ran");
+    std::fs::create_dir_all(&ran).unwrap();
+    let gpu0 = hold_lock(f.lock("0", 0));
+    // Started 50 ms into a second, its take comes some 1.6 s later: 0.6 s
+    // into the next second, 0.3 s after the waiter joined.
+    let into = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_millis();
+    std::thread::sleep(Duration::from_millis(u64::from((1050 - into()) % 1000)));
+    let mut held = held_by_strace(&f, "flock:delay_enter=1500000:when=2", None);
+    on(&mut held, 2, 1).env("RECORD_FILE", ran.join("held")).args(["--wait=30", "./pkg/gpu_test"]);
+    let held = held.spawn();
+    std::thread::sleep(Duration::from_millis(1200));
+    let mut waiter = f.cmd();
+    on(&mut waiter, 2, 1).env("RECORD_FILE", ran.join("waiter")).env("SLEEP", "0.3");
+    let waiter = f.spawn_queued(waiter.args(["--wait=30", "./pkg/gpu_test", "--num_processes=2"]));
+    let joined = into();
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(gpu0);
+    let (waiter, held) = (waiter.wait(), held.wait());
+    let what = format!("the waiter joined {joined} ms into its second\n{}\n{}", waiter.explain(), held.explain());
+    waiter.assert_success();
+    held.assert_success();
+    let start = |name: &str| started(&ran.join(name));
+    assert!(start("waiter") < start("held"), "the held test took GPU 1 from the waiter\n{what}");
+}
+
 /// An arrival held just after it took GPU 1 (strace holds the return of
 /// its check that the lock file is still the one at its path, 0.6 s, as a
 /// preempted or frozen process would be held) while a later test, finding both GPUs busy, joins
