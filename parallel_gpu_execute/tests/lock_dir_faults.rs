@@ -1,11 +1,11 @@
 //! The lock directory under faults around a wait: removed while a mount
 //! still leads to it, removed and made again faster than a waiter can look,
-//! and the temporary directories a killed maker of `gpuqueue/` or
-//! `gpudrain/` leaves.
+//! made unsearchable, and the temporary directories a killed maker of
+//! `gpuqueue/` or `gpudrain/` leaves.
 
 mod common;
 
-use common::{Fixture, on, root};
+use common::{Fixture, NOBODY, on, root};
 use std::time::{Duration, Instant};
 use test_support::{Cmd, Running, hold_lock, wait_until, write_file};
 
@@ -188,4 +188,39 @@ fn what_root_may_not_write_is_said_as_the_directorys_fault() {
     out.assert_code(2).assert_one_error_line(
         "Read-only file system (os error 30) (its file system is read-only: mount it read-write)",
     );
+}
+
+/// The lock directory made unsearchable (`chmod 000`, by its owner or an
+/// operator) while another user's test waits: the waiter ends with the one
+/// line it would give at the start, naming the directory's mode and the
+/// repair, not one line for each file it then fails to reach (`gpuqueue/`,
+/// `gpudrain/`, the lock file), each with a repair that does not help.
+#[test]
+fn a_lock_directory_made_unsearchable_during_a_wait_is_said_as_at_the_start() {
+    if !root("another user's wait") {
+        return;
+    }
+    let f = common::shared_fixture("faults-unsearchable");
+    f.make_lock_dir_shared();
+    let held = hold_lock(f.lock("0", 0));
+    let mut c = f.cmd();
+    on(&mut c, 1, 1).args(["--wait=20", "./pkg/gpu_test"]).as_user(NOBODY, NOBODY);
+    let r = queued(&f, &mut c);
+    let mode = |m: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    mode(0o000);
+    let out = r.wait();
+    mode(0o1777);
+    drop(held);
+    let what = out.explain();
+    out.assert_code(2);
+    let lines: Vec<&str> = out.stderr.lines().filter(|l| !l.contains(": waiting for 1 GPU(s) for ")).collect();
+    assert_eq!(lines.len(), 1, "one line after the waiting line\n{what}");
+    let dir = f.lock_dir.display();
+    let said =
+        format!("lock directory {dir}: cannot open it: Permission denied (os error 13) ({dir} is uid 0's, mode 0000");
+    assert!(lines[0].starts_with(&format!("parallel_gpu_execute: {said}")), "{what}");
+    assert!(lines[0].ends_with(&format!("its owner or root runs chmod 1777 {dir})")), "{what}");
 }

@@ -504,14 +504,23 @@ pub fn try_flock(fd: &OwnedFd, path: impl Fn() -> Box<[u8]>) -> Result<bool, Err
     }
 }
 
-/// Is `dir_fd` still the directory at `dir`? No once it was removed
-/// (`rm -rf`), renamed or replaced. Checked on every wake-up of a waiter:
-/// inotify cannot say it, since the kernel reports a directory's deletion
-/// only when its last reference goes, and the waiter's own open lock files
-/// in it are references.
+/// Is `dir_fd` still the directory at `dir`, one this process may still
+/// search? No once it was removed (`rm -rf`), renamed or replaced, or made
+/// unsearchable (`chmod 000`: starting over there says so in one line, as
+/// at the start, where each file in it would fail for its own seeming
+/// cause). Checked on every wake-up of a waiter: inotify cannot say it,
+/// since the kernel reports a directory's deletion only when its last
+/// reference goes, and the waiter's own open lock files in it are
+/// references.
 pub fn dir_still_there(dir: &CStr, dir_fd: &OwnedFd) -> bool {
     match (rustix::fs::fstat(dir_fd), rustix::fs::stat(dir)) {
-        (Ok(open), Ok(named)) => open.st_nlink > 0 && open.st_dev == named.st_dev && open.st_ino == named.st_ino,
+        (Ok(open), Ok(named)) => {
+            open.st_nlink > 0
+                && open.st_dev == named.st_dev
+                && open.st_ino == named.st_ino
+                && rustix::fs::accessat(rustix::fs::CWD, dir, rustix::fs::Access::EXEC_OK, rustix::fs::AtFlags::EACCESS)
+                    .is_ok()
+        }
         _ => false,
     }
 }
