@@ -1,7 +1,8 @@
 //! The lock directory under faults around a wait: removed while a mount
 //! still leads to it, removed and made again faster than a waiter can look,
 //! made unsearchable, and the temporary directories a killed maker of
-//! `gpuqueue/` or `gpudrain/` leaves.
+//! `gpuqueue/` or `gpudrain/` leaves; and `--list`, which says the error
+//! every test would meet in a lock directory, as a test does.
 
 mod common;
 
@@ -223,4 +224,45 @@ fn a_lock_directory_made_unsearchable_during_a_wait_is_said_as_at_the_start() {
         format!("lock directory {dir}: cannot open it: Permission denied (os error 13) ({dir} is uid 0's, mode 0000");
     assert!(lines[0].starts_with(&format!("parallel_gpu_execute: {said}")), "{what}");
     assert!(lines[0].ends_with(&format!("its owner or root runs chmod 1777 {dir})")), "{what}");
+}
+
+/// `--list` (the check a CI job prints first) says of a lock directory
+/// that every test would fail in what each test would say, in the text and
+/// as `lock_dir_state: unusable`: a regular file, a path through a file,
+/// and, to another user, a missing one under root's 0555 directory. It
+/// once called the first `exists` and the others `missing (the first test
+/// creates it)`. Nothing is made.
+#[test]
+fn list_says_the_error_every_test_would_meet_in_an_unusable_lock_directory() {
+    let f = common::shared_fixture("faults-list-unusable");
+    let file = f.dir.join("afile");
+    write_file(&file, "");
+    let readonly = f.dir.join("readonly");
+    std::fs::create_dir_all(&readonly).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&readonly, std::fs::Permissions::from_mode(0o555)).unwrap();
+    }
+    let mut cases = vec![(file.clone(), None), (file.join("locks"), None)];
+    if test_support::is_root() {
+        cases.push((readonly.join("locks"), Some(NOBODY)));
+    }
+    for (dir, user) in cases {
+        let run = |args: &[&str]| {
+            let mut c = f.cmd();
+            on(&mut c, 1, 1).env("PARALLEL_GPU_EXECUTE_LOCK_DIR", &dir).args(args);
+            if let Some(uid) = user {
+                c.as_user(uid, uid);
+            }
+            c.run()
+        };
+        let (test, text, json) = (run(&["./pkg/gpu_test"]), run(&["--list"]), run(&["--list=json"]));
+        let what = format!("{}\n{}\n{}", test.explain(), text.explain(), json.explain());
+        test.assert_code(2);
+        let said = test.stderr.trim_end().strip_prefix("parallel_gpu_execute: ").unwrap_or_else(|| panic!("{what}"));
+        let line = format!("lock dir: {} ({said}: every test exits 2)\n", dir.display());
+        assert!(text.status.success() && text.stdout.contains(&line), "{what}");
+        assert!(json.stdout.contains("\"lock_dir_state\": \"unusable\""), "{what}");
+        assert!(!readonly.join("locks").exists(), "--list made the lock directory\n{what}");
+    }
 }

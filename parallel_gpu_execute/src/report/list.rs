@@ -21,7 +21,6 @@ use crate::profile::{LockNames, Profile, Vendor, test_variables};
 use crate::report::json;
 use crate::settings::Settings;
 use crate::slots::exposure::Exposed;
-use crate::slots::lockfile::{DirState, dir_state};
 use crate::slots::privacy;
 use crate::slots::request::{Pool, Preset};
 use core::fmt::Write as _;
@@ -260,6 +259,10 @@ fn text(plan: &Plan, settings: &Settings) -> String {
                     Some(e) => format!(" ({e}: every test exits 2)"),
                     None => String::new(),
                 },
+                (DirState::Unusable, _) => match crate::slots::lockfile::unusable_dir(&dir) {
+                    Some(e) => format!(" ({e}: every test exits 2)"),
+                    None => String::new(),
+                },
                 (state, Some(why)) => format!(
                     " ({}{}, so it coordinates with no other test: {}; PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR decides whether tests run)",
                     if state == DirState::Missing { "missing; " } else { "" },
@@ -415,13 +418,41 @@ fn json_object(plan: &Plan, settings: &Settings) -> String {
     json::object(&fields) + "\n"
 }
 
-/// `lock_dir_state`: `exists`, `missing`, `dangling`, or `private`
-/// (`slots::privacy`), which wins.
+/// `lock_dir_state`: `exists`, `missing`, `dangling`, `unusable`, or
+/// `private` (`slots::privacy`), which wins over the first two.
 fn lock_dir_state(dir: &core::ffi::CStr) -> &'static str {
     match (dir_state(dir), privacy::judge(dir)) {
         (DirState::Dangling, _) => "dangling",
+        (DirState::Unusable, _) => "unusable",
         (_, Some(_)) => "private",
         (DirState::Missing, None) => "missing",
         (DirState::Exists, None) => "exists",
+    }
+}
+
+/// What a lock directory is before any test ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DirState {
+    Exists,
+    /// The first test creates it.
+    Missing,
+    /// A link on its way points nowhere: every test would fail.
+    Dangling,
+    /// Not a directory, one this user may not open, or missing where this
+    /// user may not make it: every test would fail.
+    Unusable,
+}
+
+fn dir_state(dir: &core::ffi::CStr) -> DirState {
+    use crate::slots::lockfile::{dangling, unusable_dir};
+    let exists = rustix::fs::stat(dir).is_ok();
+    if !exists && dangling(dir).is_some() {
+        DirState::Dangling
+    } else if unusable_dir(dir).is_some() {
+        DirState::Unusable
+    } else if exists {
+        DirState::Exists
+    } else {
+        DirState::Missing
     }
 }

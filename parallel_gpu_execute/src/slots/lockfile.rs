@@ -64,13 +64,8 @@ pub fn split_lock_file_name<'n>(name: &'n [u8], prefix: &[u8]) -> Option<(&'n [u
 /// (or root) may remove it; whoever makes it, a test or an operator's
 /// `--drain`, others can use it. Its parents get the umask's modes.
 pub fn open_lock_dir(dir: &CStr) -> Result<OwnedFd, Error> {
-    let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
-    let fail = |action, errno| {
-        let near = nearest_dir(dir.to_bytes());
-        // Missing: the repair makes it, never opens up a parent (`/`).
-        let make = (near != dir.to_bytes()).then_some(dir.to_bytes());
-        Error::LockDir { dir: dir.to_bytes().into(), action, errno, hint: hint_at(near, make, errno, false) }
-    };
+    let flags = LOCK_DIR_FLAGS;
+    let fail = |action, errno| lock_dir_error(dir, action, errno);
     match rustix::fs::open(dir, flags, Mode::empty()) {
         Ok(fd) => return Ok(fd),
         Err(Errno::NOENT) => {}
@@ -86,6 +81,18 @@ pub fn open_lock_dir(dir: &CStr) -> Result<OwnedFd, Error> {
         let _ = rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o1777));
     }
     Ok(fd)
+}
+
+const LOCK_DIR_FLAGS: OFlags = OFlags::DIRECTORY.union(OFlags::RDONLY).union(OFlags::CLOEXEC);
+
+/// The lock directory `dir` could not be opened or made (`action`): the
+/// error, with its cause and repair.
+#[cold]
+fn lock_dir_error(dir: &CStr, action: &'static str, errno: Errno) -> Error {
+    let near = nearest_dir(dir.to_bytes());
+    // Missing: the repair makes it, never opens up a parent (`/`).
+    let make = (near != dir.to_bytes()).then_some(dir.to_bytes());
+    Error::LockDir { dir: dir.to_bytes().into(), action, errno, hint: hint_at(near, make, errno, false) }
 }
 
 /// Makes the directory `name` (`gpuqueue`, `gpudrain`) in the lock
@@ -320,24 +327,26 @@ fn create_dirs(path: &[u8]) -> Result<bool, Errno> {
     Ok(made)
 }
 
-/// What a lock directory is before any test ran, for `--list`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DirState {
-    Exists,
-    /// The first test creates it.
-    Missing,
-    /// A link on its way points nowhere: every test would fail.
-    Dangling,
-}
-
-pub fn dir_state(dir: &CStr) -> DirState {
-    if rustix::fs::stat(dir).is_ok() {
-        DirState::Exists
-    } else if dangling(dir).is_some() {
-        DirState::Dangling
-    } else {
-        DirState::Missing
-    }
+/// The error every test would meet opening or making the lock directory
+/// `dir`, judged without making anything (for `--list`): `None` where it
+/// opens, where a link on its way points nowhere ([`dangling`] says that),
+/// or where it is missing and its nearest existing parent takes a new
+/// directory from this user.
+pub fn unusable_dir(dir: &CStr) -> Option<Error> {
+    let (action, errno) = match rustix::fs::open(dir, LOCK_DIR_FLAGS, Mode::empty()) {
+        Ok(_) => return None,
+        Err(Errno::NOENT) if dangling(dir).is_some() => return None,
+        Err(Errno::NOENT) => {
+            let access = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
+            let near = nearest_dir(dir.to_bytes());
+            let may = wrapper_common::with_joined(&[near], None, |c| {
+                rustix::fs::accessat(rustix::fs::CWD, c, access, rustix::fs::AtFlags::EACCESS)
+            });
+            ("create it", may?.err()?)
+        }
+        Err(e) => ("open it", e),
+    };
+    Some(lock_dir_error(dir, action, errno))
 }
 
 /// What an opened lock path is instead of a regular file. A directory, a
