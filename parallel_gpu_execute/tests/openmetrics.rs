@@ -312,3 +312,36 @@ fn slots_beyond_those_listed_are_counted_free() {
     assert!(text.stdout.contains("skipped (a FIFO"), "{}", text.explain());
     assert!(json.assert_success().stdout.contains("\"unlisted_free_slots\": 8190"), "{}", json.explain());
 }
+
+/// Tests given more slots per GPU than the report (`--list=bazelrc`'s
+/// `TF_TESTS_PER_GPU=16`, a cron job with the default 8): a GPU whose held
+/// lock files are all at slots 8-11 is in use, and the metrics say so
+/// (`held_beyond_settings`) where they said 0 held, 8 free; a GPU of
+/// another profile's, or not of these settings, adds nothing.
+#[test]
+fn held_lock_files_beyond_the_reports_slots_are_counted() {
+    let f = Fixture::new("metrics-beyond-settings");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    let held: Vec<_> = (8..12).map(|slot| hold_lock(f.lock("0", slot))).collect();
+    let _other_profile = hold_lock(f.lock_dir.join("jax_accelerator_lock_1_9"));
+    let _other_gpu = hold_lock(f.lock("5", 9));
+    let run = || {
+        let mut c = f.cmd();
+        c.env("TF_GPU_COUNT", "2").env("TF_TESTS_PER_GPU", "8").arg("--status=openmetrics");
+        c.run()
+    };
+    let metrics = run();
+    let value = |out: &test_support::Output, gpu: &str, state: &str| {
+        let key = format!("gpu=\"{gpu}\",state=\"{state}\"}} ");
+        out.stdout.lines().find_map(|l| l.split_once(&key).map(|(_, v)| v.to_string()))
+    };
+    metrics.assert_success();
+    let gpu0 = ["held", "free", "held_beyond_settings"].map(|s| value(&metrics, "0", s));
+    assert_eq!(gpu0, [Some("0".into()), Some("8".into()), Some("4".into())], "{}", metrics.explain());
+    assert_eq!(value(&metrics, "1", "held_beyond_settings"), Some("0".into()), "{}", metrics.explain());
+    assert_eq!(value(&metrics, "5", "held_beyond_settings"), None, "{}", metrics.explain());
+    // Let go: the state is no longer there.
+    drop(held);
+    let metrics = run();
+    assert_eq!(value(&metrics, "0", "held_beyond_settings"), None, "{}", metrics.explain());
+}
