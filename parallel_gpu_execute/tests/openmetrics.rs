@@ -338,7 +338,7 @@ fn held_lock_files_beyond_the_reports_slots_are_counted() {
     metrics.assert_success();
     let gpu0 = ["held", "free", "held_beyond_settings"].map(|s| value(&metrics, "0", s));
     assert_eq!(gpu0, [Some("0".into()), Some("8".into()), Some("4".into())], "{}", metrics.explain());
-    assert_eq!(value(&metrics, "1", "held_beyond_settings"), Some("0".into()), "{}", metrics.explain());
+    assert_eq!(value(&metrics, "1", "held_beyond_settings"), None, "{}", metrics.explain());
     assert_eq!(value(&metrics, "5", "held_beyond_settings"), None, "{}", metrics.explain());
     // Let go: the state is no longer there.
     drop(held);

@@ -15,7 +15,7 @@
 //!
 //! | family | labels | value |
 //! |---|---|---|
-//! | `parallel_gpu_execute_slots` | `lock_dir`, `profile`, `gpu`, `state` (`held`, `free`; `unknown` only where some slot's state is unknown; `skipped` only where some slot's lock path is one every test skips: a FIFO, a symbolic link; `held_beyond_settings` only where a lock file of one of these GPUs at a slot these settings do not have is held: tests given more slots per GPU than this report) | slots of the settings in that state; from a PID namespace other than the host's, every slot with a lock file not seen held is `unknown` (one held from outside it cannot be told from a free one), never `free` |
+//! | `parallel_gpu_execute_slots` | `lock_dir`, `profile`, `gpu`, `state` (`held`, `free`; `unknown` only where some slot's state is unknown; `skipped` only where some slot's lock path is one every test skips: a FIFO, a symbolic link; `held_beyond_settings` only for a GPU whose lock file at a slot these settings do not have is held: tests given more slots per GPU than this report) | slots of the settings in that state; from a PID namespace other than the host's, every slot with a lock file not seen held is `unknown` (one held from outside it cannot be told from a free one), never `free` |
 //! | `parallel_gpu_execute_waiters` | `lock_dir`, `profile` | processes waiting for a slot (`--status`'s waiters) |
 //! | `parallel_gpu_execute_oldest_wait_seconds` | `lock_dir`, `profile` | how long the oldest waiter has waited (from its record; from its start for a process blocked on a lock file), 0 without waiters |
 //! | `parallel_gpu_execute_gpu_drained` | `lock_dir`, `profile`, `gpu`, `reason` | 1 when drained (`reason` its reason), else 0 (`reason` empty) |
@@ -26,7 +26,7 @@
 //! | `parallel_gpu_execute_lock_dir_unsticky` | `lock_dir`, `profile`, `dir` | 1 for the lock directory or `gpuqueue/` where every user may write it and it has no sticky bit; only then |
 
 use crate::prelude::*;
-use crate::report::status_format::{Report, Slot};
+use crate::report::status_format::Report;
 use crate::sys::clock::SystemTime;
 use core::fmt::Write as _;
 
@@ -95,9 +95,9 @@ pub fn render(r: &Report, profile: &str) -> String {
         }
         // Held at slots these settings do not have (the tests were given
         // more slots per GPU than this report): the GPU is in use all the same.
-        let beyond = |s: &&Slot| !s.configured && s.profile == profile && s.held();
-        if r.slots.iter().filter(beyond).any(|s| gpus.contains(&s.gpu.as_str())) {
-            let n = r.slots.iter().filter(beyond).filter(|s| s.gpu == *gpu).count();
+        let beyond = r.slots.iter().filter(|s| !s.configured && s.profile == profile && s.gpu == *gpu && s.held());
+        let n = beyond.count();
+        if n > 0 {
             let _ = writeln!(out, "parallel_gpu_execute_slots{{{at},gpu=\"{g}\",state=\"held_beyond_settings\"}} {n}");
         }
         if !r.locks_readable || r.own_namespace || r.slots.iter().any(|s| s.unknown) {

@@ -189,38 +189,33 @@ pub fn lockers(file: &LockFile, openers: &[Opener], seen: Seen<'_>, partial: boo
         }
     }
     // The takers of the locks no visible holder accounts for, each once,
-    // with the readings that have left it out since it was last listed.
+    // unless the readings after the scan have left it out long enough.
     let listed = |read: &[LockEntry], pid: i64| read.iter().any(|l| !l.blocked && l.pid == pid);
     let before = seen.before.min(reads.len());
-    let mut unaccounted: Vec<(i64, usize)> = Vec::new();
+    let (mut takers, mut hidden_holders, mut in_doubt) = (Vec::new(), 0, false);
     for l in reads[..before].iter().flatten().filter(|l| !l.blocked) {
-        if openers.iter().any(|o| o.holds && o.taker == Some(l.pid)) || unaccounted.iter().any(|u| u.0 == l.pid) {
+        if openers.iter().any(|o| o.holds && o.taker == Some(l.pid)) || takers.contains(&l.pid) {
             continue;
         }
+        takers.push(l.pid);
         let missing = reads[before..].iter().rev().take_while(|r| !listed(r, l.pid)).count();
-        unaccounted.push((l.pid, missing));
+        if missing < seen.gone_after {
+            hidden_holders += 1;
+            in_doubt |= missing > 0;
+        }
     }
-    let kept = unaccounted.iter().filter(|u| u.1 < seen.gone_after);
-    let mut hidden_holders = kept.clone().count();
-    let in_doubt = kept.clone().any(|u| u.1 > 0);
     if partial && hidden_holders == 0 && holders.is_empty() && openers.iter().any(|o| o.blocked) {
         // Someone waits, so someone holds it, unseen (from another PID
         // namespace, /proc/locks leaves out the locks taken outside).
         hidden_holders = 1;
     }
-    // The waiters any reading lists, each once (those unseen, 0, as many as
-    // one reading lists at most), then the visible ones found blocked.
+    // The waiters the first reading lists (those unseen as 0), and the
+    // visible ones found blocked; each seen one once.
     let mut waiters: Vec<i64> = Vec::new();
-    for l in reads.iter().flatten().filter(|l| l.blocked && l.pid > 0) {
-        if !waiters.contains(&l.pid) {
-            waiters.push(l.pid);
-        }
-    }
-    let unseen = reads.iter().map(|r| r.iter().filter(|l| l.blocked && l.pid <= 0).count()).max().unwrap_or(0);
-    waiters.extend(core::iter::repeat_n(0, unseen));
-    for o in openers.iter().filter(|o| o.blocked) {
-        if !waiters.contains(&o.pid) {
-            waiters.push(o.pid);
+    let listed = reads.first().into_iter().flatten().filter(|l| l.blocked).map(|l| l.pid.max(0));
+    for pid in listed.chain(openers.iter().filter(|o| o.blocked).map(|o| o.pid)) {
+        if pid <= 0 || !waiters.contains(&pid) {
+            waiters.push(pid);
         }
     }
     Lockers { holders, taker_holds, hidden_holders, waiters, in_doubt }
@@ -368,7 +363,7 @@ mod tests {
         let twice = vec![entry(77, false), entry(77, false), entry(78, true), entry(78, true)];
         let l = judged(&[twice.clone(), vec![entry(77, false), entry(78, true)]], 1, 3);
         assert_eq!((l.hidden_holders, l.waiters.as_slice()), (1, &[78][..]), "{l:?}");
-        // Unseen waiters (0): as many as one reading lists.
+        // Unseen waiters (0): as many as the first reading lists.
         let unseen = vec![entry(77, false), entry(0, true), entry(0, true)];
         let l = judged(&[unseen.clone(), vec![entry(77, false), entry(0, true)]], 1, 3);
         assert_eq!(l.waiters, [0, 0], "{l:?}");

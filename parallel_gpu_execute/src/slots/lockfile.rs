@@ -338,11 +338,9 @@ pub fn unusable_dir(dir: &CStr) -> Option<Error> {
         Err(Errno::NOENT) if dangling(dir).is_some() => return None,
         Err(Errno::NOENT) => {
             let access = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
-            let near = nearest_dir(dir.to_bytes());
-            let may = wrapper_common::with_joined(&[near], None, |c| {
-                rustix::fs::accessat(rustix::fs::CWD, c, access, rustix::fs::AtFlags::EACCESS)
-            });
-            ("create it", may?.err()?)
+            let near = StackPath::from_bytes(nearest_dir(dir.to_bytes())).ok()?;
+            let may = rustix::fs::accessat(rustix::fs::CWD, near.as_cstr(), access, rustix::fs::AtFlags::EACCESS);
+            ("create it", may.err()?)
         }
         Err(e) => ("open it", e),
     };
