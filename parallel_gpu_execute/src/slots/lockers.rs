@@ -83,22 +83,19 @@ impl Readings {
     /// held").
     pub fn before_the_scan() -> Option<Readings> {
         let mut readings = Readings { reads: vec![read_locks()?], before: 1, changing: false };
-        loop {
-            readings.read();
-            let n = readings.reads.len();
-            if readings.reads[n - 1] == readings.reads[n - 2] || n >= BEFORE_READS {
-                break;
-            }
-        }
+        while !readings.read() && readings.reads.len() < BEFORE_READS {}
         readings.before = readings.reads.len();
         Some(readings)
     }
 
-    /// One reading more (an unreadable one lists nothing).
-    fn read(&mut self) {
+    /// One reading more (an unreadable one lists nothing); whether it
+    /// agrees with the one before.
+    fn read(&mut self) -> bool {
         let locks = read_locks().unwrap_or_default();
-        self.changing |= self.reads.last().is_some_and(|last| *last != locks);
+        let agrees = self.reads.last().is_some_and(|last| *last == locks);
+        self.changing |= !agrees;
         self.reads.push(locks);
+        agrees
     }
 
     pub fn seen(&self) -> Seen<'_> {

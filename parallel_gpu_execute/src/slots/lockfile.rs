@@ -339,8 +339,12 @@ pub fn unusable_dir(dir: &CStr) -> Option<Error> {
         Err(Errno::NOENT) => {
             let access = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
             let near = StackPath::from_bytes(nearest_dir(dir.to_bytes())).ok()?;
-            let may = rustix::fs::accessat(rustix::fs::CWD, near.as_cstr(), access, rustix::fs::AtFlags::EACCESS);
-            ("create it", may.err()?)
+            // Only a refusal: `ENOSYS` (no `faccessat2` for a set-id
+            // process before Linux 5.8) says nothing.
+            match rustix::fs::accessat(rustix::fs::CWD, near.as_cstr(), access, rustix::fs::AtFlags::EACCESS) {
+                Err(e @ (Errno::ACCESS | Errno::PERM | Errno::ROFS)) => ("create it", e),
+                _ => return None,
+            }
         }
         Err(e) => ("open it", e),
     };
@@ -525,8 +529,15 @@ pub fn dir_still_there(dir: &CStr, dir_fd: &OwnedFd) -> bool {
             open.st_nlink > 0
                 && open.st_dev == named.st_dev
                 && open.st_ino == named.st_ino
-                && rustix::fs::accessat(rustix::fs::CWD, dir, rustix::fs::Access::EXEC_OK, rustix::fs::AtFlags::EACCESS)
-                    .is_ok()
+                && !matches!(
+                    rustix::fs::accessat(
+                        rustix::fs::CWD,
+                        dir,
+                        rustix::fs::Access::EXEC_OK,
+                        rustix::fs::AtFlags::EACCESS
+                    ),
+                    Err(Errno::ACCESS | Errno::PERM)
+                )
         }
         _ => false,
     }
