@@ -288,25 +288,7 @@ fn an_arrival_held_between_its_look_and_its_take_leaves_the_block_to_a_waiter_th
     }
     let f = Fixture::new("judgement-held");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
-    let ran = f.dir.join("ran");
-    std::fs::create_dir_all(&ran).unwrap();
-    let gpu0 = hold_lock(f.lock("0", 0));
-    // Its first `flock` is on the busy gpulock0_0, the second on gpulock1_0.
-    let mut held = held_by_strace(&f, "flock:delay_enter=2000000:when=2", None);
-    on(&mut held, 2, 1).env("RECORD_FILE", ran.join("held")).args(["--wait=30", "./pkg/gpu_test"]);
-    let held = held.spawn();
-    std::thread::sleep(Duration::from_millis(300));
-    let mut waiter = f.cmd();
-    on(&mut waiter, 2, 1).env("RECORD_FILE", ran.join("waiter")).env("SLEEP", "0.3");
-    let waiter = f.spawn_queued(waiter.args(["--wait=30", "./pkg/gpu_test", "--num_processes=2"]));
-    std::thread::sleep(Duration::from_millis(2500));
-    drop(gpu0);
-    let (waiter, held) = (waiter.wait(), held.wait());
-    let what = format!("{}\n{}", waiter.explain(), held.explain());
-    waiter.assert_success();
-    held.assert_success();
-    let start = |name: &str| started(&ran.join(name));
-    assert!(start("waiter") < start("held"), "the held test took GPU 1 from the waiter\n{what}");
+    held_before_its_take(&f, 2000, 300, 2500, String::new);
 }
 
 /// The same on a lock directory whose file system keeps whole seconds
@@ -326,25 +308,34 @@ fn an_arrival_held_before_its_take_where_times_are_whole_seconds_leaves_the_bloc
     let _mounted = test_support::mounts::Mounted::ext4_image(&f.dir.join("image"), "8M", &["-I", "128"], &at);
     f.lock_dir = at.join("locks");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
-    let ran = f.dir.join("ran");
-    std::fs::create_dir_all(&ran).unwrap();
-    let gpu0 = hold_lock(f.lock("0", 0));
     // Started 50 ms into a second, its take comes some 1.6 s later: 0.6 s
     // into the next second, 0.3 s after the waiter joined.
     let into = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_millis();
     std::thread::sleep(Duration::from_millis(u64::from((1050 - into()) % 1000)));
-    let mut held = held_by_strace(&f, "flock:delay_enter=1500000:when=2", None);
+    held_before_its_take(&f, 1500, 1200, 1500, || format!("the waiter joined {} ms into its second", into()));
+}
+
+/// An arrival for GPU 1 of two, GPU 0 held, held `hold_ms` in its second
+/// `flock` (on the free gpulock1_0; the first is on the busy gpulock0_0)
+/// while a 2-GPU test joins the queue `join_ms` after it started; GPU 0
+/// is let go `release_ms` after that. The waiter must run first. `note`,
+/// called as the waiter has joined, goes with a failure.
+fn held_before_its_take(f: &Fixture, hold_ms: u32, join_ms: u64, release_ms: u64, note: impl Fn() -> String) {
+    let ran = f.dir.join("ran");
+    std::fs::create_dir_all(&ran).unwrap();
+    let gpu0 = hold_lock(f.lock("0", 0));
+    let mut held = held_by_strace(f, &format!("flock:delay_enter={}:when=2", hold_ms * 1000), None);
     on(&mut held, 2, 1).env("RECORD_FILE", ran.join("held")).args(["--wait=30", "./pkg/gpu_test"]);
     let held = held.spawn();
-    std::thread::sleep(Duration::from_millis(1200));
+    std::thread::sleep(Duration::from_millis(join_ms));
     let mut waiter = f.cmd();
     on(&mut waiter, 2, 1).env("RECORD_FILE", ran.join("waiter")).env("SLEEP", "0.3");
     let waiter = f.spawn_queued(waiter.args(["--wait=30", "./pkg/gpu_test", "--num_processes=2"]));
-    let joined = into();
-    std::thread::sleep(Duration::from_millis(1500));
+    let joined = note();
+    std::thread::sleep(Duration::from_millis(release_ms));
     drop(gpu0);
     let (waiter, held) = (waiter.wait(), held.wait());
-    let what = format!("the waiter joined {joined} ms into its second\n{}\n{}", waiter.explain(), held.explain());
+    let what = format!("{joined}\n{}\n{}", waiter.explain(), held.explain());
     waiter.assert_success();
     held.assert_success();
     let start = |name: &str| started(&ran.join(name));
