@@ -255,13 +255,10 @@ fn text(plan: &Plan, settings: &Settings) -> String {
             }
             let dir = settings.lock_dir.path();
             let state = match (dir_state(&dir), privacy::judge(&dir)) {
-                (DirState::Dangling | DirState::Unusable, _) => {
-                    use crate::slots::lockfile::{dangling, unusable_dir};
-                    match dangling(&dir).or_else(|| unusable_dir(&dir)) {
-                        Some(e) => format!(" ({e}: every test exits 2)"),
-                        None => String::new(),
-                    }
-                }
+                (DirState::Dangling | DirState::Unusable, _) => match crate::slots::lockfile::unusable_dir(&dir) {
+                    Some(e) => format!(" ({e}: every test exits 2)"),
+                    None => String::new(),
+                },
                 (state, Some(why)) => format!(
                     " ({}{}, so it coordinates with no other test: {}; PARALLEL_GPU_EXECUTE_PRIVATE_LOCK_DIR decides whether tests run)",
                     if state == DirState::Missing { "missing; " } else { "" },

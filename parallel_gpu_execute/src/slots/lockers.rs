@@ -27,6 +27,9 @@
 //!   that exits closes its descriptors a moment before the kernel lets its
 //!   locks go, and its lock, listed then, has no holder to be found.
 //!
+//! Readings beyond those always made stop [`READ_BUDGET`] after the first
+//! began (a table of 100,000 locks takes seconds a reading).
+//!
 //! A lock listed before the scan and not let go by those rules is held
 //! (one taken after the scan is not counted: its taker, if visible, was
 //! not looked for); after [`MAX_READS`] readings, one still in doubt
@@ -38,6 +41,7 @@
 use crate::prelude::*;
 use crate::slots::holders::{LockFile, Opener};
 use crate::slots::proclocks::{LockEntry, on_file, read_locks};
+use crate::sys::clock::Instant;
 use core::time::Duration;
 
 /// Readings after the scan, in a row, that must leave out a lock for it to
@@ -47,6 +51,12 @@ pub const GONE_AFTER_CHANGING: usize = 32;
 const BEFORE_READS: usize = 32;
 /// Readings at most.
 const MAX_READS: usize = 96;
+/// The time, from the first reading, after which no reading is made but
+/// the two (three where a lock no visible process accounts for was listed
+/// after the scan) that always are: another user who holds 100,000 locks
+/// makes each take seconds (the kernel walks the table from its start for
+/// each page).
+const READ_BUDGET: Duration = Duration::from_secs(1);
 
 /// What the readings of `/proc/locks` were: each sorted by file, as
 /// `read_locks` gives it; the first `before` of them made before the scan
@@ -55,9 +65,13 @@ const MAX_READS: usize = 96;
 pub struct Readings {
     pub reads: Vec<Vec<LockEntry>>,
     pub before: usize,
-    /// Whether two readings in a row disagreed: the table changed as it
-    /// was read, and a reading may have skipped a line.
+    /// Whether two readings in a row disagreed (or there was no time for
+    /// a second): the table changed as it was read, and a reading may
+    /// have skipped a line.
     changing: bool,
+    /// When the readings beyond those always made stop (`None`: the first
+    /// could not be made).
+    until: Option<Instant>,
 }
 
 /// The readings as [`lockers`] judges a file by.
@@ -82,8 +96,10 @@ impl Readings {
     /// read (then nothing is known of the locks, which is not "none is
     /// held").
     pub fn before_the_scan() -> Option<Readings> {
-        let mut readings = Readings { reads: vec![read_locks()?], before: 1, changing: false };
-        while !readings.read() && readings.reads.len() < BEFORE_READS {}
+        let until = Instant::now() + READ_BUDGET;
+        let mut readings = Readings { reads: vec![read_locks()?], before: 1, changing: false, until: Some(until) };
+        while Instant::now() < until && readings.reads.len() < BEFORE_READS && !readings.read() {}
+        readings.changing |= readings.reads.len() == 1;
         readings.before = readings.reads.len();
         Some(readings)
     }
@@ -111,6 +127,10 @@ pub fn read_after_the_scan(readings: &mut Readings, files: &[LockFile], open: &[
     readings.read();
     while readings.reads.len() < MAX_READS {
         let first = readings.reads.len() == readings.before + 1;
+        // Past the budget, a lock in doubt counts as held.
+        if !first && readings.until.is_none_or(|until| Instant::now() >= until) {
+            return;
+        }
         let unsettled = files.iter().zip(open).any(|(file, open)| {
             let l = lockers(file, open, readings.seen(), partial);
             l.in_doubt || (first && l.hidden_holders > 0)

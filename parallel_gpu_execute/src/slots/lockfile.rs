@@ -329,14 +329,16 @@ fn create_dirs(path: &[u8]) -> Result<bool, Errno> {
 
 /// The error every test would meet opening or making the lock directory
 /// `dir`, judged without making anything (for `--list`): `None` where it
-/// opens, where a link on its way points nowhere ([`dangling`] says that),
-/// or where it is missing and its nearest existing parent takes a new
-/// directory from this user.
+/// opens, or where it is missing and its nearest existing parent takes a
+/// new directory from this user; a link on its way that points nowhere is
+/// [`dangling`]'s error.
 pub fn unusable_dir(dir: &CStr) -> Option<Error> {
     let (action, errno) = match rustix::fs::open(dir, LOCK_DIR_FLAGS, Mode::empty()) {
         Ok(_) => return None,
-        Err(Errno::NOENT) if dangling(dir).is_some() => return None,
         Err(Errno::NOENT) => {
+            if let Some(e) = dangling(dir) {
+                return Some(e);
+            }
             let access = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
             let near = StackPath::from_bytes(nearest_dir(dir.to_bytes())).ok()?;
             // Only a refusal: `ENOSYS` (no `faccessat2` for a set-id
@@ -529,15 +531,7 @@ pub fn dir_still_there(dir: &CStr, dir_fd: &OwnedFd) -> bool {
             open.st_nlink > 0
                 && open.st_dev == named.st_dev
                 && open.st_ino == named.st_ino
-                && !matches!(
-                    rustix::fs::accessat(
-                        rustix::fs::CWD,
-                        dir,
-                        rustix::fs::Access::EXEC_OK,
-                        rustix::fs::AtFlags::EACCESS
-                    ),
-                    Err(Errno::ACCESS | Errno::PERM)
-                )
+                && !matches!(rustix::fs::access(dir, rustix::fs::Access::EXEC_OK), Err(Errno::ACCESS | Errno::PERM))
         }
         _ => false,
     }
