@@ -338,7 +338,7 @@ impl fmt::Display for Error {
                     0 => Ok(()),
                     n => write!(
                         f,
-                        ": {n} earlier waiter(s) in the queue come first for GPUs this test could take (--status shows them)"
+                        ": {n} waiter(s) in the queue come first for GPUs this test could take (--status shows them)"
                     ),
                 }
             }

@@ -266,3 +266,38 @@ fn list_says_the_error_every_test_would_meet_in_an_unusable_lock_directory() {
         assert!(!readonly.join("locks").exists(), "--list made the lock directory\n{what}");
     }
 }
+
+/// A lock directory this user may read but not search (root's, mode 0744):
+/// a test ends at once, exit 2, whatever its `--wait` (a build that took it
+/// for a directory gone and started over looped at full speed without a
+/// word), and `--list` says it is unusable, naming its mode.
+#[test]
+fn a_lock_directory_this_user_may_read_but_not_search_ends_a_test_at_once() {
+    if !root("another user's test") {
+        return;
+    }
+    let f = common::shared_fixture("faults-read-only-search");
+    std::fs::create_dir_all(&f.lock_dir).unwrap();
+    write_file(f.lock("0", 0), "");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o744)).unwrap();
+    }
+    for wait in ["--wait=0", "--wait=20"] {
+        let mut c = f.cmd();
+        on(&mut c, 1, 1).args([wait, "./pkg/gpu_test"]).as_user(NOBODY, NOBODY).timeout(Duration::from_secs(10));
+        let started = Instant::now();
+        let out = c.run();
+        // Exit 2, where the files in it fail (the lines blame them, as
+        // the release before did: what this test adds is the end).
+        out.assert_code(2).assert_stderr_contains("Permission denied");
+        assert!(started.elapsed() < Duration::from_secs(5), "{wait}: {:?}\n{}", started.elapsed(), out.explain());
+    }
+    let mut c = f.cmd();
+    let list = on(&mut c, 1, 1).arg("--list=json").as_user(NOBODY, NOBODY).run();
+    assert!(list.stdout.contains("\"lock_dir_state\": \"unusable\""), "{}", list.explain());
+    let mut c = f.cmd();
+    let text = on(&mut c, 1, 1).arg("--list").as_user(NOBODY, NOBODY).run();
+    let said = format!("lock directory {}: cannot open it: Permission denied (os error 13) (", f.lock_dir.display());
+    assert!(text.stdout.contains(&said) && text.stdout.contains("mode 0744"), "{}", text.explain());
+}

@@ -254,7 +254,7 @@ fn giving_up_says_the_earlier_waiters_that_come_first() {
     let f = Fixture::new("share-no-slot-earlier");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     let g0 = hold_lock(f.lock("0", 0));
-    let tail = ": 1 earlier waiter(s) in the queue come first for GPUs this test could take (--status shows them)";
+    let tail = ": 1 waiter(s) in the queue come first for GPUs this test could take (--status shows them)";
     let early = {
         let mut c = f.cmd();
         on(&mut c, 2).args(["./pkg/gpu_test", "--num_processes=2"]);

@@ -430,7 +430,7 @@ fn the_wait_limit_also_bounds_the_queue() {
         out.explain()
     );
     // It says who comes first: the head, for the one GPU.
-    let first = ": 1 earlier waiter(s) in the queue come first for GPUs this test could take (--status shows them)";
+    let first = ": 1 waiter(s) in the queue come first for GPUs this test could take (--status shows them)";
     assert!(lines[1].ends_with(&format!("within the wait limit of 0.500s{first}")), "{}", out.explain());
     assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
     head.signal(libc::SIGTERM);

@@ -334,7 +334,7 @@ fn create_dirs(path: &[u8]) -> Result<bool, Errno> {
 /// [`dangling`]'s error.
 pub fn unusable_dir(dir: &CStr) -> Option<Error> {
     let (action, errno) = match rustix::fs::open(dir, LOCK_DIR_FLAGS, Mode::empty()) {
-        Ok(_) => return None,
+        Ok(_) => return unsearchable(dir),
         Err(Errno::NOENT) => {
             if let Some(e) = dangling(dir) {
                 return Some(e);
@@ -351,6 +351,18 @@ pub fn unusable_dir(dir: &CStr) -> Option<Error> {
         Err(e) => ("open it", e),
     };
     Some(lock_dir_error(dir, action, errno))
+}
+
+/// The error every step in the lock directory `dir` meets where this user
+/// may not search it (`chmod 000` while a test waits, or a mode that lets
+/// it read the directory only), named as the start names a directory it
+/// may not open: its owner, its mode and the repair. Only a refusal counts.
+#[cold]
+pub fn unsearchable(dir: &CStr) -> Option<Error> {
+    match rustix::fs::access(dir, rustix::fs::Access::EXEC_OK) {
+        Err(e @ (Errno::ACCESS | Errno::PERM)) => Some(lock_dir_error(dir, "open it", e)),
+        _ => None,
+    }
 }
 
 /// What an opened lock path is instead of a regular file. A directory, a
@@ -517,22 +529,14 @@ pub fn try_flock(fd: &OwnedFd, path: impl Fn() -> Box<[u8]>) -> Result<bool, Err
     }
 }
 
-/// Is `dir_fd` still the directory at `dir`, one this process may still
-/// search? No once it was removed (`rm -rf`), renamed or replaced, or made
-/// unsearchable (`chmod 000`: starting over there says so in one line, as
-/// at the start, where each file in it would fail for its own seeming
-/// cause). Checked on every wake-up of a waiter: inotify cannot say it,
-/// since the kernel reports a directory's deletion only when its last
-/// reference goes, and the waiter's own open lock files in it are
-/// references.
+/// Is `dir_fd` still the directory at `dir`? No once it was removed
+/// (`rm -rf`), renamed or replaced. Checked on every wake-up of a waiter:
+/// inotify cannot say it, since the kernel reports a directory's deletion
+/// only when its last reference goes, and the waiter's own open lock files
+/// in it are references.
 pub fn dir_still_there(dir: &CStr, dir_fd: &OwnedFd) -> bool {
     match (rustix::fs::fstat(dir_fd), rustix::fs::stat(dir)) {
-        (Ok(open), Ok(named)) => {
-            open.st_nlink > 0
-                && open.st_dev == named.st_dev
-                && open.st_ino == named.st_ino
-                && !matches!(rustix::fs::access(dir, rustix::fs::Access::EXEC_OK), Err(Errno::ACCESS | Errno::PERM))
-        }
+        (Ok(open), Ok(named)) => open.st_nlink > 0 && open.st_dev == named.st_dev && open.st_ino == named.st_ino,
         _ => false,
     }
 }

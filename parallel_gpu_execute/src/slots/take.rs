@@ -200,6 +200,11 @@ impl<'a> Waiting<'a> {
             if waited && !dir_still_there(dir, dir_fd) {
                 return Ok(None);
             }
+            // Made unsearchable meanwhile: said as the start says it, not as
+            // a fault of each file in it.
+            if let Some(e) = waited.then(|| crate::slots::lockfile::unsearchable(dir)).flatten() {
+                return Err(e);
+            }
             let kept = self.keep_place(table);
             let again = read_again.take();
             let second = again.is_some();
