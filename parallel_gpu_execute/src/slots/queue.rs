@@ -432,15 +432,16 @@ fn earlier_records(dir: &OwnedFd, bound: Option<&[u8]>) -> Vec<RecordName> {
 }
 
 /// When the lock file open at `fd` was taken, as a ticket says a time
-/// (`CLOCK_BOOTTIME` ns): no earlier than the change time its take set
-/// (`dated`), which may be behind the take: the kernel stamps it from its
-/// coarse clock (a tick, up to 10 ms, behind), vfat in 10 ms steps, and a
-/// file system that keeps whole seconds (ext4 made with 128-byte inodes,
-/// ext3, FAT, some file servers) cuts the fraction off. Dated that early,
-/// a waiter that joined just before the take would pass for a later one,
-/// and be overtaken: the stamp counts as [`STAMP_SLACK`] later, or
-/// [`WHOLE_SECONDS_SLACK`] where it holds whole seconds, at most now (as
-/// where the times could not be set).
+/// (`CLOCK_BOOTTIME` ns): the change time its take set (`dated`), else
+/// now. A file system that keeps whole seconds (ext4 made with 128-byte
+/// inodes, ext3, FAT, some file servers) cuts its fraction off: dated that
+/// early, a waiter that joined just before the take would pass for a later
+/// one, and be overtaken, so such a stamp counts as
+/// [`WHOLE_SECONDS_SLACK`] later, at most now. (The kernel stamps from its
+/// coarse clock, a tick behind, and vfat in 10 ms steps: those few
+/// milliseconds are left, for a waiter that joins a moment after a take is
+/// as likely, and an arrival that left it the block with `--wait=0` would
+/// fail.)
 #[cold]
 fn taken_at(fd: &OwnedFd, dated: bool) -> u64 {
     let now = now_ns();
@@ -450,14 +451,12 @@ fn taken_at(fd: &OwnedFd, dated: bool) -> u64 {
     let changed = (st.st_ctime as u64).wrapping_mul(1_000_000_000).wrapping_add(st.st_ctime_nsec as u64);
     let real = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let real = real.as_secs().wrapping_mul(1_000_000_000).wrapping_add(u64::from(real.subsec_nanos()));
-    let slack = if st.st_ctime_nsec == 0 { WHOLE_SECONDS_SLACK } else { STAMP_SLACK };
+    let slack = if st.st_ctime_nsec == 0 { WHOLE_SECONDS_SLACK } else { 0 };
     now.saturating_sub(real.saturating_sub(changed)).saturating_add(slack).min(now)
 }
 
-/// How far behind a take its change time may be, in nanoseconds: a tick
-/// of the kernel's coarse clock at 100 Hz, or vfat's 10 ms steps.
-const STAMP_SLACK: u64 = 10_000_000;
-/// The same, for a change time in whole seconds: FAT's two.
+/// How far behind a take a change time in whole seconds may be, in
+/// nanoseconds: FAT's two.
 const WHOLE_SECONDS_SLACK: u64 = 2_000_000_000;
 
 /// Removes the temporary record `name` when nobody holds its lock: its
