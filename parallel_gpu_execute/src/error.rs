@@ -132,8 +132,8 @@ pub enum Error {
         /// The test and its arguments, as the "Running test" line shows them.
         test: String,
         profile: Profile,
-        /// The earlier waiters in the queue that come first for lock
-        /// files it could take (0: none, or it did not look).
+        /// The waiters in the queue that come first for lock files it
+        /// could take (0: none, or it did not look).
         earlier: usize,
     },
     // The paths below are on the heap: an error travels up through the
@@ -333,7 +333,7 @@ impl fmt::Display for Error {
                         wait_ms % 1000
                     ),
                 }?;
-                // GPUs may be free, yet left to the waiters that came first.
+                // GPUs may be free, yet left to the waiters in the queue.
                 match earlier {
                     0 => Ok(()),
                     n => write!(

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Fixture, NOBODY, on, root};
+use common::{Fixture, NOBODY, on, root, set_mode};
 use std::time::{Duration, Instant};
 use test_support::{Cmd, Running, hold_lock, wait_until, write_file};
 
@@ -207,13 +207,9 @@ fn a_lock_directory_made_unsearchable_during_a_wait_is_said_as_at_the_start() {
     let mut c = f.cmd();
     on(&mut c, 1, 1).args(["--wait=20", "./pkg/gpu_test"]).as_user(NOBODY, NOBODY);
     let r = queued(&f, &mut c);
-    let mode = |m: u32| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(m)).unwrap();
-    };
-    mode(0o000);
+    set_mode(&f.lock_dir, 0o000);
     let out = r.wait();
-    mode(0o1777);
+    set_mode(&f.lock_dir, 0o1777);
     drop(held);
     let what = out.explain();
     out.assert_code(2);
@@ -239,10 +235,7 @@ fn list_says_the_error_every_test_would_meet_in_an_unusable_lock_directory() {
     write_file(&file, "");
     let readonly = f.dir.join("readonly");
     std::fs::create_dir_all(&readonly).unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&readonly, std::fs::Permissions::from_mode(0o555)).unwrap();
-    }
+    set_mode(&readonly, 0o555);
     let mut cases = vec![(file.clone(), None), (file.join("locks"), None)];
     if test_support::is_root() {
         cases.push((readonly.join("locks"), Some(NOBODY)));
@@ -279,10 +272,7 @@ fn a_lock_directory_this_user_may_read_but_not_search_ends_a_test_at_once() {
     let f = common::shared_fixture("faults-read-only-search");
     std::fs::create_dir_all(&f.lock_dir).unwrap();
     write_file(f.lock("0", 0), "");
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&f.lock_dir, std::fs::Permissions::from_mode(0o744)).unwrap();
-    }
+    set_mode(&f.lock_dir, 0o744);
     for wait in ["--wait=0", "--wait=20"] {
         let mut c = f.cmd();
         on(&mut c, 1, 1).args([wait, "./pkg/gpu_test"]).as_user(NOBODY, NOBODY).timeout(Duration::from_secs(10));

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Fixture, NOBODY, Record};
+use common::{Fixture, NOBODY, Record, set_mode};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
@@ -25,10 +25,6 @@ done
 [ -n "${SLEEP:-}" ] && sleep "$SLEEP"
 exit 0
 "#;
-
-fn set_mode(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
 
 /// Whether systemd-tmpfiles and root (to act on any file) are here; in CI
 /// both must be.

@@ -229,8 +229,8 @@ pub fn lockers(file: &LockFile, openers: &[Opener], seen: Seen<'_>, partial: boo
     // The waiters the first reading lists (those unseen as 0), and the
     // visible ones found blocked; each seen one once.
     let mut waiters: Vec<i64> = Vec::new();
-    let listed = reads.first().into_iter().flatten().filter(|l| l.blocked).map(|l| l.pid.max(0));
-    for pid in listed.chain(openers.iter().filter(|o| o.blocked).map(|o| o.pid)) {
+    let blocked = reads.first().into_iter().flatten().filter(|l| l.blocked).map(|l| l.pid.max(0));
+    for pid in blocked.chain(openers.iter().filter(|o| o.blocked).map(|o| o.pid)) {
         if pid <= 0 || !waiters.contains(&pid) {
             waiters.push(pid);
         }

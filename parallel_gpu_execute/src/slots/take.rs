@@ -160,8 +160,8 @@ impl<'a> Waiting<'a> {
     }
 
     /// No block for it, and no more waiting. Where its scan left lock
-    /// files to earlier waiters (`queued`: GPUs may be free, yet theirs),
-    /// the line says how many come first.
+    /// files to waiters in the queue (`queued`: GPUs may be free, yet
+    /// theirs), the line says how many come first.
     #[cold]
     fn no_slot(&self, table: &Slots<'_>, queued: bool) -> Error {
         Error::NoFreeSlot {

@@ -402,3 +402,8 @@ impl Drop for EnteredNamespace {
         let _ = self.second.wait();
     }
 }
+
+/// Sets the permission bits of `path` to `mode`.
+pub fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
